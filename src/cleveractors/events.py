@@ -1,0 +1,150 @@
+"""Typed events of a run, for UIs and SSE: one frozen pydantic model per kind.
+
+`Event` is a discriminated union on `kind`; `event_adapter` validates and serialises any of them:
+
+    >>> event_adapter.dump_json(TextDelta(round=1, text="Hi"))
+    b'{"kind":"text_delta","round":1,"text":"Hi"}'
+
+A run emits, in order: `RoundStarted`, then per round the `TextDelta`s and one `UsageRecorded`,
+`ToolCallRequested` for each call, then `ToolCallStarted`/`ToolCallFinished` (or `ToolCallSkipped`,
+`OutputPruned`) per call; `SynthesisStarted` when a limit is hit; last `RunFinished` or `RunFailed`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
+from cleveractors.usage import LLMCallUsage, TokenUsage
+
+__all__ = [
+    "Event",
+    "OutputPruned",
+    "RoundStarted",
+    "RunFailed",
+    "RunFinished",
+    "SynthesisStarted",
+    "TextDelta",
+    "ToolCallFinished",
+    "ToolCallRequested",
+    "ToolCallSkipped",
+    "ToolCallStarted",
+    "UsageRecorded",
+    "event_adapter",
+]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RoundStarted(_Event):
+    """The model is about to be asked (round 1 is the user's message)."""
+
+    kind: Literal["round_started"] = "round_started"
+    round: int
+
+
+class TextDelta(_Event):
+    """A piece of the model's text, as the provider sent it."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    round: int
+    text: str
+
+
+class UsageRecorded(_Event):
+    """An LLM call finished (or was cut off) and its tokens were recorded."""
+
+    kind: Literal["usage_recorded"] = "usage_recorded"
+    call: LLMCallUsage
+    total: TokenUsage
+
+
+class ToolCallRequested(_Event):
+    """The model asked for a tool call."""
+
+    kind: Literal["tool_call_requested"] = "tool_call_requested"
+    round: int
+    call_id: str
+    name: str
+    arguments: dict[str, object] | str
+
+
+class ToolCallStarted(_Event):
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    round: int
+    call_id: str
+    name: str
+
+
+class ToolCallFinished(_Event):
+    """A tool call ended: `error` is set when it failed (the model is shown that error)."""
+
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+    round: int
+    call_id: str
+    name: str
+    output: str | None
+    error: str | None
+    duration_s: float
+
+
+class ToolCallSkipped(_Event):
+    """A call was not run because an earlier `ends_turn` tool of its batch ended the turn."""
+
+    kind: Literal["tool_call_skipped"] = "tool_call_skipped"
+    round: int
+    call_id: str
+    name: str
+    reason: str
+
+
+class OutputPruned(_Event):
+    """A tool output over `tool_output_max_tokens` was condensed (or truncated, if that failed)."""
+
+    kind: Literal["output_pruned"] = "output_pruned"
+    call_id: str
+    name: str
+    method: Literal["condensed", "truncated"]
+    original_tokens: int
+
+
+class SynthesisStarted(_Event):
+    """A limit was reached; the model is asked to answer from what it has, without tools."""
+
+    kind: Literal["synthesis_started"] = "synthesis_started"
+    reason: SynthesisReason
+
+
+class RunFinished(_Event):
+    kind: Literal["run_finished"] = "run_finished"
+    result: ExecutionResult
+
+
+class RunFailed(_Event):
+    """The run failed; `result` holds the usage spent before the failure."""
+
+    kind: Literal["run_failed"] = "run_failed"
+    error: ErrorInfo
+    result: ExecutionResult
+
+
+Event = Annotated[
+    RoundStarted
+    | TextDelta
+    | UsageRecorded
+    | ToolCallRequested
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallSkipped
+    | OutputPruned
+    | SynthesisStarted
+    | RunFinished
+    | RunFailed,
+    Field(discriminator="kind"),
+]
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,10 @@
+"""Test doubles shipped with cleveractors, for your tests and ours.
+
+- `ScriptedChatModel`: a real `BaseChatModel` that replays a script, blocking and streaming.
+- `ScriptedOpenAIServer`: an OpenAI-compatible HTTP server on 127.0.0.1 that replays a script
+  over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
+"""
+
+from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_words
+
+__all__ = ["ScriptedReply", "ScriptedToolCall", "count_words"]

@@ -1,0 +1,98 @@
+"""The script a scripted model or scripted server replays: one `ScriptedReply` per LLM call.
+
+Shared by `ScriptedChatModel` (in process), the `stub` provider (from YAML) and
+`ScriptedOpenAIServer` (over HTTP), so one script means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+
+__all__ = [
+    "ScriptedReply",
+    "ScriptedToolCall",
+    "call_arguments_text",
+    "completion_words",
+    "count_words",
+    "prompt_words",
+]
+
+_WORD = re.compile(r"\S+")
+
+
+def count_words(text: str) -> int:
+    """The scripted doubles' tokenizer: one token per whitespace-separated word."""
+    return len(_WORD.findall(text))
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call the scripted model makes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    args: dict[str, object] | str = Field(default_factory=dict)
+    """Arguments as an object, or raw argument text (which may be invalid JSON, on purpose)."""
+    id: str | None = None
+    """The call id; when omitted, one is made from the call's position (`call_<n>_<i>`)."""
+
+
+class ScriptedReply(BaseModel):
+    """One reply of the scripted model: text and/or tool calls, with the usage it reports.
+
+    `prompt_tokens` / `completion_tokens` left as None are counted from the words of the request
+    and of the reply, like a real provider's tokenizer would, so different requests cost different
+    amounts. `error` makes the call fail before any output; `cut_off_after_chunks` makes a streamed
+    call fail after that many chunks, before the usage chunk; `omit_usage` makes it report none.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = ""
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    prompt_tokens: NonNegativeInt | None = None
+    completion_tokens: NonNegativeInt | None = None
+    error: str | None = None
+    cut_off_after_chunks: NonNegativeInt | None = None
+    omit_usage: bool = False
+    chunk_delay_s: float = Field(default=0.0, ge=0)
+    """Pause before each streamed chunk (and before a blocking reply), to make timing visible."""
+    args_chunk_size: PositiveInt = 8
+    """Streamed tool-call arguments are split into pieces of this many characters."""
+
+
+def prompt_words(messages: Sequence[Mapping[str, Any]]) -> int:
+    """What the scripted doubles bill for a request: the words of every message in OpenAI format.
+
+    Counts each message's text content (a string, or the `text` of its content parts) and the
+    arguments of an assistant message's tool calls, so the model and the server bill alike.
+    """
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += count_words(content)
+        elif isinstance(content, list):
+            total += sum(
+                count_words(str(part.get("text", ""))) for part in content if isinstance(part, dict)
+            )
+        for call in message.get("tool_calls") or ():
+            total += count_words(str(call.get("function", {}).get("arguments", "")))
+    return total
+
+
+def completion_words(reply: ScriptedReply) -> int:
+    """What the scripted doubles bill for a reply: the words of its text and tool-call arguments."""
+    return count_words(reply.text) + sum(
+        count_words(call_arguments_text(call)) for call in reply.tool_calls
+    )
+
+
+def call_arguments_text(call: ScriptedToolCall) -> str:
+    """The arguments of a scripted call as the wire carries them: JSON text, or the raw string."""
+    return call.args if isinstance(call.args, str) else json.dumps(call.args)

@@ -1,0 +1,101 @@
+"""Token usage: one record per LLM call, totals derived from the records.
+
+Pricing is per request, so calls are never merged into one call-shaped record: `LLMCallUsage`
+keeps each call with its purpose, and `UsageLedger` sums them when asked.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel, ConfigDict, computed_field
+
+__all__ = [
+    "CallPurpose",
+    "LLMCallUsage",
+    "TokenUsage",
+    "UsageLedger",
+    "last_token_usage_var",
+]
+
+CallPurpose = Literal["round", "synthesis", "pruning"]
+"""Why an LLM call was made: a tool-loop round, the synthesis answer, or condensing a tool output."""
+
+
+class TokenUsage(BaseModel):
+    """Token counts, of one LLM call or summed over several.
+
+    `estimated` is True when any part was estimated (a stream cut off before the provider sent its
+    usage, or a provider that reports none), so "the provider sent nothing" is never read as zero.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+    @classmethod
+    def from_message(cls, message: AIMessage) -> TokenUsage | None:
+        """The provider-reported usage of a reply, or None when the provider reported none."""
+        metadata = message.usage_metadata
+        if metadata is None:
+            return None
+        return cls(
+            prompt_tokens=metadata["input_tokens"], completion_tokens=metadata["output_tokens"]
+        )
+
+
+class LLMCallUsage(BaseModel):
+    """What one LLM call cost, and why it was made."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    """Position of the call in the run, from 1."""
+    purpose: CallPurpose
+    round: int
+    """The tool-loop round the call belongs to, from 1."""
+    usage: TokenUsage
+
+
+class UsageLedger:
+    """The LLM calls of one run, in the order they were made. Never shared between runs."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: list[LLMCallUsage] = []
+
+    def record(self, *, purpose: CallPurpose, round: int, usage: TokenUsage) -> LLMCallUsage:
+        call = LLMCallUsage(index=len(self._calls) + 1, purpose=purpose, round=round, usage=usage)
+        self._calls.append(call)
+        return call
+
+    @property
+    def calls(self) -> tuple[LLMCallUsage, ...]:
+        return tuple(self._calls)
+
+    @property
+    def total(self) -> TokenUsage:
+        return sum((call.usage for call in self._calls), TokenUsage())
+
+
+last_token_usage_var: ContextVar[TokenUsage | None] = ContextVar(
+    "cleveractors_last_token_usage", default=None
+)
+"""The total usage of the latest run in this context: set on success and on every failure path."""
