@@ -1,0 +1,39 @@
+"""cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
+
+from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream, ToolAgent
+from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
+from cleveractors.errors import (
+    CleverActorsError,
+    ConfigurationError,
+    ExecutionError,
+    ToolExecutionError,
+)
+from cleveractors.executor import ActorExecutor
+from cleveractors.result import ErrorInfo, ExecutionResult, ToolCallRecord
+from cleveractors.tools import Tool, tool_from_callable
+from cleveractors.usage import LLMCallUsage, TokenUsage, last_token_usage_var
+
+__all__ = [
+    "ActorConfig",
+    "ActorExecutor",
+    "CleverActorsError",
+    "ConfigurationError",
+    "ErrorInfo",
+    "EventStream",
+    "ExecutionError",
+    "ExecutionResult",
+    "LLMAgent",
+    "LLMAgentConfig",
+    "LLMCallUsage",
+    "LoopLimits",
+    "TextStream",
+    "TokenUsage",
+    "Tool",
+    "ToolAgent",
+    "ToolCallRecord",
+    "ToolConfig",
+    "ToolExecutionError",
+    "last_token_usage_var",
+    "load_actor_config",
+    "tool_from_callable",
+]

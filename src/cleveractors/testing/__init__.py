@@ -5,6 +5,17 @@
   over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
 """
 
+from cleveractors.testing.openai_server import BilledCall, BilledTotal, ScriptedOpenAIServer
 from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_words
+from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 
-__all__ = ["ScriptedReply", "ScriptedToolCall", "count_words"]
+__all__ = [
+    "BilledCall",
+    "BilledTotal",
+    "ScriptedOpenAIServer",
+    "ScriptedChatModel",
+    "ScriptedReply",
+    "ScriptedRequest",
+    "ScriptedToolCall",
+    "count_words",
+]

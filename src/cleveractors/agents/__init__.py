@@ -1,0 +1,19 @@
+"""Agents: `LLMAgent` (a chat model with tools) and `ToolAgent` (one tool call)."""
+
+from cleveractors.agents.base import Agent, History, ResultCallback
+from cleveractors.agents.llm import LLMAgent, LoopLimits
+from cleveractors.agents.stream import EventStream, TextStream
+from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
+
+__all__ = [
+    "Agent",
+    "EventStream",
+    "History",
+    "LLMAgent",
+    "LoopLimits",
+    "ResultCallback",
+    "TextStream",
+    "ToolAgent",
+    "ToolCallRequest",
+    "ToolOutcome",
+]

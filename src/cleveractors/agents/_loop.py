@@ -1,0 +1,280 @@
+"""The tool loop's private vocabulary: what one round decides, the run's state, and its outcome.
+
+`decide()` is a pure function from a model reply to the next step; `_Run` is the only state that
+lives across rounds; `_ToolLoopResult` / `_ToolLoopError` are how a run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents.tool import ToolCallRequest
+from cleveractors.events import Event, UsageRecorded
+from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
+from cleveractors.tokens import count_tokens, estimate_prompt_tokens
+from cleveractors.usage import CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
+
+EventSink = Callable[[Event], None]
+
+
+def discard_event(event: Event) -> None:
+    """The sink of a blocking run: nobody listens."""
+
+
+# -- what a round decides ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Finish:
+    """The reply is the answer."""
+
+    message: AIMessage
+
+
+@dataclass(frozen=True, slots=True)
+class _CallTools:
+    """Run this batch of calls, then ask the model again."""
+
+    reply: AIMessage
+    calls: tuple[ToolCallRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Synthesize:
+    """Stop using tools; ask the model to answer from what it has."""
+
+    reason: SynthesisReason
+
+
+_Step = _Finish | _CallTools | _Synthesize
+
+
+def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
+    """The next step after a model reply (the budget is checked before each further round)."""
+    calls = tool_call_requests(reply)
+    if calls:
+        if tool_rounds_done >= max_tool_rounds:
+            return _Synthesize("max_rounds")
+        return _CallTools(reply, calls)
+    if not reply.text.strip():
+        return _Synthesize("stuck")
+    return _Finish(reply)
+
+
+def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
+    """Every call of a reply, parsed ones first (in the model's order), then unparseable ones."""
+    parsed = tuple(
+        ToolCallRequest(call_id=call["id"] or "", name=call["name"], arguments=call["args"])
+        for call in reply.tool_calls
+    )
+    unparsed = tuple(
+        ToolCallRequest(
+            call_id=call["id"] or "",
+            name=call["name"] or "",
+            arguments=call["args"] or "",
+            parse_error=_json_problem(call["args"] or ""),
+        )
+        for call in reply.invalid_tool_calls
+    )
+    return parsed + unparsed
+
+
+def _json_problem(text: str) -> str:
+    """Why raw arguments are unusable, in our own words: providers word it differently (or not at
+    all), and the model should read the same error whichever way the reply arrived."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return str(exc)
+    return "not a JSON object"
+
+
+# -- the run's state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _InFlightCall:
+    """An LLM call that has been sent and not yet recorded: billed by estimate if it is cut off."""
+
+    purpose: CallPurpose
+    messages: Sequence[BaseMessage]
+    fold: ReplyFold | None
+
+
+@dataclass(slots=True)
+class _Run:
+    """Everything one run keeps across rounds. Made per call, never shared."""
+
+    messages: list[BaseMessage]
+    user_message: str
+    sink: EventSink
+    streaming: bool
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+    tool_records: list[ToolCallRecord] = field(default_factory=list)
+    round: int = 0
+    tool_rounds: int = 0
+    synthesis_reason: SynthesisReason | None = None
+    in_flight: _InFlightCall | None = None
+
+    def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
+        call = self.ledger.record(purpose=purpose, round=self.round, usage=usage)
+        self.in_flight = None
+        self.sink(UsageRecorded(call=call, total=self.ledger.total))
+
+    def record_reply(self, purpose: CallPurpose, reply: AIMessage) -> None:
+        """Record a completed call: the provider's figures, or an estimate if it sent none."""
+        reported = TokenUsage.from_message(reply)
+        if reported is None:
+            assert self.in_flight is not None
+            reported = _estimate(self.in_flight.messages, reply.text, reply)
+        self.record_usage(purpose, reported)
+
+    def bill_interrupted_call(self, cause: BaseException) -> None:
+        """An in-flight call was cut off. Bill an estimate if the provider did work for it: it
+        streamed something, or we cancelled it after sending. A call refused before any output
+        (an HTTP error) costs nothing."""
+        call = self.in_flight
+        if call is None:
+            return
+        received = call.fold is not None and call.fold.received_any
+        if received or isinstance(cause, asyncio.CancelledError):
+            text = call.fold.text if call.fold is not None else ""
+            partial = call.fold.message() if call.fold is not None else None
+            self.record_usage(call.purpose, _estimate(call.messages, text, partial))
+        self.in_flight = None
+
+    def result(self, message: AIMessage) -> _ToolLoopResult:
+        return _ToolLoopResult(message=message, progress=self._progress())
+
+    def error(self, cause: BaseException) -> _ToolLoopError:
+        return _ToolLoopError(cause, self._progress())
+
+    def _progress(self) -> _RunProgress:
+        return _RunProgress(
+            calls=self.ledger.calls,
+            tool_records=tuple(self.tool_records),
+            rounds=self.round,
+            synthesis_reason=self.synthesis_reason,
+        )
+
+
+def _estimate(
+    messages: Sequence[BaseMessage], text: str, reply: AIMessage | None
+) -> TokenUsage:
+    completion = count_tokens(text)
+    if reply is not None:
+        completion += sum(count_tokens(str(call["args"])) for call in reply.tool_calls)
+        completion += sum(count_tokens(call["args"] or "") for call in reply.invalid_tool_calls)
+    return TokenUsage(
+        prompt_tokens=estimate_prompt_tokens(messages),
+        completion_tokens=completion,
+        estimated=True,
+    )
+
+
+# -- how a run ends ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _RunProgress:
+    """What a run did and spent, up to its end or its failure."""
+
+    calls: tuple[LLMCallUsage, ...]
+    tool_records: tuple[ToolCallRecord, ...]
+    rounds: int
+    synthesis_reason: SynthesisReason | None
+
+    @property
+    def usage(self) -> TokenUsage:
+        return sum((call.usage for call in self.calls), TokenUsage())
+
+    def execution_result(
+        self, *, text: str, error: BaseException | None = None
+    ) -> ExecutionResult:
+        usage = self.usage
+        return ExecutionResult(
+            text=text,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            usage_estimated=usage.estimated,
+            llm_calls=len(self.calls),
+            usage_by_call=self.calls,
+            tool_calls=self.tool_records,
+            rounds=self.rounds,
+            synthesis_reason=self.synthesis_reason,
+            budget_exhausted=self.synthesis_reason == "budget",
+            error=None if error is None else _error_info(error),
+            cancelled=isinstance(error, asyncio.CancelledError),
+        )
+
+
+def _error_info(error: BaseException) -> ErrorInfo:
+    if isinstance(error, asyncio.CancelledError):
+        return ErrorInfo(type="CancelledError", message="the run was cancelled")
+    return ErrorInfo.from_exception(error)
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolLoopResult:
+    """A finished run: the final message and everything spent."""
+
+    message: AIMessage
+    progress: _RunProgress
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.progress.usage.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.progress.usage.completion_tokens
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.progress.calls)
+
+    @property
+    def rounds(self) -> int:
+        return self.progress.rounds
+
+    @property
+    def synthesis_reason(self) -> SynthesisReason | None:
+        return self.progress.synthesis_reason
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.progress.synthesis_reason == "budget"
+
+    @property
+    def tool_records(self) -> tuple[ToolCallRecord, ...]:
+        return self.progress.tool_records
+
+    def execution_result(self) -> ExecutionResult:
+        return self.progress.execution_result(text=self.message.text)
+
+
+class _ToolLoopError(Exception):
+    """A run failed: `cause` is the original exception, `progress` what was spent before it."""
+
+    def __init__(self, cause: BaseException, progress: _RunProgress) -> None:
+        super().__init__(f"tool loop failed: {type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.progress = progress
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.progress.usage.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.progress.usage.completion_tokens
+
+    def execution_result(self) -> ExecutionResult:
+        return self.progress.execution_result(text="", error=self.cause)

@@ -1,0 +1,487 @@
+"""`LLMAgent`: a chat model plus tools, run by one tool loop for both blocking and streaming.
+
+`process_message` and `stream_message` are thin: both call `_execute_tool_loop`, which reads as
+the five steps of a round (model turn, usage, decide, tools, limits). Every failure inside it is
+converted once into `_ToolLoopError`, carrying what was spent; the public methods record that
+usage and re-raise the original exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+
+from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents._loop import (
+    EventSink,
+    _CallTools,
+    _Finish,
+    _InFlightCall,
+    _Run,
+    _Synthesize,
+    _ToolLoopError,
+    _ToolLoopResult,
+    decide,
+    discard_event,
+)
+from cleveractors.agents.base import Agent, History, ResultCallback
+from cleveractors.agents.stream import EventStream, RunOutcome
+from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
+from cleveractors.config import LLMAgentConfig
+from cleveractors.errors import ConfigurationError
+from cleveractors.events import (
+    OutputPruned,
+    RoundStarted,
+    SynthesisStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallSkipped,
+    ToolCallStarted,
+)
+from cleveractors.result import ExecutionResult, SynthesisReason, ToolCallRecord
+from cleveractors.tokens import count_tokens
+from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
+from cleveractors.usage import CallPurpose, last_token_usage_var
+
+__all__ = ["LLMAgent", "LoopLimits"]
+
+logger = logging.getLogger(__name__)
+
+_SYNTHESIS_PROMPT = (
+    "Stop using tools now ({why}). Using only the information gathered above, give your best "
+    "complete answer to the user's message: {message!r}. Say plainly if something could not be "
+    "found out."
+)
+_SYNTHESIS_WHY: dict[SynthesisReason, str] = {
+    "max_rounds": "the limit of tool rounds for this message is reached",
+    "budget": "the token budget for this message is spent",
+    "stuck": "your last reply had neither text nor tool calls",
+}
+_CONDENSE_PROMPT = (
+    "Condense the following output of the tool {tool!r} to what matters for answering the "
+    "user's message {message!r}. Keep facts, numbers and names exactly; drop everything else. "
+    "Reply with the condensed output only.\n\n{output}"
+)
+_SKIPPED = "Not run: tool {tool!r} (call {call_id}) ended the turn before this call."
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLimits:
+    """How far one message may go before the loop asks for a synthesis answer."""
+
+    max_tool_rounds: int = 10
+    token_budget: int | None = None
+    tool_output_max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _BatchOutcome:
+    answer: str | None
+    """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
+
+
+class LLMAgent(Agent):
+    """A chat model with tools.
+
+    Args:
+        model: Any LangChain chat model (for example `ChatOpenAI`, or `ScriptedChatModel`).
+        tools: `Tool`s, LangChain tools or plain callables (sync or async).
+        name: Used in logs and results.
+        system_prompt: Sent first in every conversation.
+        limits: Round, token-budget and pruning limits.
+        stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
+            with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
+            stream tool calls.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        tools: Sequence[Tool | BaseTool | ToolHandler] = (),
+        name: str = "assistant",
+        system_prompt: str | None = None,
+        limits: LoopLimits = LoopLimits(),
+        stream_tool_rounds: bool = True,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.system_prompt = system_prompt
+        self.limits = limits
+        self.stream_tool_rounds = stream_tool_rounds
+        self.tools: dict[str, Tool] = {}
+        for candidate in tools:
+            tool = as_tool(candidate)
+            if tool.name in self.tools:
+                raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
+            self.tools[tool.name] = tool
+        # Bound once: binding converts every schema, which is no work to repeat per round.
+        self._model_with_tools: Runnable[LanguageModelInput, Any] = (
+            model.bind_tools([tool.openai_schema() for tool in self.tools.values()])
+            if self.tools
+            else model
+        )
+
+    @classmethod
+    def from_config(
+        cls, config: LLMAgentConfig, *, model: BaseChatModel, name: str = "assistant"
+    ) -> LLMAgent:
+        """Build the agent an actor config describes, around a ready chat model."""
+        return cls(
+            model,
+            tools=[tool_from_config(tool) for tool in config.tools],
+            name=name,
+            system_prompt=config.system_prompt,
+            limits=LoopLimits(
+                max_tool_rounds=config.tool_max_rounds,
+                token_budget=config.token_budget,
+                tool_output_max_tokens=config.tool_output_max_tokens,
+            ),
+            stream_tool_rounds=config.stream_tool_rounds,
+        )
+
+    # -- public: both modes are this thin ------------------------------------------------------
+
+    async def process_message(
+        self,
+        message: str,
+        *,
+        history: History | None = None,
+        on_result: ResultCallback | None = None,
+    ) -> ExecutionResult:
+        """Run a message to its answer, blocking.
+
+        Raises:
+            ConfigurationError: the message or history is malformed.
+            Exception: whatever the model raised (e.g. langchain-core's `ModelError` family),
+                unchanged, after the usage spent before it was recorded.
+        """
+        outcome = await self._run(message, history, discard_event, streaming=False)
+        last_token_usage_var.set(outcome.result.usage)
+        if on_result is not None:
+            on_result(outcome.result)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.result
+
+    def stream_message(
+        self,
+        message: str,
+        *,
+        history: History | None = None,
+        on_result: ResultCallback | None = None,
+    ) -> EventStream:
+        """Run a message, streaming its events (text deltas as the provider sends them)."""
+
+        def run(sink: EventSink) -> Any:
+            return self._run(message, history, sink, streaming=True)
+
+        return EventStream(run, on_result=on_result)
+
+    async def _run(
+        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+    ) -> RunOutcome:
+        try:
+            finished = await self._execute_tool_loop(message, history, sink, streaming=streaming)
+        except _ToolLoopError as failure:
+            return RunOutcome(failure.execution_result(), failure.cause)
+        return RunOutcome(finished.execution_result())
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _execute_tool_loop(
+        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+    ) -> _ToolLoopResult:
+        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming)
+        try:
+            run.messages = self._initial_messages(message, history)
+            while True:
+                run.round += 1
+                sink(RoundStarted(round=run.round))
+                reply = await self._model_turn(run, "round", tools_bound=True)
+                step = decide(
+                    reply,
+                    tool_rounds_done=run.tool_rounds,
+                    max_tool_rounds=self.limits.max_tool_rounds,
+                )
+                match step:
+                    case _Finish(message=answer):
+                        return run.result(answer)
+                    case _Synthesize(reason=reason):
+                        return run.result(await self._synthesize(run, reason))
+                    case _CallTools(reply=tool_reply, calls=calls):
+                        batch = await self._run_tool_batch(run, tool_reply, calls)
+                        if batch.answer is not None:
+                            return run.result(AIMessage(content=batch.answer))
+                        if self._budget_spent(run):
+                            return run.result(await self._synthesize(run, "budget"))
+                    case _:
+                        assert_never(step)
+        except (Exception, asyncio.CancelledError) as exc:
+            run.bill_interrupted_call(exc)
+            raise run.error(exc) from exc
+
+    def _initial_messages(self, message: str, history: History | None) -> list[BaseMessage]:
+        if not isinstance(message, str) or not message.strip():
+            raise ConfigurationError(f"message must be a non-empty string, got {message!r}")
+        messages: list[BaseMessage] = []
+        if self.system_prompt:
+            messages.append(SystemMessage(self.system_prompt))
+        for position, turn in enumerate(history or ()):
+            try:
+                messages.extend(convert_to_messages([turn]))
+            except (ValueError, TypeError, NotImplementedError) as exc:
+                raise ConfigurationError(f"history[{position}] is not a chat turn: {exc}") from None
+        messages.append(HumanMessage(message))
+        return messages
+
+    # -- step 1 and 2: the model turn and its usage --------------------------------------------
+
+    async def _model_turn(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        *,
+        tools_bound: bool,
+        messages: Sequence[BaseMessage] | None = None,
+    ) -> AIMessage:
+        """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        sent = run.messages if messages is None else messages
+        model = self._model_with_tools if tools_bound else self.model
+        if self._should_stream(run, purpose, tools_bound=tools_bound):
+            fold = ReplyFold()
+            run.in_flight = _InFlightCall(purpose, sent, fold)
+            reply = await self._stream_reply(model, sent, fold, run)
+        else:
+            run.in_flight = _InFlightCall(purpose, sent, None)
+            reply = _as_ai_message(await model.ainvoke(sent))
+            if run.streaming and reply.text and not reply.tool_calls:
+                run.sink(TextDelta(round=run.round, text=reply.text))
+        run.record_reply(purpose, reply)
+        return reply
+
+    def _should_stream(self, run: _Run, purpose: CallPurpose, *, tools_bound: bool) -> bool:
+        # A condensed tool output is for the model, never for the user's screen.
+        if not run.streaming or purpose == "pruning":
+            return False
+        return self.stream_tool_rounds or not tools_bound or not self.tools
+
+    @staticmethod
+    async def _stream_reply(
+        model: Runnable[LanguageModelInput, Any],
+        messages: Sequence[BaseMessage],
+        fold: ReplyFold,
+        run: _Run,
+    ) -> AIMessage:
+        sink, round_number = run.sink, run.round
+        async for chunk in model.astream(messages):
+            if text := fold.add(chunk):
+                sink(TextDelta(round=round_number, text=text))
+        return fold.message()
+
+    # -- step 4: tools -------------------------------------------------------------------------
+
+    async def _run_tool_batch(
+        self, run: _Run, reply: AIMessage, calls: Sequence[ToolCallRequest]
+    ) -> _BatchOutcome:
+        run.tool_rounds += 1
+        run.messages.append(reply)
+        for call in calls:
+            run.sink(
+                ToolCallRequested(
+                    round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments
+                )
+            )
+        if len(calls) > 1:
+            logger.info(
+                "agent %s: %d tool calls in one reply: %s",
+                self.name,
+                len(calls),
+                ", ".join(call.name for call in calls),
+            )
+        outcomes: dict[str, ToolOutcome] = {}
+        answer: str | None = None
+        for group in self._call_groups(calls):
+            for call, outcome in zip(group, await self._run_group(run, group), strict=True):
+                outcomes[call.call_id] = outcome
+                if outcome.error is None and self._ends_turn(call):
+                    answer = outcome.output
+            if answer is not None:
+                break
+        for call in calls:
+            outcome = outcomes.get(call.call_id)
+            if outcome is None:
+                self._skip(run, call, ended_by=next(c for c in calls if c.call_id in outcomes))
+                continue
+            content = await self._prune(run, call, outcome)
+            run.messages.append(
+                ToolMessage(
+                    content=content,
+                    tool_call_id=call.call_id,
+                    name=call.name,
+                    status="error" if outcome.error else "success",
+                )
+            )
+            run.tool_records.append(
+                ToolCallRecord(
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    status="error" if outcome.error else "ok",
+                    output=content,
+                    duration_s=outcome.duration_s,
+                    round=run.round,
+                )
+            )
+        if answer is not None:
+            run.sink(TextDelta(round=run.round, text=answer))
+        return _BatchOutcome(answer=answer)
+
+    def _call_groups(self, calls: Sequence[ToolCallRequest]) -> list[list[ToolCallRequest]]:
+        """Split a batch, in order, into runs of consecutive concurrent calls and single calls."""
+        groups: list[list[ToolCallRequest]] = []
+        for call in calls:
+            tool = self.tools.get(call.name)
+            is_concurrent = tool is not None and tool.concurrent
+            previous = groups[-1] if groups else None
+            if is_concurrent and previous is not None and self._is_concurrent(previous[0]):
+                previous.append(call)
+            else:
+                groups.append([call])
+        return groups
+
+    def _is_concurrent(self, call: ToolCallRequest) -> bool:
+        tool = self.tools.get(call.name)
+        return tool is not None and tool.concurrent
+
+    def _ends_turn(self, call: ToolCallRequest) -> bool:
+        tool = self.tools.get(call.name)
+        return tool is not None and tool.ends_turn
+
+    async def _run_group(self, run: _Run, group: list[ToolCallRequest]) -> list[ToolOutcome]:
+        if len(group) == 1:
+            return [await self._run_call(run, group[0])]
+        async with asyncio.TaskGroup() as tasks:
+            running = [tasks.create_task(self._run_call(run, call)) for call in group]
+        return [task.result() for task in running]
+
+    async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
+        run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
+        agent = ToolAgent(
+            self.tools.get(call.name), agent_name=self.name, available=tuple(self.tools)
+        )
+        outcome = await agent.run(call)
+        run.sink(
+            ToolCallFinished(
+                round=run.round,
+                call_id=call.call_id,
+                name=call.name,
+                output=None if outcome.error else outcome.output,
+                error=None if outcome.error is None else str(outcome.error),
+                duration_s=outcome.duration_s,
+            )
+        )
+        return outcome
+
+    def _skip(self, run: _Run, call: ToolCallRequest, *, ended_by: ToolCallRequest) -> None:
+        logger.info(
+            "agent %s: skipped tool %s (call %s): %s (call %s) ended the turn",
+            self.name,
+            call.name,
+            call.call_id,
+            ended_by.name,
+            ended_by.call_id,
+        )
+        reason = _SKIPPED.format(tool=ended_by.name, call_id=ended_by.call_id)
+        run.messages.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
+        run.tool_records.append(
+            ToolCallRecord(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                status="skipped",
+                output=reason,
+                duration_s=0.0,
+                round=run.round,
+            )
+        )
+        run.sink(
+            ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason)
+        )
+
+    async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:
+        """The output the model will read: condensed by one LLM call when it is over the limit,
+        truncated with a visible marker when that call fails."""
+        limit = self.limits.tool_output_max_tokens
+        if limit is None or outcome.error is not None:
+            return outcome.output
+        size = count_tokens(outcome.output)
+        if size <= limit:
+            return outcome.output
+        prompt = _CONDENSE_PROMPT.format(
+            tool=call.name, message=run.user_message, output=outcome.output
+        )
+        try:
+            condensed = await self._model_turn(
+                run, "pruning", tools_bound=False, messages=[HumanMessage(prompt)]
+            )
+        except Exception as exc:  # a failed condensing call must not cost the turn its answer
+            run.bill_interrupted_call(exc)
+            logger.warning(
+                "agent %s: condensing output of %s (call %s) failed (%s); truncating",
+                self.name,
+                call.name,
+                call.call_id,
+                exc,
+            )
+            run.sink(OutputPruned(call_id=call.call_id, name=call.name, method="truncated",
+                                  original_tokens=size))
+            return _truncate(outcome.output, limit, size)
+        run.sink(OutputPruned(call_id=call.call_id, name=call.name, method="condensed",
+                              original_tokens=size))
+        return condensed.text
+
+    # -- step 5: limits ------------------------------------------------------------------------
+
+    def _budget_spent(self, run: _Run) -> bool:
+        budget = self.limits.token_budget
+        return budget is not None and run.ledger.total.total_tokens >= budget
+
+    async def _synthesize(self, run: _Run, reason: SynthesisReason) -> AIMessage:
+        run.synthesis_reason = reason
+        run.sink(SynthesisStarted(reason=reason))
+        prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
+        messages = [*run.messages, HumanMessage(prompt)]
+        return await self._model_turn(run, "synthesis", tools_bound=False, messages=messages)
+
+
+def _as_ai_message(reply: object) -> AIMessage:
+    if isinstance(reply, AIMessageChunk):
+        return AIMessage(**reply.model_dump(exclude={"type", "tool_call_chunks", "chunk_position"}))
+    if isinstance(reply, AIMessage):
+        return reply
+    raise TypeError(f"chat model returned {type(reply).__name__}, not an AIMessage")
+
+
+def _truncate(output: str, limit: int, size: int) -> str:
+    kept = output[: max(1, len(output) * limit // size)]
+    return f"{kept}\n[cleveractors: output truncated from {size} to about {limit} tokens]"
+
+

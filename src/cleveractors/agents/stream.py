@@ -1,0 +1,146 @@
+"""`EventStream` and `TextStream`: a run's events (or text) as an async iterator, plus its result.
+
+The run itself works in a task that pushes events into a queue, and the iterator drains the queue.
+When the consumer stops early (it breaks, calls `aclose()`, or its task is cancelled), the run's
+task is cancelled and awaited before control returns, so no task outlives the stream and the
+result, with every token spent, is settled first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from types import TracebackType
+
+from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
+from cleveractors.result import ExecutionResult
+from cleveractors.usage import last_token_usage_var
+
+__all__ = ["EventStream", "RunOutcome", "TextStream"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended: its result, and the exception to raise if it failed."""
+
+    result: ExecutionResult
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """The queue's last item: the run has settled."""
+
+
+RunWithSink = Callable[[Callable[[Event], None]], Awaitable[RunOutcome]]
+
+
+class EventStream:
+    """The events of one run. Iterate it once; `result` is set when the run has ended.
+
+    Use it as `async with executor.execute_events(...) as events:` or iterate it directly; leaving
+    early cancels the run and settles its usage.
+    """
+
+    def __init__(
+        self, run: RunWithSink, *, on_result: Callable[[ExecutionResult], None] | None = None
+    ) -> None:
+        self._run = run
+        self._on_result = on_result
+        self._queue: asyncio.Queue[Event | _End] = asyncio.Queue()
+        self._iterator: AsyncIterator[Event] | None = None
+        self._outcome: RunOutcome | None = None
+
+    @property
+    def result(self) -> ExecutionResult | None:
+        """The run's result (also when it failed or was cancelled); None while it runs."""
+        return None if self._outcome is None else self._outcome.result
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        if self._iterator is not None:
+            raise RuntimeError("an EventStream can be iterated only once")
+        self._iterator = self._drain()
+        return self._iterator
+
+    async def aclose(self) -> None:
+        """Stop the run now (if it is still going) and settle its usage."""
+        if self._iterator is None:
+            self._iterator = self._drain()
+        await self._iterator.aclose()  # type: ignore[attr-defined]  # it is an async generator
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _drain(self) -> AsyncIterator[Event]:
+        task = asyncio.create_task(self._produce())
+        try:
+            while not isinstance(event := await self._queue.get(), _End):
+                yield event
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+            if self._outcome is not None:
+                last_token_usage_var.set(self._outcome.result.usage)
+        if self._outcome is not None and self._outcome.error is not None:
+            raise self._outcome.error
+
+    async def _produce(self) -> None:
+        outcome = await self._run(self._queue.put_nowait)
+        self._outcome = outcome
+        if self._on_result is not None:
+            self._on_result(outcome.result)
+        if outcome.error is None:
+            self._queue.put_nowait(RunFinished(result=outcome.result))
+        else:
+            assert outcome.result.error is not None
+            self._queue.put_nowait(RunFailed(error=outcome.result.error, result=outcome.result))
+        self._queue.put_nowait(_End())
+
+
+class TextStream:
+    """The text view of an `EventStream`: non-empty answer chunks, as they arrive."""
+
+    def __init__(self, events: EventStream) -> None:
+        self._events = events
+
+    @property
+    def events(self) -> EventStream:
+        return self._events
+
+    @property
+    def result(self) -> ExecutionResult | None:
+        return self._events.result
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._texts()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def __aenter__(self) -> TextStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _texts(self) -> AsyncIterator[str]:
+        async with aclosing(aiter(self._events)) as events:  # type: ignore[type-var]
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    yield event.text

@@ -1,0 +1,105 @@
+"""`ToolAgent`: runs one tool call and returns its outcome, never raising for a tool's failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cleveractors.errors import ToolExecutionError
+from cleveractors.tools import Tool
+
+__all__ = ["ToolAgent", "ToolCallRequest", "ToolOutcome"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """A tool call as the model asked for it."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    """Parsed arguments, or the raw text when it was not a JSON object."""
+    parse_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a call produced: `output` is what the model reads next, an error text on failure."""
+
+    output: str
+    duration_s: float
+    error: ToolExecutionError | None = None
+
+
+class ToolAgent:
+    """Runs one tool call: validates its arguments, applies the timeout, catches its failure.
+
+    Made fresh for each call, so no state leaks from one call to the next. `tool` is None when the
+    model named a tool that was not declared: then nothing runs and the model is told so.
+    """
+
+    def __init__(self, tool: Tool | None, *, agent_name: str, available: tuple[str, ...]) -> None:
+        self._tool = tool
+        self._agent_name = agent_name
+        self._available = available
+
+    async def run(self, call: ToolCallRequest) -> ToolOutcome:
+        started = time.perf_counter()
+        try:
+            output = await self._invoke(call)
+        except ToolExecutionError as error:
+            logger.warning(
+                "agent %s: tool %s (call %s) failed: %s",
+                self._agent_name,
+                call.name,
+                call.call_id,
+                error,
+            )
+            return ToolOutcome(
+                output=f"Error: {error}", duration_s=time.perf_counter() - started, error=error
+            )
+        return ToolOutcome(output=output, duration_s=time.perf_counter() - started)
+
+    async def _invoke(self, call: ToolCallRequest) -> str:
+        tool = self._declared_tool(call)
+        arguments = self._validated_arguments(tool, call)
+        try:
+            async with asyncio.timeout(tool.timeout_s):
+                value = await tool.run(arguments)
+        except TimeoutError:
+            raise self._failure(call, f"timed out after {tool.timeout_s:g}s") from None
+        except Exception as exc:  # any handler failure is the model's to read, not ours to raise
+            raise self._failure(call, f"raised {type(exc).__name__}: {exc}") from exc
+        return value if isinstance(value, str) else json.dumps(value, default=str)
+
+    def _declared_tool(self, call: ToolCallRequest) -> Tool:
+        if self._tool is None:
+            available = ", ".join(self._available) or "none"
+            raise self._failure(
+                call, f"unknown tool {call.name!r}; the declared tools are: {available}"
+            )
+        return self._tool
+
+    def _validated_arguments(self, tool: Tool, call: ToolCallRequest) -> dict[str, Any]:
+        if call.parse_error is not None or not isinstance(call.arguments, dict):
+            reason = call.parse_error or "not a JSON object"
+            raise self._failure(call, f"arguments are not valid JSON ({reason}): {call.arguments!r}")
+        problem = next(iter(tool.validator.iter_errors(call.arguments)), None)
+        if problem is not None:
+            where = "/".join(str(part) for part in problem.absolute_path) or "(arguments)"
+            raise self._failure(call, f"arguments do not match the schema at {where}: {problem.message}")
+        return call.arguments
+
+    @staticmethod
+    def _failure(call: ToolCallRequest, reason: str) -> ToolExecutionError:
+        return ToolExecutionError(
+            f"tool {call.name!r} (call {call.call_id}) {reason}",
+            tool_name=call.name,
+            call_id=call.call_id,
+        )

@@ -1,0 +1,137 @@
+"""Actor configuration: pydantic models (frozen, unknown keys rejected) and YAML/dict loading.
+
+Every validation failure becomes one `ConfigurationError` naming the file, each bad field's path
+and the value it had, e.g. ``actor.yaml: agent.tool_max_rounds: Input should be greater than or
+equal to 1 (got 0)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+from cleveractors.errors import ConfigurationError
+from cleveractors.testing.script import ScriptedReply
+
+__all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
+
+_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
+_HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolConfig(_Frozen):
+    """A tool the model may call, implemented by a Python callable."""
+
+    name: str = Field(pattern=_TOOL_NAME_PATTERN)
+    description: str = ""
+    handler: str = Field(pattern=_HANDLER_PATTERN)
+    """Import path `package.module:function`; sync or async."""
+    parameters: dict[str, Any] | None = None
+    """JSON schema of the arguments; derived from the handler's signature when omitted."""
+    timeout_s: PositiveFloat | None = None
+    ends_turn: bool = False
+    """When this tool has run, its output is the turn's answer; later calls of the batch are skipped."""
+    concurrent: bool = False
+    """May run at the same time as the other concurrent calls of its batch."""
+
+    @model_validator(mode="after")
+    def _ends_turn_is_sequential(self) -> ToolConfig:
+        if self.ends_turn and self.concurrent:
+            raise ValueError("a tool with ends_turn: true cannot be concurrent: true")
+        return self
+
+
+class LLMAgentConfig(_Frozen):
+    """The one LLM agent of an actor: a chat model, its prompt, its tools and its limits."""
+
+    type: Literal["llm"] = "llm"
+    provider: Literal["openai", "stub"]
+    model: str = "scripted"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: NonNegativeFloat | None = None
+    max_retries: int = Field(default=2, ge=0)
+    request_timeout_s: PositiveFloat | None = None
+    system_prompt: str | None = None
+    tool_max_rounds: PositiveInt = 10
+    token_budget: PositiveInt | None = None
+    tool_output_max_tokens: PositiveInt | None = None
+    stream_tool_rounds: bool = True
+    """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
+    tools: tuple[ToolConfig, ...] = ()
+    script: tuple[ScriptedReply, ...] | None = None
+    """For provider `stub`: the replies it plays back, one per LLM call."""
+
+    @model_validator(mode="after")
+    def _check_provider_fields(self) -> LLMAgentConfig:
+        if self.provider == "stub" and self.script is None:
+            raise ValueError("provider 'stub' needs a 'script' (a list of replies)")
+        if self.provider == "openai" and self.script is not None:
+            raise ValueError("'script' is only for provider 'stub'")
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+
+class ActorConfig(_Frozen):
+    """An actor: a name and its one agent."""
+
+    name: str = Field(min_length=1)
+    agent: LLMAgentConfig
+
+
+def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:
+    """Read and validate an actor config from a YAML file path or a plain dict.
+
+    Raises:
+        ConfigurationError: the file is missing or not YAML, or a field is missing or wrong.
+    """
+    origin = "<dict>"
+    if isinstance(source, (str, Path)):
+        origin = str(source)
+        raw = _read_yaml(Path(source))
+    else:
+        raw = source
+    try:
+        return ActorConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigurationError(_describe_validation_error(origin, exc)) from None
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"{path}: cannot read actor config ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _describe_validation_error(origin: str, exc: ValidationError) -> str:
+    lines = [f"{origin}: invalid actor config ({exc.error_count()} problem(s))"]
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        got = "" if error["type"] == "missing" else f" (got {error['input']!r})"
+        lines.append(f"  {where}: {error['msg']}{got}")
+    return "\n".join(lines)

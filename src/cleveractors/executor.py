@@ -1,0 +1,77 @@
+"""`ActorExecutor`: runs user messages through an actor's agent and reports what they cost.
+
+    executor = ActorExecutor.from_config("actor.yaml")
+    result = await executor.execute("Weather in Paris?")            # ExecutionResult
+    async for chunk in executor.execute_stream("Weather in Paris?"):  # answer text, live
+        ...
+    async for event in executor.execute_events("Weather in Paris?"):  # typed events
+        ...
+
+Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
+`last_result` is a convenience holding the latest one, set before any exception propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
+from cleveractors.config import ActorConfig, load_actor_config
+from cleveractors.providers import make_chat_model
+from cleveractors.result import ExecutionResult
+
+__all__ = ["ActorExecutor"]
+
+
+class ActorExecutor:
+    """Runs messages through one agent; safe to share between concurrent runs.
+
+    Args:
+        agent: The agent to run, e.g. an `LLMAgent` built in code.
+        name: The actor's name, for logs and UIs.
+    """
+
+    def __init__(self, agent: Agent, *, name: str | None = None) -> None:
+        self.agent = agent
+        self.name = name or agent.name
+        self.last_result: ExecutionResult | None = None
+
+    @classmethod
+    def from_config(cls, source: str | Path | Mapping[str, Any] | ActorConfig) -> ActorExecutor:
+        """Build an executor from a YAML file path, a plain dict or a validated `ActorConfig`.
+
+        The chat model client is built here, once, not per message.
+
+        Raises:
+            ConfigurationError: naming the file, field and value that are wrong, an unknown
+                provider, a handler that cannot be imported or a missing API key variable.
+        """
+        config = source if isinstance(source, ActorConfig) else load_actor_config(source)
+        agent = LLMAgent.from_config(
+            config.agent, model=make_chat_model(config.agent), name=config.name
+        )
+        return cls(agent, name=config.name)
+
+    async def execute(self, message: str, history: History | None = None) -> ExecutionResult:
+        """Run a message to its answer.
+
+        Raises:
+            ConfigurationError: the message or history is malformed.
+            Exception: the model's own error, unchanged; `last_result` holds the usage.
+        """
+        return await self.agent.process_message(
+            message, history=history, on_result=self._remember
+        )
+
+    def execute_events(self, message: str, history: History | None = None) -> EventStream:
+        """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`."""
+        return self.agent.stream_message(message, history=history, on_result=self._remember)
+
+    def execute_stream(self, message: str, history: History | None = None) -> TextStream:
+        """Run a message, yielding the answer's text chunks (non-empty) as they arrive."""
+        return TextStream(self.execute_events(message, history))
+
+    def _remember(self, result: ExecutionResult) -> None:
+        self.last_result = result

@@ -1,0 +1,13 @@
+"""The `stub` provider: a `ScriptedChatModel` replaying the config's `script`, fully offline."""
+
+from __future__ import annotations
+
+from cleveractors.config import LLMAgentConfig
+from cleveractors.testing.scripted_model import ScriptedChatModel
+
+__all__ = ["make_stub_model"]
+
+
+def make_stub_model(config: LLMAgentConfig) -> ScriptedChatModel:
+    """Build the scripted model (the config validator guarantees a script is present)."""
+    return ScriptedChatModel(replies=list(config.script or ()))

@@ -1,0 +1,515 @@
+"""`ScriptedOpenAIServer`: an OpenAI-compatible Chat Completions server that replays a script.
+
+For wire-level tests and benchmarks: real HTTP on 127.0.0.1, so the `openai` client and
+`ChatOpenAI` run their own parsing of SSE frames, tool-call fragments and the usage chunk.
+Each POST to `/v1/chat/completions` consumes one `ScriptedReply`; the server records the request
+bodies, what it billed and when each streamed chunk left, so tests can compare our counts and
+timings with the server's. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from cleveractors.testing.script import (
+    ScriptedReply,
+    ScriptedToolCall,
+    call_arguments_text,
+    completion_words,
+    count_words,
+    prompt_words,
+)
+
+__all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer"]
+
+_CHAT_PATH = "/v1/chat/completions"
+# Word pieces that keep their leading whitespace, and trailing whitespace on the last piece, so
+# joining the streamed deltas gives back the scripted text exactly.
+_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
+# serve_forever() only notices shutdown() between polls; the default 0.5 s makes stop() slow.
+_POLL_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True)
+class BilledCall:
+    """What the server billed for one request that got a reply (errors bill nothing).
+
+    A cut-off stream (or a client that went away mid-stream) bills the prompt in full and, as
+    completion, the words of the output actually sent; `completed` is then False.
+    """
+
+    request_index: int
+    """Position of the request among those the server received, from 0."""
+    prompt_tokens: int
+    completion_tokens: int
+    streamed: bool
+    completed: bool
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class BilledTotal:
+    """The sums of every `BilledCall`, as `ScriptedOpenAIServer.billed_total` returns them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One streamed content or tool-call chunk: its delta, and the text it carries for billing."""
+
+    delta: dict[str, Any]
+    source: int | None
+    """The tool call the text belongs to, or None for the message text."""
+    text: str
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    """One chat request being answered, with what its replies need to know."""
+
+    index: int
+    reply: ScriptedReply
+    model: str
+    prompt_tokens: int
+    is_streamed: bool
+    include_usage: bool
+
+    @classmethod
+    def of(cls, index: int, reply: ScriptedReply, body: dict[str, Any]) -> _Exchange:
+        prompt = reply.prompt_tokens
+        stream_options = body.get("stream_options") or {}
+        return cls(
+            index=index,
+            reply=reply,
+            model=str(body.get("model", "")),
+            prompt_tokens=prompt_words(body["messages"]) if prompt is None else prompt,
+            is_streamed=bool(body.get("stream")),
+            include_usage=bool(stream_options.get("include_usage")) and not reply.omit_usage,
+        )
+
+    def bill(self, completion_tokens: int, *, completed: bool) -> BilledCall:
+        return BilledCall(
+            request_index=self.index,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=completion_tokens,
+            streamed=self.is_streamed,
+            completed=completed,
+        )
+
+    @property
+    def completion_tokens(self) -> int:
+        reply = self.reply
+        return (
+            completion_words(reply) if reply.completion_tokens is None else reply.completion_tokens
+        )
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.reply.tool_calls else "stop"
+
+
+class ScriptedOpenAIServer:
+    """An OpenAI-compatible Chat Completions server on a free local port, replaying a script.
+
+    Each POST to `/v1/chat/completions` consumes the next `ScriptedReply`; once the script is
+    exhausted every request gets HTTP 500 (it never wraps around). Streamed replies send word
+    deltas, tool-call fragments (index, id and name on the first fragment only, arguments split
+    into `args_chunk_size` pieces) and, when the request asks for it, the usage chunk.
+
+    `first_token_delay_s` is waited before the first content or tool-call chunk and
+    `token_interval_s` between the next ones, each plus the reply's `chunk_delay_s`. A blocking
+    reply waits as long as its stream would have taken in total.
+
+    A reply with `cut_off_after_chunks` drops the connection after that many content/tool chunks
+    when streamed, and before any response when blocking, so the client sees a broken connection.
+
+    Example:
+        with ScriptedOpenAIServer([ScriptedReply(text="Hi there")]) as server:
+            client = OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            ...
+            assert server.billed_total.completion_tokens == 2
+
+    Args:
+        script: The replies, one per request, in order.
+        first_token_delay_s: Server-wide wait before the first streamed content chunk.
+        token_interval_s: Server-wide wait between later streamed content chunks.
+        host: Address to bind.
+        port: Port to bind; 0 picks a free one.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedReply],
+        *,
+        first_token_delay_s: float = 0.0,
+        token_interval_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._script = list(script)
+        self._next_reply = 0
+        self._first_token_delay_s = first_token_delay_s
+        self._token_interval_s = token_interval_s
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+        self._billed: list[BilledCall] = []
+        self._chunk_times: list[list[float]] = []
+        self._connections: set[socket.socket] = set()
+        self._http: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind the port and serve in a daemon thread."""
+        if self._http is not None:
+            raise RuntimeError("ScriptedOpenAIServer is already started")
+        self._http = _HTTPServer(self._address, _Handler)
+        self._http.owner = self
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, args=(_POLL_INTERVAL_S,), daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, drop open connections and close the socket. Safe to call twice."""
+        http, thread = self._http, self._thread
+        if http is None or thread is None:
+            return
+        http.shutdown()
+        # Keep-alive connections outlive shutdown(); without this a pooled client connection
+        # would still be answered by its handler thread after stop().
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            _drop(connection)
+        http.server_close()
+        thread.join()
+        self._http = self._thread = None
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI `base_url` to give a client, e.g. `http://127.0.0.1:54321/v1`."""
+        if self._http is None:
+            raise RuntimeError("ScriptedOpenAIServer is not started")
+        return f"http://{self._address[0]}:{self._http.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat requests received, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def billed(self) -> list[BilledCall]:
+        """What was billed, one record per request that got a reply, in order."""
+        with self._lock:
+            return list(self._billed)
+
+    @property
+    def billed_total(self) -> BilledTotal:
+        """The prompt and completion tokens billed, summed over every request."""
+        billed = self.billed
+        return BilledTotal(
+            prompt_tokens=sum(call.prompt_tokens for call in billed),
+            completion_tokens=sum(call.completion_tokens for call in billed),
+        )
+
+    @property
+    def chunk_times(self) -> list[list[float]]:
+        """Per request, the `time.perf_counter()` at which each content/tool chunk was flushed."""
+        with self._lock:
+            return [list(times) for times in self._chunk_times]
+
+    def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
+        """Append replies to the end of the script."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def _receive(self, body: dict[str, Any]) -> tuple[int, ScriptedReply | None]:
+        """Record a request and take its reply; None when the script is exhausted."""
+        with self._lock:
+            index = len(self._requests)
+            self._requests.append(body)
+            self._chunk_times.append([])
+            if self._next_reply == len(self._script):
+                return index, None
+            self._next_reply += 1
+            return index, self._script[self._next_reply - 1]
+
+    def _record_chunk_time(self, index: int) -> None:
+        with self._lock:
+            self._chunk_times[index].append(time.perf_counter())
+
+    def _bill(self, call: BilledCall) -> None:
+        with self._lock:
+            self._billed.append(call)
+
+    def _track(self, connection: socket.socket, *, is_open: bool) -> None:
+        with self._lock:
+            if is_open:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def _delay_before(self, chunk: int, reply: ScriptedReply) -> float:
+        """How long to wait before content/tool chunk number `chunk` (from 0)."""
+        base = self._first_token_delay_s if chunk == 0 else self._token_interval_s
+        return base + reply.chunk_delay_s
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: ScriptedOpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client going away (or stop() dropping it) is expected, not worth a traceback.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, is_open=True)
+
+    def finish(self) -> None:
+        self.server.owner._track(self.connection, is_open=False)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._send_error(HTTPStatus.NOT_FOUND, f"No route for GET {self.path}")
+
+    def do_POST(self) -> None:
+        try:
+            self._answer_post()
+        except ConnectionError:
+            self.close_connection = True
+
+    def _answer_post(self) -> None:
+        body = self._read_json()
+        if self.path != _CHAT_PATH:
+            self._send_error(HTTPStatus.NOT_FOUND, f"No route for POST {self.path}")
+        elif body is None:
+            self._send_error(HTTPStatus.BAD_REQUEST, "Body must be a JSON object with `messages`")
+        else:
+            self._answer_chat(body)
+
+    def _read_json(self) -> dict[str, Any] | None:
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except ValueError:
+            return None
+        messages = body.get("messages") if isinstance(body, dict) else None
+        is_chat = isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
+        return body if is_chat else None
+
+    def _answer_chat(self, body: dict[str, Any]) -> None:
+        index, reply = self.server.owner._receive(body)
+        if reply is None:
+            message = f"ScriptedOpenAIServer: the script is exhausted (request {index})"
+            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message, kind="server_error")
+            return
+        if reply.error is not None:
+            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, reply.error, kind="server_error")
+            return
+        exchange = _Exchange.of(index, reply, body)
+        if exchange.is_streamed:
+            self._send_stream(exchange)
+        else:
+            self._send_completion(exchange)
+
+    def _send_completion(self, exchange: _Exchange) -> None:
+        owner, reply = self.server.owner, exchange.reply
+        chunks = len(_pieces(reply, exchange.index))
+        time.sleep(sum(owner._delay_before(n, reply) for n in range(max(chunks, 1))))
+        if reply.cut_off_after_chunks is not None:
+            owner._bill(exchange.bill(0, completed=False))
+            self._drop_connection()
+            return
+        owner._bill(exchange.bill(exchange.completion_tokens, completed=True))
+        self._send_json(HTTPStatus.OK, _completion(exchange))
+
+    def _send_stream(self, exchange: _Exchange) -> None:
+        owner, reply = self.server.owner, exchange.reply
+        pieces = _pieces(reply, exchange.index)
+        limit = len(pieces) if reply.cut_off_after_chunks is None else reply.cut_off_after_chunks
+        sent: list[_Piece] = []
+        self._send_headers(HTTPStatus.OK, "text/event-stream", ("Transfer-Encoding", "chunked"))
+        try:
+            self._write_event(_chunk(exchange, {"role": "assistant", "content": ""}))
+            for n, piece in enumerate(pieces[:limit]):
+                time.sleep(owner._delay_before(n, reply))
+                self._write_event(_chunk(exchange, piece.delta))
+                owner._record_chunk_time(exchange.index)
+                sent.append(piece)
+        except ConnectionError:
+            owner._bill(exchange.bill(_words_sent(sent), completed=False))
+            raise
+        if reply.cut_off_after_chunks is not None:
+            owner._bill(exchange.bill(_words_sent(sent), completed=False))
+            self._drop_connection()
+            return
+        # Billed before the last frames, so a client that has read [DONE] always finds the record.
+        owner._bill(exchange.bill(exchange.completion_tokens, completed=True))
+        self._write_event(_chunk(exchange, {}, finish_reason=exchange.finish_reason))
+        if exchange.include_usage:
+            self._write_event(_usage_chunk(exchange))
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+
+    def _send_headers(
+        self, status: HTTPStatus, content_type: str, framing: tuple[str, str]
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header(*framing)
+        self.end_headers()
+
+    def _write_event(self, payload: dict[str, Any]) -> None:
+        self._write_chunk(f"data: {json.dumps(payload)}\n\n".encode())
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _drop_connection(self) -> None:
+        # Without the zero-length chunk (or any response at all), the client sees a broken
+        # connection, as when a provider's connection dies mid-reply.
+        self.close_connection = True
+        _drop(self.connection)
+
+    def _send_error(
+        self, status: HTTPStatus, message: str, *, kind: str = "invalid_request_error"
+    ) -> None:
+        error = {"message": message, "type": kind, "code": None}
+        self._send_json(status, {"error": error})
+
+    def _send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self._send_headers(status, "application/json", ("Content-Length", str(len(data))))
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _drop(connection: socket.socket) -> None:
+    # OSError: the peer may have closed it already.
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
+
+
+def _call_id(call: ScriptedToolCall, request_index: int, position: int) -> str:
+    return call.id if call.id is not None else f"call_{request_index}_{position}"
+
+
+def _pieces(reply: ScriptedReply, request_index: int) -> list[_Piece]:
+    """The content and tool-call chunks of a streamed reply, in order."""
+    pieces = [_Piece({"content": word}, None, word) for word in _TEXT_PIECE.findall(reply.text)]
+    size = reply.args_chunk_size
+    for i, call in enumerate(reply.tool_calls):
+        function = {"name": call.name, "arguments": ""}
+        first = {"index": i, "id": _call_id(call, request_index, i), "type": "function"}
+        pieces.append(_Piece({"tool_calls": [{**first, "function": function}]}, i, ""))
+        arguments = call_arguments_text(call)
+        for start in range(0, len(arguments), size):
+            part = arguments[start : start + size]
+            fragment = {"index": i, "function": {"arguments": part}}
+            pieces.append(_Piece({"tool_calls": [fragment]}, i, part))
+    return pieces
+
+
+def _words_sent(sent: Sequence[_Piece]) -> int:
+    # Joined per source first: argument pieces are cut mid-word.
+    sources = {piece.source for piece in sent}
+    texts = ("".join(p.text for p in sent if p.source == source) for source in sources)
+    return sum(count_words(text) for text in texts)
+
+
+def _usage(exchange: _Exchange) -> dict[str, int]:
+    prompt, completion = exchange.prompt_tokens, exchange.completion_tokens
+    total = prompt + completion
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+
+
+def _envelope(exchange: _Exchange, kind: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-scripted-{exchange.index}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": exchange.model,
+    }
+
+
+def _completion(exchange: _Exchange) -> dict[str, Any]:
+    reply = exchange.reply
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if not reply.text and reply.tool_calls else reply.text,
+    }
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": _call_id(call, exchange.index, i),
+                "type": "function",
+                "function": {"name": call.name, "arguments": call_arguments_text(call)},
+            }
+            for i, call in enumerate(reply.tool_calls)
+        ]
+    choice = {"index": 0, "message": message, "finish_reason": exchange.finish_reason}
+    completion = {**_envelope(exchange, "chat.completion"), "choices": [choice]}
+    if not reply.omit_usage:
+        completion["usage"] = _usage(exchange)
+    return completion
+
+
+def _chunk(
+    exchange: _Exchange, delta: dict[str, Any], *, finish_reason: str | None = None
+) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    chunk = {**_envelope(exchange, "chat.completion.chunk"), "choices": [choice]}
+    if exchange.include_usage:
+        # OpenAI sends `"usage": null` on every chunk but the last when usage is requested.
+        chunk["usage"] = None
+    return chunk
+
+
+def _usage_chunk(exchange: _Exchange) -> dict[str, Any]:
+    return {
+        **_envelope(exchange, "chat.completion.chunk"),
+        "choices": [],
+        "usage": _usage(exchange),
+    }

@@ -1,0 +1,250 @@
+"""`ScriptedChatModel`: a real LangChain chat model that replays a script, for tests and demos.
+
+Unlike langchain-core's fakes it binds tools, streams tool calls as `tool_call_chunks` (arguments
+split across chunks, id and name on the first only), reports usage on its last chunk, and fails on
+request: a provider error, a stream cut off after n chunks, a reply with no usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.exceptions import ModelAPIError, ModelConnectionError
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
+from langchain_core.messages.utils import convert_to_openai_messages
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import PrivateAttr
+
+from cleveractors.errors import ScriptExhaustedError
+from cleveractors.testing.script import (
+    ScriptedReply,
+    call_arguments_text,
+    completion_words,
+    prompt_words,
+)
+
+__all__ = ["ScriptedChatModel", "ScriptedRequest"]
+
+_TEXT_PIECE = re.compile(r"\s*\S+")
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedRequest:
+    """One call the scripted model received."""
+
+    messages: tuple[BaseMessage, ...]
+    tool_names: tuple[str, ...]
+    streamed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    reply: ScriptedReply
+    number: int
+    """Which call this is, from 1: makes default call ids unique across the script."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replays `replies`, one per call, through `ainvoke`/`invoke` and `astream`/`stream`.
+
+    Example:
+        >>> model = ScriptedChatModel(replies=[ScriptedReply(text="Hello there")])
+        >>> model.invoke("hi").content
+        'Hello there'
+
+    Running out of replies raises `ScriptExhaustedError`; the script never wraps around.
+    """
+
+    replies: list[ScriptedReply]
+
+    _position: int = PrivateAttr(default=0)
+    _requests: list[ScriptedRequest] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "cleveractors-scripted"
+
+    @property
+    def requests(self) -> tuple[ScriptedRequest, ...]:
+        """Every call received so far, in order."""
+        return tuple(self._requests)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.replies) - self._position
+
+    def assert_consumed(self) -> None:
+        """Fail when some scripted replies were never asked for."""
+        if self.remaining:
+            raise AssertionError(
+                f"{self.remaining} of {len(self.replies)} scripted replies were not used"
+            )
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    # -- blocking -------------------------------------------------------------------------------
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        turn = self._take_reply(messages, kwargs, streamed=False)
+        time.sleep(turn.reply.chunk_delay_s)
+        return self._result(turn, messages)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        turn = self._take_reply(messages, kwargs, streamed=False)
+        await asyncio.sleep(turn.reply.chunk_delay_s)
+        return self._result(turn, messages)
+
+    # -- streaming ------------------------------------------------------------------------------
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        turn = self._take_reply(messages, kwargs, streamed=True)
+        for chunk in self._chunks(turn, messages):
+            time.sleep(turn.reply.chunk_delay_s)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        turn = self._take_reply(messages, kwargs, streamed=True)
+        for chunk in self._chunks(turn, messages):
+            await asyncio.sleep(turn.reply.chunk_delay_s)
+            yield chunk
+
+    # -- the script -----------------------------------------------------------------------------
+
+    def _take_reply(
+        self, messages: list[BaseMessage], options: dict[str, Any], *, streamed: bool
+    ) -> _Turn:
+        tool_names = tuple(tool["function"]["name"] for tool in options.get("tools") or ())
+        with self._lock:
+            self._requests.append(ScriptedRequest(tuple(messages), tool_names, streamed))
+            if self._position >= len(self.replies):
+                raise ScriptExhaustedError(
+                    f"scripted model has no reply left for call {self._position + 1} "
+                    f"(the script has {len(self.replies)})"
+                )
+            reply = self.replies[self._position]
+            self._position += 1
+            number = self._position
+        if reply.error is not None:
+            raise ModelAPIError(reply.error)
+        return _Turn(reply, number)
+
+    @staticmethod
+    def _call_id(turn: _Turn, index: int) -> str:
+        scripted = turn.reply.tool_calls[index].id
+        return scripted if scripted is not None else f"call_{turn.number}_{index}"
+
+    def _usage(self, reply: ScriptedReply, messages: list[BaseMessage]) -> UsageMetadata:
+        prompt = reply.prompt_tokens
+        if prompt is None:
+            prompt = prompt_words(convert_to_openai_messages(messages))
+        completion = reply.completion_tokens
+        if completion is None:
+            completion = completion_words(reply)
+        return UsageMetadata(
+            input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+        )
+
+    def _result(self, turn: _Turn, messages: list[BaseMessage]) -> ChatResult:
+        reply = turn.reply
+        valid, invalid = [], []
+        for index, call in enumerate(reply.tool_calls):
+            call_id = self._call_id(turn, index)
+            if isinstance(call.args, dict):
+                valid.append(tool_call(name=call.name, args=dict(call.args), id=call_id))
+            else:
+                invalid.append(
+                    invalid_tool_call(
+                        name=call.name, args=call.args, id=call_id, error="invalid JSON"
+                    )
+                )
+        message = AIMessage(
+            content=reply.text,
+            tool_calls=valid,
+            invalid_tool_calls=invalid,
+            usage_metadata=None if reply.omit_usage else self._usage(reply, messages),
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _chunks(self, turn: _Turn, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        reply = turn.reply
+        sent = 0
+        for chunk in self._content_chunks(turn):
+            if reply.cut_off_after_chunks is not None and sent >= reply.cut_off_after_chunks:
+                raise ModelConnectionError(f"stream cut off after {sent} chunks")
+            sent += 1
+            yield ChatGenerationChunk(message=chunk)
+        usage = None if reply.omit_usage else self._usage(reply, messages)
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(content="", usage_metadata=usage, chunk_position="last")
+        )
+
+    def _content_chunks(self, turn: _Turn) -> Iterator[AIMessageChunk]:
+        reply = turn.reply
+        for piece in _TEXT_PIECE.findall(reply.text):
+            yield AIMessageChunk(content=piece)
+        size = reply.args_chunk_size
+        for index, call in enumerate(reply.tool_calls):
+            arguments = call_arguments_text(call)
+            yield AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    tool_call_chunk(
+                        name=call.name,
+                        args=arguments[:size],
+                        id=self._call_id(turn, index),
+                        index=index,
+                    )
+                ],
+            )
+            for start in range(size, len(arguments), size):
+                yield AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        tool_call_chunk(args=arguments[start : start + size], index=index)
+                    ],
+                )
