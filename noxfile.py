@@ -52,7 +52,12 @@ def _ensure_chromium(session: nox.Session) -> None:
         return
     session.run("apt-get", "update", "-qq", external=True)
     session.run(
-        "apt-get", "install", "-y", "-qq", "--no-install-recommends", *CHROMIUM_PACKAGES,
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        *CHROMIUM_PACKAGES,
         external=True,
         env={"DEBIAN_FRONTEND": "noninteractive"},
     )
@@ -79,7 +84,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on src/: zero errors, zero warnings."""
     _install_project(session)
-    session.install("mypy", "types-pyyaml")
+    session.install("mypy", "types-pyyaml", "types-jsonschema")
     session.run("mypy", "--strict", "src/cleveractors")
 
 
@@ -96,8 +101,17 @@ def unit_tests(session: nox.Session) -> None:
     env = _coverage_env(session)
     session.run("coverage", "erase", env=env)
     session.run(
-        "coverage", "run", "-m", "behave", "--format", "progress", "--no-capture-stderr",
-        "--junit", "--junit-directory", str(REPORTS / "behave"), *session.posargs,
+        "coverage",
+        "run",
+        "-m",
+        "behave",
+        "--format",
+        "progress",
+        "--no-capture-stderr",
+        "--junit",
+        "--junit-directory",
+        str(REPORTS / "behave"),
+        *session.posargs,
         env=env,
     )
 
@@ -109,8 +123,16 @@ def integration_tests(session: nox.Session) -> None:
     _ensure_chromium(session)
     env = _coverage_env(session)
     session.run(
-        "coverage", "run", "-m", "robot", "--outputdir", str(REPORTS / "robot"),
-        "--pythonpath", "robot/libraries", *session.posargs, "robot",
+        "coverage",
+        "run",
+        "-m",
+        "robot",
+        "--outputdir",
+        str(REPORTS / "robot"),
+        "--pythonpath",
+        "robot/libraries",
+        *session.posargs,
+        "robot",
         env=env,
     )
 
@@ -129,7 +151,9 @@ def coverage_report(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The offline demo actor: streamed answer, tool progress and a usage table."""
     _install_project(session)
-    session.run("cleveractors", "run", "examples/demo_actor.yaml", *(session.posargs or [DEMO_MESSAGE]))
+    session.run(
+        "cleveractors", "run", "examples/demo_actor.yaml", *(session.posargs or [DEMO_MESSAGE])
+    )
 
 
 @nox.session
@@ -144,6 +168,11 @@ def property_tests(session: nox.Session) -> None:
     """The billing property with many more Hypothesis examples than the default run."""
     _install_project(session)
     session.run(
-        "behave", "--format", "progress", "--tags", "@property", "features",
+        "behave",
+        "--format",
+        "progress",
+        "--tags",
+        "@property",
+        "features",
         env={"CLEVERACTORS_PROPERTY_EXAMPLES": session.posargs[0] if session.posargs else "20000"},
     )

@@ -47,7 +47,7 @@ class ToolConfig(_Frozen):
     """JSON schema of the arguments; derived from the handler's signature when omitted."""
     timeout_s: PositiveFloat | None = None
     ends_turn: bool = False
-    """When this tool has run, its output is the turn's answer; later calls of the batch are skipped."""
+    """Once this tool has run, its output is the turn's answer; later calls are skipped."""
     concurrent: bool = False
     """May run at the same time as the other concurrent calls of its batch."""
 

@@ -61,9 +61,7 @@ class ActorExecutor:
             ConfigurationError: the message or history is malformed.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        return await self.agent.process_message(
-            message, history=history, on_result=self._remember
-        )
+        return await self.agent.process_message(message, history=history, on_result=self._remember)
 
     def execute_events(self, message: str, history: History | None = None) -> EventStream:
         """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`."""

@@ -79,5 +79,3 @@ class ExecutionResult(BaseModel):
     @property
     def is_success(self) -> bool:
         return self.error is None
-
-

@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 CallPurpose = Literal["round", "synthesis", "pruning"]
-"""Why an LLM call was made: a tool-loop round, the synthesis answer, or condensing a tool output."""
+"""Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
 
 
 class TokenUsage(BaseModel):

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from langchain_core.messages import AIMessage, AIMessageChunk
-from langchain_core.messages.ai import UsageMetadata, add_usage
-from langchain_core.messages.tool import (
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
     InvalidToolCall,
     ToolCall,
     ToolCallChunk,
-    invalid_tool_call,
-    tool_call,
 )
+from langchain_core.messages.ai import UsageMetadata, add_usage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
 
 __all__ = ["ReplyFold", "ToolCallAssembler"]
 

@@ -164,9 +164,7 @@ class _Run:
         )
 
 
-def _estimate(
-    messages: Sequence[BaseMessage], text: str, reply: AIMessage | None
-) -> TokenUsage:
+def _estimate(messages: Sequence[BaseMessage], text: str, reply: AIMessage | None) -> TokenUsage:
     completion = count_tokens(text)
     if reply is not None:
         completion += sum(count_tokens(str(call["args"])) for call in reply.tool_calls)
@@ -194,9 +192,7 @@ class _RunProgress:
     def usage(self) -> TokenUsage:
         return sum((call.usage for call in self.calls), TokenUsage())
 
-    def execution_result(
-        self, *, text: str, error: BaseException | None = None
-    ) -> ExecutionResult:
+    def execution_result(self, *, text: str, error: BaseException | None = None) -> ExecutionResult:
         usage = self.usage
         return ExecutionResult(
             text=text,

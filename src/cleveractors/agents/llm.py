@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -55,7 +55,7 @@ from cleveractors.events import (
     ToolCallSkipped,
     ToolCallStarted,
 )
-from cleveractors.result import ExecutionResult, SynthesisReason, ToolCallRecord
+from cleveractors.result import ExecutionResult, SynthesisReason, ToolCallRecord, ToolCallStatus
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
 from cleveractors.usage import CallPurpose, last_token_usage_var
@@ -316,53 +316,62 @@ class LLMAgent(Agent):
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
-        outcomes: dict[str, ToolOutcome] = {}
-        answer: str | None = None
-        for group in self._call_groups(calls):
-            for call, outcome in zip(group, await self._run_group(run, group), strict=True):
-                outcomes[call.call_id] = outcome
-                if outcome.error is None and self._ends_turn(call):
-                    answer = outcome.output
-            if answer is not None:
-                break
-        for call in calls:
-            outcome = outcomes.get(call.call_id)
+        outcomes, ender = await self._dispatch(run, calls)
+        for call, outcome in zip(calls, outcomes, strict=True):
             if outcome is None:
-                self._skip(run, call, ended_by=next(c for c in calls if c.call_id in outcomes))
-                continue
-            content = await self._prune(run, call, outcome)
-            run.messages.append(
-                ToolMessage(
-                    content=content,
-                    tool_call_id=call.call_id,
-                    name=call.name,
-                    status="error" if outcome.error else "success",
-                )
-            )
-            run.tool_records.append(
-                ToolCallRecord(
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    status="error" if outcome.error else "ok",
-                    output=content,
-                    duration_s=outcome.duration_s,
-                    round=run.round,
-                )
-            )
+                assert ender is not None
+                self._skip(run, call, ended_by=ender[0])
+            else:
+                self._answer(run, call, outcome, await self._prune(run, call, outcome))
+        answer = None if ender is None else ender[1].output
         if answer is not None:
             run.sink(TextDelta(round=run.round, text=answer))
         return _BatchOutcome(answer=answer)
+
+    async def _dispatch(
+        self, run: _Run, calls: Sequence[ToolCallRequest]
+    ) -> tuple[list[ToolOutcome | None], tuple[ToolCallRequest, ToolOutcome] | None]:
+        """Run the batch group by group, in model order. Returns each call's outcome (None when
+        it was not run) and the `ends_turn` call that ended the batch, if one did."""
+        outcomes: list[ToolOutcome | None] = [None] * len(calls)
+        position = 0
+        for group in self._call_groups(calls):
+            for call, outcome in zip(group, await self._run_group(run, group), strict=True):
+                outcomes[position] = outcome
+                position += 1
+                if outcome.error is None and self._ends_turn(call):
+                    return outcomes, (call, outcome)
+        return outcomes, None
+
+    def _answer(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
+        """Put a call's outcome in the transcript (the model reads `content`) and the record."""
+        status: ToolCallStatus = "error" if outcome.error else "ok"
+        run.messages.append(
+            ToolMessage(
+                content=content,
+                tool_call_id=call.call_id,
+                name=call.name,
+                status="error" if outcome.error else "success",
+            )
+        )
+        run.tool_records.append(
+            ToolCallRecord(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                status=status,
+                output=content,
+                duration_s=outcome.duration_s,
+                round=run.round,
+            )
+        )
 
     def _call_groups(self, calls: Sequence[ToolCallRequest]) -> list[list[ToolCallRequest]]:
         """Split a batch, in order, into runs of consecutive concurrent calls and single calls."""
         groups: list[list[ToolCallRequest]] = []
         for call in calls:
-            tool = self.tools.get(call.name)
-            is_concurrent = tool is not None and tool.concurrent
-            previous = groups[-1] if groups else None
-            if is_concurrent and previous is not None and self._is_concurrent(previous[0]):
-                previous.append(call)
+            if groups and self._is_concurrent(call) and self._is_concurrent(groups[-1][0]):
+                groups[-1].append(call)
             else:
                 groups.append([call])
         return groups
@@ -451,11 +460,17 @@ class LLMAgent(Agent):
                 call.call_id,
                 exc,
             )
-            run.sink(OutputPruned(call_id=call.call_id, name=call.name, method="truncated",
-                                  original_tokens=size))
+            run.sink(
+                OutputPruned(
+                    call_id=call.call_id, name=call.name, method="truncated", original_tokens=size
+                )
+            )
             return _truncate(outcome.output, limit, size)
-        run.sink(OutputPruned(call_id=call.call_id, name=call.name, method="condensed",
-                              original_tokens=size))
+        run.sink(
+            OutputPruned(
+                call_id=call.call_id, name=call.name, method="condensed", original_tokens=size
+            )
+        )
         return condensed.text
 
     # -- step 5: limits ------------------------------------------------------------------------
@@ -483,5 +498,3 @@ def _as_ai_message(reply: object) -> AIMessage:
 def _truncate(output: str, limit: int, size: int) -> str:
     kept = output[: max(1, len(output) * limit // size)]
     return f"{kept}\n[cleveractors: output truncated from {size} to about {limit} tokens]"
-
-

@@ -89,11 +89,15 @@ class ToolAgent:
     def _validated_arguments(self, tool: Tool, call: ToolCallRequest) -> dict[str, Any]:
         if call.parse_error is not None or not isinstance(call.arguments, dict):
             reason = call.parse_error or "not a JSON object"
-            raise self._failure(call, f"arguments are not valid JSON ({reason}): {call.arguments!r}")
+            raise self._failure(
+                call, f"arguments are not valid JSON ({reason}): {call.arguments!r}"
+            )
         problem = next(iter(tool.validator.iter_errors(call.arguments)), None)
         if problem is not None:
             where = "/".join(str(part) for part in problem.absolute_path) or "(arguments)"
-            raise self._failure(call, f"arguments do not match the schema at {where}: {problem.message}")
+            raise self._failure(
+                call, f"arguments do not match the schema at {where}: {problem.message}"
+            )
         return call.arguments
 
     @staticmethod

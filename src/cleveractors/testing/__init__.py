@@ -12,8 +12,8 @@ from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedReque
 __all__ = [
     "BilledCall",
     "BilledTotal",
-    "ScriptedOpenAIServer",
     "ScriptedChatModel",
+    "ScriptedOpenAIServer",
     "ScriptedReply",
     "ScriptedRequest",
     "ScriptedToolCall",

@@ -212,11 +212,9 @@ class ScriptedChatModel(BaseChatModel):
 
     def _chunks(self, turn: _Turn, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
         reply = turn.reply
-        sent = 0
-        for chunk in self._content_chunks(turn):
+        for sent, chunk in enumerate(self._content_chunks(turn)):
             if reply.cut_off_after_chunks is not None and sent >= reply.cut_off_after_chunks:
                 raise ModelConnectionError(f"stream cut off after {sent} chunks")
-            sent += 1
             yield ChatGenerationChunk(message=chunk)
         usage = None if reply.omit_usage else self._usage(reply, messages)
         yield ChatGenerationChunk(

@@ -22,7 +22,14 @@ from langchain_core.utils.function_calling import convert_to_openai_function
 from cleveractors.config import ToolConfig
 from cleveractors.errors import ConfigurationError
 
-__all__ = ["Tool", "ToolHandler", "as_tool", "tool_from_callable", "tool_from_config"]
+__all__ = [
+    "Tool",
+    "ToolHandler",
+    "as_tool",
+    "tool_from_callable",
+    "tool_from_config",
+    "tool_from_langchain",
+]
 
 ToolHandler = Callable[..., Any]
 """A sync or async callable taking the tool's arguments as keyword arguments."""
@@ -73,9 +80,11 @@ def tool_from_config(config: ToolConfig) -> Tool:
             (given or derived) is invalid.
     """
     handler = _import_handler(config)
-    parameters = config.parameters
-    if parameters is None:
-        parameters = _derive_parameters(handler, tool_name=config.name)
+    parameters: Mapping[str, Any] = (
+        config.parameters
+        if config.parameters is not None
+        else _derive_parameters(handler, tool_name=config.name)
+    )
     return Tool(
         name=config.name,
         description=config.description or inspect.getdoc(handler) or "",
