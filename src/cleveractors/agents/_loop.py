@@ -127,12 +127,13 @@ class _Run:
         self.in_flight = None
         self.sink(UsageRecorded(call=call, total=self.ledger.total))
 
-    def record_reply(self, purpose: CallPurpose, reply: AIMessage) -> None:
+    def record_reply(
+        self, purpose: CallPurpose, reply: AIMessage, sent: Sequence[BaseMessage]
+    ) -> None:
         """Record a completed call: the provider's figures, or an estimate if it sent none."""
         reported = TokenUsage.from_message(reply)
         if reported is None:
-            assert self.in_flight is not None
-            reported = _estimate(self.in_flight.messages, reply.text, reply)
+            reported = _estimate(sent, reply.text, reply)
         self.record_usage(purpose, reported)
 
     def bill_interrupted_call(self, cause: BaseException) -> None:

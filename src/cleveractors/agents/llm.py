@@ -274,7 +274,7 @@ class LLMAgent(Agent):
             reply = _as_ai_message(await model.ainvoke(sent))
             if run.streaming and reply.text and not reply.tool_calls:
                 run.sink(TextDelta(round=run.round, text=reply.text))
-        run.record_reply(purpose, reply)
+        run.record_reply(purpose, reply, sent)
         return reply
 
     def _should_stream(self, run: _Run, purpose: CallPurpose, *, tools_bound: bool) -> bool:
@@ -316,32 +316,31 @@ class LLMAgent(Agent):
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
-        outcomes, ender = await self._dispatch(run, calls)
-        for call, outcome in zip(calls, outcomes, strict=True):
-            if outcome is None:
-                assert ender is not None
-                self._skip(run, call, ended_by=ender[0])
-            else:
-                self._answer(run, call, outcome, await self._prune(run, call, outcome))
-        answer = None if ender is None else ender[1].output
-        if answer is not None:
-            run.sink(TextDelta(round=run.round, text=answer))
-        return _BatchOutcome(answer=answer)
+        ran, ender = await self._dispatch(run, calls)
+        for call, outcome in ran:
+            self._answer(run, call, outcome, await self._prune(run, call, outcome))
+        if ender is None:
+            return _BatchOutcome(answer=None)
+        ender_call, ender_outcome = ender
+        for call in calls[len(ran) :]:
+            self._skip(run, call, ended_by=ender_call)
+        run.sink(TextDelta(round=run.round, text=ender_outcome.output))
+        return _BatchOutcome(answer=ender_outcome.output)
 
     async def _dispatch(
         self, run: _Run, calls: Sequence[ToolCallRequest]
-    ) -> tuple[list[ToolOutcome | None], tuple[ToolCallRequest, ToolOutcome] | None]:
-        """Run the batch group by group, in model order. Returns each call's outcome (None when
-        it was not run) and the `ends_turn` call that ended the batch, if one did."""
-        outcomes: list[ToolOutcome | None] = [None] * len(calls)
-        position = 0
+    ) -> tuple[
+        list[tuple[ToolCallRequest, ToolOutcome]], tuple[ToolCallRequest, ToolOutcome] | None
+    ]:
+        """Run the batch group by group, in model order. Returns the calls that ran (a prefix of
+        the batch, in order) and the `ends_turn` call that ended the batch early, if one did."""
+        ran: list[tuple[ToolCallRequest, ToolOutcome]] = []
         for group in self._call_groups(calls):
             for call, outcome in zip(group, await self._run_group(run, group), strict=True):
-                outcomes[position] = outcome
-                position += 1
+                ran.append((call, outcome))
                 if outcome.error is None and self._ends_turn(call):
-                    return outcomes, (call, outcome)
-        return outcomes, None
+                    return ran, (call, outcome)
+        return ran, None
 
     def _answer(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
         """Put a call's outcome in the transcript (the model reads `content`) and the record."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.usage import last_token_usage_var
 
 __all__ = ["EventStream", "RunOutcome", "TextStream"]
@@ -103,8 +103,8 @@ class EventStream:
         if outcome.error is None:
             self._queue.put_nowait(RunFinished(result=outcome.result))
         else:
-            assert outcome.result.error is not None
-            self._queue.put_nowait(RunFailed(error=outcome.result.error, result=outcome.result))
+            error = outcome.result.error or ErrorInfo.from_exception(outcome.error)
+            self._queue.put_nowait(RunFailed(error=error, result=outcome.result))
         self._queue.put_nowait(_End())
 
 
