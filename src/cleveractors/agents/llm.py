@@ -17,7 +17,6 @@ from typing import Any, assert_never
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     BaseMessage,
     HumanMessage,
     SystemMessage,
@@ -487,8 +486,6 @@ class LLMAgent(Agent):
 
 
 def _as_ai_message(reply: object) -> AIMessage:
-    if isinstance(reply, AIMessageChunk):
-        return AIMessage(**reply.model_dump(exclude={"type", "tool_call_chunks", "chunk_position"}))
     if isinstance(reply, AIMessage):
         return reply
     raise TypeError(f"chat model returned {type(reply).__name__}, not an AIMessage")

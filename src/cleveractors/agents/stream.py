@@ -86,6 +86,7 @@ class EventStream:
         try:
             while not isinstance(event := await self._queue.get(), _End):
                 yield event
+            await task  # done by now; re-raises a failure of the stream machinery itself
         finally:
             if not task.done():
                 task.cancel()
@@ -96,16 +97,19 @@ class EventStream:
             raise self._outcome.error
 
     async def _produce(self) -> None:
-        outcome = await self._run(self._queue.put_nowait)
-        self._outcome = outcome
-        if self._on_result is not None:
-            self._on_result(outcome.result)
-        if outcome.error is None:
-            self._queue.put_nowait(RunFinished(result=outcome.result))
-        else:
-            error = outcome.result.error or ErrorInfo.from_exception(outcome.error)
-            self._queue.put_nowait(RunFailed(error=error, result=outcome.result))
-        self._queue.put_nowait(_End())
+        try:
+            outcome = await self._run(self._queue.put_nowait)
+            self._outcome = outcome
+            if self._on_result is not None:
+                self._on_result(outcome.result)
+            if outcome.error is None:
+                self._queue.put_nowait(RunFinished(result=outcome.result))
+            else:
+                error = outcome.result.error or ErrorInfo.from_exception(outcome.error)
+                self._queue.put_nowait(RunFailed(error=error, result=outcome.result))
+        finally:
+            # Whatever happens, the consumer must not wait forever for an event.
+            self._queue.put_nowait(_End())
 
 
 class TextStream:
