@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cleveractors import tokens
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.config import ActorConfig, load_actor_config
 from cleveractors.providers import make_chat_model
@@ -37,6 +38,7 @@ class ActorExecutor:
         self.agent = agent
         self.name = name or agent.name
         self.last_result: ExecutionResult | None = None
+        tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
     @classmethod
     def from_config(cls, source: str | Path | Mapping[str, Any] | ActorConfig) -> ActorExecutor:

@@ -1,16 +1,22 @@
 """Token estimates, for calls the provider never reported (a stream cut off, a missing usage).
 
-tiktoken's `o200k_base` encoding is used when it can be loaded (tiktoken fetches it once and
-caches it; set TIKTOKEN_CACHE_DIR to ship it). Where it cannot (an offline machine with no
-cache), estimates fall back to about four characters a token. Either way the figures are flagged
-`estimated=True` wherever they are reported. Pruning decisions use the same counter.
+tiktoken's `o200k_base` encoding is used when it is in tiktoken's cache (`TIKTOKEN_CACHE_DIR`,
+or tiktoken's default cache folder; fill it once with `cleveractors.tokens.download_encoding()`).
+It is never downloaded during a run: tiktoken fetches without a timeout, and a run must not hang
+on a network it does not need. Without it, estimates count about four characters a token. Either
+way the figures are flagged `estimated=True` wherever they are reported. Pruning decisions use
+the same counter.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import os
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -18,7 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-__all__ = ["count_tokens", "estimate_prompt_tokens"]
+__all__ = ["count_tokens", "download_encoding", "estimate_prompt_tokens", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,15 +33,47 @@ _TOKENS_PER_MESSAGE = 3  # OpenAI's documented per-message framing overhead
 _TOKENS_PER_REPLY = 3
 
 
+_ENCODING_NAME = "o200k_base"
+_ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+
+def _cached_encoding_path() -> Path | None:
+    """Where tiktoken caches the encoding file (its own rule), or None when caching is off."""
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR", os.environ.get("DATA_GYM_CACHE_DIR"))
+    if cache_dir is None:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not cache_dir:
+        return None
+    key = hashlib.sha1(_ENCODING_URL.encode(), usedforsecurity=False).hexdigest()
+    return Path(cache_dir) / key
+
+
 @functools.cache
 def _encoding() -> Encoding | None:
-    try:
-        import tiktoken  # deferred: only estimates and pruning need it, and loading costs ~0.2 s
-
-        return tiktoken.get_encoding("o200k_base")
-    except Exception as exc:  # offline, no cache, or a broken install: all mean "no encoding"
-        logger.warning("tiktoken encoding unavailable (%s); estimating 4 chars per token", exc)
+    path = _cached_encoding_path()
+    if path is None or not path.exists():
+        logger.info("tiktoken's %s is not cached; estimating 4 chars per token", _ENCODING_NAME)
         return None
+    try:
+        import tiktoken  # deferred: only estimates and pruning need it
+
+        return tiktoken.get_encoding(_ENCODING_NAME)
+    except Exception as exc:  # a corrupt cache or a broken install both mean "no encoding"
+        logger.warning("tiktoken encoding unusable (%s); estimating 4 chars per token", exc)
+        return None
+
+
+def warm_up() -> None:
+    """Load the encoding now (from the cache only), so no run pays for it inside the event loop."""
+    _encoding()
+
+
+def download_encoding() -> None:
+    """Fetch tiktoken's encoding into its cache (needs the network); later runs use it."""
+    import tiktoken
+
+    tiktoken.get_encoding(_ENCODING_NAME)
+    _encoding.cache_clear()
 
 
 def count_tokens(text: str) -> int:

@@ -9,8 +9,7 @@ result, with every token spent, is settled first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -50,7 +49,8 @@ class EventStream:
         self._run = run
         self._on_result = on_result
         self._queue: asyncio.Queue[Event | _End] = asyncio.Queue()
-        self._iterator: AsyncIterator[Event] | None = None
+        self._is_iterated = False
+        self._task: asyncio.Task[None] | None = None
         self._outcome: RunOutcome | None = None
 
     @property
@@ -58,17 +58,18 @@ class EventStream:
         """The run's result (also when it failed or was cancelled); None while it runs."""
         return None if self._outcome is None else self._outcome.result
 
-    def __aiter__(self) -> AsyncIterator[Event]:
-        if self._iterator is not None:
+    def __aiter__(self) -> AsyncGenerator[Event, None]:
+        # The generator is deliberately not kept: when a consumer breaks out and drops it, the
+        # event loop's async-generator finalizer closes it at once, which cancels the run.
+        if self._is_iterated:
             raise RuntimeError("an EventStream can be iterated only once")
-        self._iterator = self._drain()
-        return self._iterator
+        self._is_iterated = True
+        return self._drain()
 
     async def aclose(self) -> None:
-        """Stop the run now (if it is still going) and settle its usage."""
-        if self._iterator is None:
-            self._iterator = self._drain()
-        await self._iterator.aclose()  # type: ignore[attr-defined]  # it is an async generator
+        """Stop the run now (if it is still going) and wait until its usage is settled."""
+        self._is_iterated = True  # a closed stream never starts
+        await self._stop_run()
 
     async def __aenter__(self) -> EventStream:
         return self
@@ -81,20 +82,26 @@ class EventStream:
     ) -> None:
         await self.aclose()
 
-    async def _drain(self) -> AsyncIterator[Event]:
-        task = asyncio.create_task(self._produce())
+    async def _drain(self) -> AsyncGenerator[Event, None]:
+        self._task = task = asyncio.create_task(self._produce())
         try:
             while not isinstance(event := await self._queue.get(), _End):
                 yield event
             await task  # done by now; re-raises a failure of the stream machinery itself
         finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.wait({task})
-            if self._outcome is not None:
-                last_token_usage_var.set(self._outcome.result.usage)
+            await self._stop_run()
         if self._outcome is not None and self._outcome.error is not None:
             raise self._outcome.error
+
+    async def _stop_run(self) -> None:
+        """Cancel the run if it is still going, and wait for it to settle. Safe to call from
+        `aclose()` and from the generator's cleanup at the same time."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if self._outcome is not None:
+            last_token_usage_var.set(self._outcome.result.usage)
 
     async def _produce(self) -> None:
         try:
@@ -144,7 +151,12 @@ class TextStream:
         await self.aclose()
 
     async def _texts(self) -> AsyncIterator[str]:
-        async with aclosing(aiter(self._events)) as events:  # type: ignore[type-var]
+        events = self._events.__aiter__()
+        try:
             async for event in events:
                 if isinstance(event, TextDelta):
                     yield event.text
+        finally:
+            # Only this generator holds `events`; closing it here cancels and settles the run
+            # even when the consumer broke out without calling aclose().
+            await events.aclose()

@@ -175,6 +175,7 @@ class ScriptedOpenAIServer:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
+        self._request_headers: list[dict[str, str]] = []
         self._billed: list[BilledCall] = []
         self._chunk_times: list[list[float]] = []
         self._connections: set[socket.socket] = set()
@@ -229,6 +230,13 @@ class ScriptedOpenAIServer:
             return list(self._requests)
 
     @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The HTTP headers of the chat requests received, in order, names lower-cased (HTTP header
+        names are case-insensitive): e.g. `server.request_headers[0]["authorization"]`."""
+        with self._lock:
+            return [dict(headers) for headers in self._request_headers]
+
+    @property
     def billed(self) -> list[BilledCall]:
         """What was billed, one record per request that got a reply, in order."""
         with self._lock:
@@ -254,11 +262,14 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._script.extend(replies)
 
-    def _receive(self, body: dict[str, Any]) -> tuple[int, ScriptedReply | None]:
+    def _receive(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, ScriptedReply | None]:
         """Record a request and take its reply; None when the script is exhausted."""
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
+            self._request_headers.append(headers)
             self._chunk_times.append([])
             if self._next_reply == len(self._script):
                 return index, None
@@ -339,7 +350,8 @@ class _Handler(BaseHTTPRequestHandler):
         return body if is_chat else None
 
     def _answer_chat(self, body: dict[str, Any]) -> None:
-        index, reply = self.server.owner._receive(body)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        index, reply = self.server.owner._receive(body, headers)
         if reply is None:
             message = f"ScriptedOpenAIServer: the script is exhausted (request {index})"
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message, kind="server_error")

@@ -38,7 +38,7 @@ from cleveractors.testing.script import (
 
 __all__ = ["ScriptedChatModel", "ScriptedRequest"]
 
-_TEXT_PIECE = re.compile(r"\s*\S+")
+_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")  # keeps trailing whitespace
 
 
 @dataclass(frozen=True, slots=True)
