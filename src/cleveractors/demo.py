@@ -39,9 +39,7 @@ async def get_weather(city: str) -> dict[str, object]:
     }
 
 
-def convert_temperature(
-    celsius: float, to: Literal["fahrenheit", "kelvin"]
-) -> dict[str, object]:
+def convert_temperature(celsius: float, to: Literal["fahrenheit", "kelvin"]) -> dict[str, object]:
     """Convert a temperature from degrees Celsius to Fahrenheit or Kelvin.
 
     Args:

@@ -20,10 +20,24 @@ from typing import Any
 from cleveractors import tokens
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.config import ActorConfig, load_actor_config
+from cleveractors.errors import ConfigurationError
 from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult
+from cleveractors.tools import Tool, tool_from_config
 
 __all__ = ["ActorExecutor"]
+
+
+def _build_tools(config: ActorConfig) -> tuple[list[Tool], list[str]]:
+    """The config's tools, and every problem building them (by field), all at once."""
+    tools: list[Tool] = []
+    problems: list[str] = []
+    for position, tool_config in enumerate(config.agent.tools):
+        try:
+            tools.append(tool_from_config(tool_config))
+        except ConfigurationError as exc:
+            problems.append(f"agent.tools.{position}: {exc}")
+    return tools, problems
 
 
 class ActorExecutor:
@@ -51,9 +65,20 @@ class ActorExecutor:
                 provider, a handler that cannot be imported or a missing API key variable.
         """
         config = source if isinstance(source, ActorConfig) else load_actor_config(source)
-        agent = LLMAgent.from_config(
-            config.agent, model=make_chat_model(config.agent), name=config.name
-        )
+        origin = str(source) if isinstance(source, (str, Path)) else "<dict>"
+        tools, problems = _build_tools(config)
+        try:
+            model = make_chat_model(config.agent)
+        except ConfigurationError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise ConfigurationError(
+                "\n".join(
+                    [f"{origin}: invalid actor config ({len(problems)} problem(s))"]
+                    + [f"  {problem}" for problem in problems]
+                )
+            ) from None
+        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
         return cls(agent, name=config.name)
 
     async def execute(self, message: str, history: History | None = None) -> ExecutionResult:

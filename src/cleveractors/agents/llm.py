@@ -140,12 +140,20 @@ class LLMAgent(Agent):
 
     @classmethod
     def from_config(
-        cls, config: LLMAgentConfig, *, model: BaseChatModel, name: str = "assistant"
+        cls,
+        config: LLMAgentConfig,
+        *,
+        model: BaseChatModel,
+        tools: Sequence[Tool] | None = None,
+        name: str = "assistant",
     ) -> LLMAgent:
-        """Build the agent an actor config describes, around a ready chat model."""
+        """Build the agent an actor config describes, around a ready chat model.
+
+        `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
+        """
         return cls(
             model,
-            tools=[tool_from_config(tool) for tool in config.tools],
+            tools=[tool_from_config(tool) for tool in config.tools] if tools is None else tools,
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
@@ -214,7 +222,7 @@ class LLMAgent(Agent):
             while True:
                 run.round += 1
                 sink(RoundStarted(round=run.round))
-                reply = await self._model_turn(run, "round", tools_bound=True)
+                reply = await self._model_turn(run, "round", tools_bound=bool(self.tools))
                 step = decide(
                     reply,
                     tool_rounds_done=run.tool_rounds,
@@ -264,23 +272,19 @@ class LLMAgent(Agent):
         """Ask the model once; streams text deltas when the run streams. Records the usage."""
         sent = run.messages if messages is None else messages
         model = self._model_with_tools if tools_bound else self.model
-        if self._should_stream(run, purpose, tools_bound=tools_bound):
+        # A condensed tool output is for the model, never for the user's screen.
+        shows_text = run.streaming and purpose != "pruning"
+        if shows_text and (self.stream_tool_rounds or not tools_bound):
             fold = ReplyFold()
             run.in_flight = _InFlightCall(purpose, sent, fold)
             reply = await self._stream_reply(model, sent, fold, run)
         else:
             run.in_flight = _InFlightCall(purpose, sent, None)
             reply = _as_ai_message(await model.ainvoke(sent))
-            if run.streaming and reply.text and not reply.tool_calls:
+            if shows_text and reply.text and not reply.tool_calls:
                 run.sink(TextDelta(round=run.round, text=reply.text))
         run.record_reply(purpose, reply, sent)
         return reply
-
-    def _should_stream(self, run: _Run, purpose: CallPurpose, *, tools_bound: bool) -> bool:
-        # A condensed tool output is for the model, never for the user's screen.
-        if not run.streaming or purpose == "pruning":
-            return False
-        return self.stream_tool_rounds or not tools_bound or not self.tools
 
     @staticmethod
     async def _stream_reply(

@@ -1,0 +1,246 @@
+*** Settings ***
+Documentation       The `cleveractors` console script, run as a real subprocess on the offline demo
+...                 actor, on actors written for the test, and against a scripted OpenAI-compatible
+...                 server (`--base-url`) whose billing record is the truth for the usage table.
+Library             CliLibrary.py
+
+
+*** Variables ***
+${MESSAGE}      What's the weather in Paris and in Rome?
+
+
+*** Test Cases ***
+Demo Actor Streams Its Answer With Tool Progress And A Usage Table
+    ${demo}    Demo Actor
+    Run Actor    ${demo}    ${MESSAGE}
+    Command Should Succeed
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Show Answer    ${answer}
+    Output Should Show Tool Call    get_weather    city=Paris
+    Output Should Show Tool Call    get_weather    city=Rome
+    Run Keyword And Expect Error
+    ...    output does not show tool call get_weather(city="Oslo") starting, then finishing
+    ...    Output Should Show Tool Call    get_weather    city=Oslo
+    Usage Table Should List Every Scripted Call    ${demo}
+
+On A Terminal A Spinner Runs While The Model Thinks And Tools Run
+    ${demo}    Demo Actor Without Delays
+    Run Actor In A Terminal    ${demo}    ${MESSAGE}
+    Command Should Succeed
+    Output Should Show Spinner    thinking
+    Output Should Show Spinner    running get_weather(city="Paris"), get_weather(city="Rome")
+    Output Should Show Tool Call    get_weather    city=Rome
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Show Answer    ${answer}
+    Usage Table Should List Every Scripted Call    ${demo}
+
+On A Terminal No Stream Shows A Spinner Until The Answer
+    ${demo}    Demo Actor Without Delays
+    Run Actor In A Terminal    ${demo}    ${MESSAGE}    --no-stream
+    Command Should Succeed
+    Output Should Show Spinner    thinking
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Show Answer    ${answer}
+
+Live Output Shows Failed Calls, Condensed Outputs And The Synthesis Step
+    ${actor}    Actor That Reaches Its Limits
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Succeed
+    Output Should Show Tool Call    get_weather    city=Paris
+    Output Should Show Failed Tool Call    get_weather    {"city":${SPACE}
+    Output Should Show Condensed Output Of    get_weather
+    Output Should Show Synthesis Because    max_rounds
+    ${answer}    Scripted Answer Of    ${actor}
+    Output Should Show Answer    ${answer}
+    Usage Table Should List Every Scripted Call    ${actor}
+
+Condensed Tool Output Is Not Shown As Answer Text
+    [Documentation]    The condensing call's reply is for the model only (core bug: leaks as text).
+    ${actor}    Actor That Reaches Its Limits
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Succeed
+    ${condensed}    Scripted Reply Text    ${actor}    2
+    Output Should Not Show    ${condensed}
+
+Live Output Shows Calls Skipped After A Tool Ended The Turn
+    ${actor}    Actor With A Tool That Ends The Turn
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Succeed
+    Output Should Show Tool Call    convert_temperature    celsius=${18}    to=fahrenheit
+    Output Should Show Skipped Tool Call    get_weather    city=Paris
+
+Live Usage Table Shows The Tokens Of The Result
+    ${demo}    Demo Actor Without Delays
+    Run Actor    ${demo}    ${MESSAGE}    --json
+    ${result}    Output Should Be An Execution Result
+    Run Actor    ${demo}    ${MESSAGE}
+    Command Should Succeed
+    Usage Table Should Match Result    ${result}
+    Usage Table Total Should Be    ${result.total_tokens}
+
+Live Usage Table Shows What The Provider Billed
+    ${demo}    Demo Actor Without Delays
+    ${remote}    Remote Copy Of Actor    ${demo}
+    ${base_url}    Start Scripted OpenAI Server    ${demo}
+    Run Actor    ${remote}    ${MESSAGE}    --base-url    ${base_url}
+    Command Should Succeed
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Show Answer    ${answer}
+    Output Should Show Tool Call    get_weather    city=Paris
+    Output Should Show Tool Call    get_weather    city=Rome
+    Usage Table Should Match Billed Calls
+    [Teardown]    Stop Scripted OpenAI Server
+
+No Stream Waits For The Whole Answer
+    ${demo}    Demo Actor Without Delays
+    ${remote}    Remote Copy Of Actor    ${demo}
+    ${base_url}    Start Scripted OpenAI Server    ${demo}
+    Run Actor    ${remote}    ${MESSAGE}    --no-stream    --base-url    ${base_url}
+    Command Should Succeed
+    Scripted Server Should Have Answered Without Streaming
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Show Answer    ${answer}
+    Output Should Show Finished Tool Call    get_weather    city=Paris
+    Output Should Show Finished Tool Call    get_weather    city=Rome
+    Usage Table Should Match Billed Calls
+    [Teardown]    Stop Scripted OpenAI Server
+
+JSON Output Is The Execution Result
+    ${demo}    Demo Actor Without Delays
+    Run Actor    ${demo}    ${MESSAGE}    --json
+    Command Should Succeed
+    ${result}    Output Should Be An Execution Result
+    ${answer}    Scripted Answer Of    ${demo}
+    Should Be Equal    ${result.text}    ${answer}
+    Should Be True    ${result.prompt_tokens} > 0 and ${result.completion_tokens} > 0
+    Result Should Record Tool Call    ${result}    get_weather    city=Paris
+    Result Should Record Tool Call    ${result}    get_weather    city=Rome
+
+Events Output Is One Typed Event Per Line
+    ${demo}    Demo Actor Without Delays
+    Run Actor    ${demo}    ${MESSAGE}    --events
+    Command Should Succeed
+    ${events}    Output Should Be Event Lines
+    Events Should Include Kinds    ${events}
+    ...    round_started    text_delta    usage_recorded    tool_call_started    tool_call_finished
+    ...    run_finished
+    ${streamed}    Streamed Text Of Events    ${events}    2
+    ${answer}    Scripted Answer Of    ${demo}
+    Should Be Equal    ${streamed}    ${answer}
+
+Validate Accepts The Demo Actor
+    ${demo}    Demo Actor
+    Run Cleveractors    validate    ${demo}
+    Command Should Succeed
+    Output Should Be    OK: weather-assistant (2 tools)
+
+Validate Names A Mistyped Field
+    ${actor}    Actor With Mistyped Field And Unimportable Handler
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should List Problems
+    ...    agent.tool_max_round: Extra inputs are not permitted (got 3)
+
+Validate Names Every Handler That Cannot Be Imported
+    ${actor}    Actor With Unimportable Handlers
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should List Problems
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: No module named 'nowhere'
+    ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'
+
+Validate Names A Missing API Key Variable
+    ${actor}    Remote Actor Without API Key
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should List Problems
+    ...    agent.api_key_env: environment variable 'CLEVERACTORS_TEST_UNSET_KEY' is not set (provider 'openai' needs an API key; any value works for a server that ignores it)
+
+Run With A Bad Config Fails With One Line
+    ${actor}    Actor With Mistyped Field And Unimportable Handler
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be
+    ...    ${actor}: invalid actor config (1 problem(s)); agent.tool_max_round: Extra inputs are not permitted (got 3)
+
+Run With A Missing Actor File Fails With One Line
+    Run Actor    no-such-actor.yaml    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    no-such-actor.yaml: cannot read actor config (No such file or directory)
+
+Provider Error Fails With One Line And Shows The Usage Spent
+    ${actor}    Actor Whose Model Fails After A Tool Round
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    ModelAPIError: boom
+    Output Should Show Tool Call    get_weather    city=Oslo
+    ${spent}    Scripted Tokens Before Failure    ${actor}
+    Usage Table Total Should Be    ${spent}    stream=stderr
+
+Cut-Off Stream Fails With One Line And Marks The Usage Estimated
+    ${actor}    Actor Whose Answer Is Cut Off
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    ModelConnectionError: stream cut off after 3 chunks
+    Usage Table Should Mark Estimated    stream=stderr
+
+Provider Error With JSON Prints The Failed Result
+    ${actor}    Actor Whose Model Fails After A Tool Round
+    Run Actor    ${actor}    ${MESSAGE}    --json
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    ModelAPIError: boom
+    ${result}    Output Should Be An Execution Result
+    Should Be Equal    ${result.error.message}    boom
+    ${spent}    Scripted Tokens Before Failure    ${actor}
+    Should Be Equal As Integers    ${result.total_tokens}    ${spent}
+
+Ctrl-C Cancels The Run And Shows The Usage Spent
+    ${actor}    Actor With A Long Running Tool
+    Interrupt Actor Run When A Tool Starts    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    130
+    Error Output Should Be    interrupted; the run was cancelled
+    ${spent}    Scripted Tokens Before Failure    ${actor}
+    Usage Table Total Should Be    ${spent}    stream=stderr
+
+Base URL Is Refused For An Offline Actor
+    ${demo}    Demo Actor
+    Run Actor    ${demo}    ${MESSAGE}    --base-url    http://127.0.0.1:9/v1
+    Command Should Fail With Exit Code    1
+    Error Output Should Be
+    ...    --base-url: actor 'weather-assistant' uses provider 'stub'; a base URL applies to provider 'openai' only
+
+Events Cannot Be Combined With JSON
+    ${demo}    Demo Actor
+    Run Actor    ${demo}    ${MESSAGE}    --events    --json
+    Command Should Fail With Exit Code    2
+    Error Output Should Be    --events cannot be combined with --json or --no-stream
+
+Version Is The Installed Package's
+    Run Cleveractors    --version
+    Command Should Succeed
+    ${version}    Evaluate    importlib.metadata.version("cleveractors")    modules=importlib.metadata
+    Output Should Be    cleveractors ${version}
+
+Without The CLI Extra The Command Says What To Install
+    Run Cleveractors Without Module    typer    --version
+    Command Should Fail With Exit Code    2
+    Error Output Should Be    the command line needs 'typer': pip install 'cleveractors[cli]'
+
+Serve Without The Web Extra Says What To Install
+    ${demo}    Demo Actor
+    Run Cleveractors Without Module    uvicorn    serve    ${demo}
+    Command Should Fail With Exit Code    2
+    Error Output Should Be    serve needs 'uvicorn': pip install 'cleveractors[web]'
+
+Serve Runs The Chat App For The Actor
+    ${demo}    Demo Actor
+    ${url}    Start Serving Actor    ${demo}
+    Chat Page Should Name Actor    ${url}    weather-assistant
+    [Teardown]    Stop Serving
+
+Serve Refuses A Broken Actor With One Line
+    ${actor}    Actor With Unimportable Handlers
+    Run Cleveractors    serve    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: No module named 'nowhere'; agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'

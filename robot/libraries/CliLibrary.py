@@ -1,0 +1,660 @@
+"""Keywords for the `cleveractors` command line, run as a real subprocess (the console script).
+
+Actors are written as YAML under the test output; their scripts are the source of truth for the
+answer and the tokens, as is the scripted OpenAI-compatible server's billing record when the CLI
+talks to it with `--base-url`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+from robot.api import logger
+from robot.api.deco import keyword, library
+from robot.libraries.BuiltIn import BuiltIn
+
+from cleveractors.events import Event, event_adapter
+from cleveractors.result import ExecutionResult
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_ACTOR = ROOT / "examples" / "demo_actor.yaml"
+COMMAND = Path(sys.executable).parent / "cleveractors"
+TIMEOUT_S = 60
+_ROW = re.compile(
+    r"^\s*(\d+)\s+(round|synthesis|pruning)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*(\S*)\s*$"
+)
+_TOTAL = re.compile(r"^\s*total\s+(\d+) calls?\s+(\d+)\s+(\d+)\s+(\d+)\s*(\S*)\s*$")
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_replies = TypeAdapter(list[ScriptedReply])
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One row of the usage table the CLI printed."""
+
+    label: str
+    prompt: int
+    completion: int
+    total: int
+    estimated: bool
+
+
+@dataclass(frozen=True)
+class UsageTable:
+    calls: list[UsageRow]
+    total: UsageRow
+
+
+@library(scope="SUITE")
+class CliLibrary:
+    """Runs `cleveractors` and checks what a user would see: the answer, tools, usage, errors."""
+
+    def __init__(self) -> None:
+        self._completed: subprocess.CompletedProcess[str] | None = None
+        self._server: ScriptedOpenAIServer | None = None
+        self._serving: subprocess.Popen[str] | None = None
+        self._written = 0
+
+    # -- setup (never asserts) ------------------------------------------------------------------
+
+    @keyword
+    def demo_actor(self) -> str:
+        """The path of the offline demo actor the README Quickstart runs."""
+        return str(DEMO_ACTOR)
+
+    @keyword
+    def demo_actor_without_delays(self) -> str:
+        """Writes the demo actor with its scripted pauses between chunks removed (faster tests)."""
+        config = _read_yaml(str(DEMO_ACTOR))
+        script = [{**reply, "chunk_delay_s": 0} for reply in config["agent"]["script"]]
+        return self._write_actor({**config, "agent": {**config["agent"], "script": script}})
+
+    @keyword
+    def remote_copy_of_actor(self, actor: str) -> str:
+        """Writes the actor with provider `openai` (no script), for a scripted server to answer."""
+        config = _read_yaml(actor)
+        agent = dict(config["agent"], provider="openai", model="scripted", max_retries=0)
+        agent.pop("script")
+        return self._write_actor({**config, "agent": agent})
+
+    @keyword
+    def start_scripted_openai_server(self, actor: str) -> str:
+        """Starts an OpenAI-compatible server on 127.0.0.1 replaying the actor's script.
+
+        Returns its base URL, for `--base-url`.
+        """
+        self._server = ScriptedOpenAIServer(scripted_replies(actor))
+        self._server.start()
+        return self._server.base_url
+
+    @keyword
+    def stop_scripted_openai_server(self) -> None:
+        """Stops the scripted server, if one runs."""
+        if self._server is not None:
+            self._server.stop()
+
+    @keyword
+    def actor_whose_model_fails_after_a_tool_round(self) -> str:
+        """Writes an actor whose second model call fails with a provider error `boom`."""
+        return self._write_stub_actor(
+            [
+                {
+                    "text": "Let me look.",
+                    "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}],
+                    "prompt_tokens": 31,
+                    "completion_tokens": 9,
+                },
+                {"error": "boom"},
+            ]
+        )
+
+    @keyword
+    def actor_whose_answer_is_cut_off(self) -> str:
+        """Writes an actor whose streamed answer breaks off after three chunks, before its usage."""
+        return self._write_stub_actor(
+            [{"text": "It is sunny and warm in Paris today.", "cut_off_after_chunks": 3}]
+        )
+
+    @keyword
+    def actor_that_reaches_its_limits(self) -> str:
+        """Writes an actor that meets every limit in one message.
+
+        Round 1 calls `get_weather` twice, once with arguments that are not JSON (that call
+        fails); the good call's output is over `tool_output_max_tokens`, so it is condensed
+        (reply 2); round 2 asks for another call past `tool_max_rounds: 1`, so the model is
+        asked for a synthesis answer (reply 4).
+        """
+        replies = [
+            {
+                "text": "Checking.",
+                "tool_calls": [
+                    {"name": "get_weather", "args": {"city": "Paris"}},
+                    {"name": "get_weather", "args": '{"city": '},
+                ],
+            },
+            {"text": "Paris: 18 C, light rain."},
+            {"tool_calls": [{"name": "get_weather", "args": {"city": "Rome"}}]},
+            {"text": "Paris has light rain at 18 C; Rome could not be looked up."},
+        ]
+        return self._write_stub_actor(replies, tool_max_rounds=1, tool_output_max_tokens=5)
+
+    @keyword
+    def actor_with_a_tool_that_ends_the_turn(self) -> str:
+        """Writes an actor whose `convert_temperature` ends the turn before `get_weather` runs."""
+        tools = [
+            {
+                "name": "convert_temperature",
+                "handler": "cleveractors.demo:convert_temperature",
+                "ends_turn": True,
+            },
+            {"name": "get_weather", "handler": "cleveractors.demo:get_weather"},
+        ]
+        calls = [
+            {"name": "convert_temperature", "args": {"celsius": 18, "to": "fahrenheit"}},
+            {"name": "get_weather", "args": {"city": "Paris"}},
+        ]
+        return self._write_stub_actor([{"tool_calls": calls}], tools=tools)
+
+    @keyword
+    def scripted_reply_text(self, actor: str, position: int) -> str:
+        """The text of the actor's scripted reply at this position, from 1."""
+        return scripted_replies(actor)[position - 1].text
+
+    @keyword
+    def actor_with_a_long_running_tool(self) -> str:
+        """Writes an actor that calls a tool sleeping for a minute (to be interrupted)."""
+        wait = {
+            "name": "wait",
+            "handler": "asyncio:sleep",
+            "parameters": {"type": "object", "properties": {"delay": {"type": "number"}}},
+        }
+        replies = [
+            {
+                "text": "Waiting.",
+                "tool_calls": [{"name": "wait", "args": {"delay": 60}}],
+                "prompt_tokens": 23,
+                "completion_tokens": 4,
+            },
+            {"text": "Done."},
+        ]
+        return self._write_stub_actor(replies, tools=[wait])
+
+    @keyword
+    def actor_with_mistyped_field_and_unimportable_handler(self) -> str:
+        """Writes an actor with `tool_max_round` (for `tool_max_rounds`) and a missing module."""
+        tool = {"name": "get_weather", "handler": "nowhere.weather:get_weather"}
+        return self._write_stub_actor([{"text": "Hi."}], tools=[tool], tool_max_round=3)
+
+    @keyword
+    def actor_with_unimportable_handlers(self) -> str:
+        """Writes an actor whose two tools' handlers cannot be imported, for different reasons."""
+        tools = [
+            {"name": "get_weather", "handler": "nowhere.weather:get_weather"},
+            {"name": "convert", "handler": "cleveractors.demo:no_such_function"},
+        ]
+        return self._write_stub_actor([{"text": "Hi."}], tools=tools)
+
+    @keyword
+    def remote_actor_without_api_key(self) -> str:
+        """Writes an `openai` actor whose API key variable is not set."""
+        return self._write_actor(
+            {
+                "name": "keyless",
+                "agent": {"provider": "openai", "api_key_env": "CLEVERACTORS_TEST_UNSET_KEY"},
+            }
+        )
+
+    @keyword
+    def scripted_answer_of(self, actor: str) -> str:
+        """The text of the last reply in the actor's script: the answer a run should show."""
+        return scripted_replies(actor)[-1].text
+
+    @keyword
+    def scripted_tokens_before_failure(self, actor: str) -> int:
+        """The tokens the script's replies report before its first failing or unfinished call."""
+        total = 0
+        for reply in scripted_replies(actor):
+            if reply.error is not None or reply.prompt_tokens is None:
+                break
+            total += reply.prompt_tokens + (reply.completion_tokens or 0)
+        return total
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    @keyword
+    def run_cleveractors(self, *arguments: str) -> None:
+        """Runs the `cleveractors` console script with these arguments and waits for it."""
+        self._completed = _run([str(COMMAND), *arguments])
+
+    @keyword
+    def run_actor(self, actor: str, message: str, *options: str) -> None:
+        """Runs `cleveractors run ACTOR MESSAGE [OPTIONS]`."""
+        self.run_cleveractors("run", actor, message, *options)
+
+    @keyword
+    def run_cleveractors_without_module(self, module: str, *arguments: str) -> None:
+        """Runs the CLI in a Python where `module` cannot be imported, as if an extra is missing."""
+        code = (
+            f"import sys; sys.modules[{module!r}] = None; "
+            "sys.argv = ['cleveractors', *sys.argv[1:]]; "
+            "from cleveractors.cli import main; main()"
+        )
+        self._completed = _run([sys.executable, "-c", code, *arguments])
+
+    @keyword
+    def run_actor_in_a_terminal(self, actor: str, message: str, *options: str) -> None:
+        """Runs `cleveractors run` attached to a pseudo-terminal, as a user at a shell would.
+
+        Standard output and error both go to the terminal; both are kept, escape codes removed.
+        """
+        controller, terminal = pty.openpty()
+        process = subprocess.Popen(
+            [str(COMMAND), "run", actor, message, *options],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            env={**_environment(), "TERM": "xterm-256color", "COLUMNS": "200"},
+        )
+        os.close(terminal)
+        watchdog = threading.Timer(TIMEOUT_S, process.kill)
+        watchdog.start()
+        screen = bytearray()
+        with contextlib.suppress(OSError):  # EIO: the command exited and closed the terminal
+            while chunk := os.read(controller, 4096):
+                screen += chunk
+        watchdog.cancel()
+        os.close(controller)
+        text = _ESCAPE.sub("", screen.decode("utf-8", errors="replace")).replace("\r", "\n")
+        self._completed = subprocess.CompletedProcess(
+            process.args, process.wait(timeout=TIMEOUT_S), text, text
+        )
+        _log(self._completed)
+
+    @keyword
+    def interrupt_actor_run_when_a_tool_starts(self, actor: str, message: str) -> None:
+        """Runs the actor, presses Ctrl-C (SIGINT) once a tool has started, waits for the exit."""
+        process = subprocess.Popen(
+            [str(COMMAND), "run", actor, message],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environment(),
+            # A shell may start tests with SIGINT ignored; the CLI must see the key press.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        watchdog = threading.Timer(TIMEOUT_S, process.kill)
+        watchdog.start()
+        try:
+            assert process.stdout is not None
+            seen = []
+            while line := process.stdout.readline():
+                seen.append(line)
+                if " started" in line:
+                    process.send_signal(signal.SIGINT)
+                    break
+            stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        finally:
+            watchdog.cancel()
+        self._completed = subprocess.CompletedProcess(
+            process.args, process.returncode, "".join(seen) + stdout, stderr
+        )
+        _log(self._completed)
+
+    @keyword
+    def start_serving_actor(self, actor: str) -> str:
+        """Starts `cleveractors serve ACTOR` on a free local port; returns its URL once it is up."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self._serving = subprocess.Popen(
+            [str(COMMAND), "serve", actor, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_environment(),
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + TIMEOUT_S
+        while self._serving.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(url, timeout=1).close()
+                return url
+            time.sleep(0.1)
+        raise RuntimeError(f"cleveractors serve did not answer on {url}")
+
+    @keyword
+    def stop_serving(self) -> None:
+        """Stops the served app as Ctrl-C would, and waits for it to exit."""
+        if self._serving is not None and self._serving.poll() is None:
+            self._serving.send_signal(signal.SIGINT)
+            output, _ = self._serving.communicate(timeout=TIMEOUT_S)
+            logger.info(f"cleveractors serve exited with {self._serving.returncode}:\n{output}")
+
+    @keyword
+    def chat_page_should_name_actor(self, url: str, name: str) -> None:
+        """The page at `/` is HTML that shows the actor's name."""
+        with urllib.request.urlopen(url + "/", timeout=TIMEOUT_S) as response:
+            page = response.read().decode("utf-8")
+            kind = response.headers.get_content_type()
+        if kind != "text/html" or name not in page:
+            raise AssertionError(f"the page at {url}/ ({kind}) does not name {name!r}")
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    @keyword
+    def command_should_succeed(self) -> None:
+        """The command exited with 0."""
+        completed = self._last()
+        if completed.returncode != 0:
+            raise AssertionError(
+                f"cleveractors exited with {completed.returncode}: {completed.stderr.strip()}"
+            )
+
+    @keyword
+    def command_should_fail_with_exit_code(self, code: int) -> None:
+        """The command exited with this (non-zero) code."""
+        if self._last().returncode != code:
+            raise AssertionError(f"exit code was {self._last().returncode}, expected {code}")
+
+    @keyword
+    def output_should_show_answer(self, answer: str) -> None:
+        """Standard output contains the answer's text, word for word."""
+        if " ".join(answer.split()) not in " ".join(self._last().stdout.split()):
+            raise AssertionError(f"output does not show the answer {answer!r}")
+
+    @keyword
+    def output_should_show_tool_call(self, name: str, **arguments: object) -> None:
+        """A line says the call started and a later one that it finished, with a duration."""
+        label = _call_label(name, arguments)
+        shown = self._last().stdout
+        started = re.search(rf"^tool {re.escape(label)} started$", shown, re.MULTILINE)
+        finished = re.search(_finished_line(label), shown, re.MULTILINE)
+        if started is None or finished is None or finished.start() < started.start():
+            raise AssertionError(f"output does not show tool call {label} starting, then finishing")
+
+    @keyword
+    def output_should_show_finished_tool_call(self, name: str, **arguments: object) -> None:
+        """A line says the call finished, with a duration (for runs that show no progress)."""
+        label = _call_label(name, arguments)
+        if re.search(_finished_line(label), self._last().stdout, re.MULTILINE) is None:
+            raise AssertionError(f"output does not show tool call {label} finished")
+
+    @keyword
+    def output_should_show_failed_tool_call(self, name: str, raw_arguments: str) -> None:
+        """A line says the call (with arguments that are not a JSON object) failed, and why."""
+        label = f"{name}({raw_arguments})"
+        pattern = rf"^tool {re.escape(label)} failed in \d+\.\d\ds: \S.*$"
+        if re.search(pattern, self._last().stdout, re.MULTILINE) is None:
+            raise AssertionError(f"output does not show tool call {label} failing")
+
+    @keyword
+    def output_should_show_skipped_tool_call(self, name: str, **arguments: object) -> None:
+        """A line says the call was skipped."""
+        self._should_show_line(f"tool {_call_label(name, arguments)} skipped")
+
+    @keyword
+    def output_should_show_condensed_output_of(self, name: str) -> None:
+        """A line says the output of this tool was condensed for the model."""
+        self._should_show_line(rf"output of {name} condensed \(\d+ tokens\)", is_pattern=True)
+
+    @keyword
+    def output_should_show_synthesis_because(self, reason: str) -> None:
+        """A line says a limit was reached and the model answers without tools."""
+        self._should_show_line(f"limit reached ({reason}): answering without tools")
+
+    @keyword
+    def output_should_not_show(self, text: str) -> None:
+        """Standard output does not contain this text anywhere."""
+        if text in self._last().stdout:
+            raise AssertionError(f"output shows {text!r}")
+
+    @keyword
+    def usage_table(self, stream: str = "stdout") -> UsageTable:
+        """Reads the usage table the command printed on `stdout` or `stderr`."""
+        return parse_usage_table(getattr(self._last(), stream))
+
+    @keyword
+    def usage_table_total_should_be(self, total: int, stream: str = "stdout") -> None:
+        """The table's total row shows this many tokens, and its calls add up to it."""
+        table = self.usage_table(stream)
+        if table.total.total != total:
+            raise AssertionError(f"usage table total is {table.total.total}, expected {total}")
+        _table_should_add_up(table)
+
+    @keyword
+    def usage_table_should_list_every_scripted_call(self, actor: str) -> None:
+        """One row per reply of the actor's script (one LLM call each), adding up to the total."""
+        table = self.usage_table()
+        replies = len(scripted_replies(actor))
+        if [row.label for row in table.calls] != [str(n) for n in range(1, replies + 1)]:
+            raise AssertionError(f"usage table has rows {table.calls}, the script {replies} calls")
+        _table_should_add_up(table)
+
+    @keyword
+    def usage_table_should_mark_estimated(self, stream: str = "stdout") -> None:
+        """Every call row and the total row are marked `estimated`."""
+        table = self.usage_table(stream)
+        if not table.calls or not all(row.estimated for row in [*table.calls, table.total]):
+            raise AssertionError(f"usage table does not mark every row estimated: {table}")
+
+    @keyword
+    def usage_table_should_match_result(self, result: ExecutionResult) -> None:
+        """Each call row and the total row show the tokens the result records."""
+        table = self.usage_table()
+        expected = [
+            (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens)
+            for c in result.usage_by_call
+        ]
+        shown = [(row.prompt, row.completion, row.total) for row in table.calls]
+        if shown != expected:
+            raise AssertionError(f"usage rows {shown} differ from the result's calls {expected}")
+        totals = (result.prompt_tokens, result.completion_tokens, result.total_tokens)
+        if (table.total.prompt, table.total.completion, table.total.total) != totals:
+            raise AssertionError(f"usage total {table.total} differs from the result's {totals}")
+
+    @keyword
+    def usage_table_should_match_billed_calls(self) -> None:
+        """Each call row shows what the scripted server billed for that request, in order."""
+        assert self._server is not None, "no scripted server was started"
+        billed = [(c.prompt_tokens, c.completion_tokens) for c in self._server.billed]
+        table = self.usage_table()
+        shown = [(row.prompt, row.completion) for row in table.calls]
+        if shown != billed or not billed:
+            raise AssertionError(f"usage rows {shown} differ from the server's billing {billed}")
+        self.usage_table_total_should_be(self._server.billed_total.total_tokens)
+
+    @keyword
+    def scripted_server_should_have_answered_without_streaming(self) -> None:
+        """Every request the scripted server received asked for a whole (non-streamed) reply."""
+        assert self._server is not None, "no scripted server was started"
+        streamed = [body.get("stream", False) for body in self._server.requests]
+        if not streamed or any(streamed):
+            raise AssertionError(f"requests asked for streaming: {streamed}")
+
+    @keyword
+    def output_should_show_spinner(self, label: str) -> None:
+        """A spinner line with this label was drawn (only on a terminal)."""
+        if not re.search(rf"^\S {re.escape(label)}\s*$", self._last().stdout, re.MULTILINE):
+            raise AssertionError(f"output shows no spinner {label!r}")
+
+    @keyword
+    def output_should_be_an_execution_result(self) -> ExecutionResult:
+        """Standard output is one `ExecutionResult` as JSON; returns it."""
+        try:
+            return ExecutionResult.model_validate_json(self._last().stdout)
+        except ValidationError as exc:
+            raise AssertionError(f"output is not an ExecutionResult: {exc}") from None
+
+    @keyword
+    def result_should_record_tool_call(
+        self, result: ExecutionResult, name: str, **arguments: object
+    ) -> None:
+        """The result records a successful call of this tool with these arguments."""
+        calls = [(call.name, call.arguments, call.status) for call in result.tool_calls]
+        if (name, arguments, "ok") not in calls:
+            raise AssertionError(f"result has no ok call {name}({arguments}); it has {calls}")
+
+    @keyword
+    def output_should_be_event_lines(self) -> list[Event]:
+        """Every line of standard output is one typed event as JSON; returns the events."""
+        events = []
+        for number, line in enumerate(self._last().stdout.splitlines(), start=1):
+            try:
+                events.append(event_adapter.validate_json(line))
+            except ValidationError as exc:
+                raise AssertionError(f"line {number} is not an event: {line!r}: {exc}") from None
+        return events
+
+    @keyword
+    def events_should_include_kinds(self, events: list[Event], *kinds: str) -> None:
+        """Each of these kinds occurs among the events."""
+        seen = {event.kind for event in events}
+        missing = [kind for kind in kinds if kind not in seen]
+        if missing:
+            raise AssertionError(f"events lack {missing}; kinds seen: {sorted(seen)}")
+
+    @keyword
+    def streamed_text_of_events(self, events: list[Event], round_number: int) -> str:
+        """The text deltas of one round, joined."""
+        return "".join(e.text for e in events if e.kind == "text_delta" and e.round == round_number)
+
+    @keyword
+    def error_output_should_be(self, message: str) -> None:
+        """Standard error holds exactly one error line, `error: <message>`, and no traceback."""
+        stderr = self._last().stderr
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        if "Traceback" in stderr or errors != [f"error: {message}"]:
+            raise AssertionError(f"error output is not the one line 'error: {message}':\n{stderr}")
+
+    @keyword
+    def error_output_should_list_problems(self, *problems: str) -> None:
+        """Standard error says the config is invalid and lists these problems, one per line."""
+        stderr = self._last().stderr
+        lines = [line.strip() for line in stderr.splitlines()]
+        missing = [problem for problem in problems if problem not in lines]
+        if "Traceback" in stderr or not lines[0].startswith("INVALID: ") or missing:
+            raise AssertionError(f"invalid-config report lacks {missing}:\n{stderr}")
+
+    @keyword
+    def output_should_be(self, expected: str) -> None:
+        """Standard output is exactly this line."""
+        if self._last().stdout != expected + "\n":
+            raise AssertionError(f"output was {self._last().stdout!r}, expected {expected!r}")
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _last(self) -> subprocess.CompletedProcess[str]:
+        assert self._completed is not None, "no cleveractors command was run yet"
+        return self._completed
+
+    def _should_show_line(self, line: str, *, is_pattern: bool = False) -> None:
+        pattern = line if is_pattern else re.escape(line)
+        if re.search(rf"^{pattern}$", self._last().stdout, re.MULTILINE) is None:
+            raise AssertionError(f"output has no line {line!r}")
+
+    def _write_stub_actor(
+        self,
+        script: list[Any],
+        *,
+        tools: list[Any] | None = None,
+        **agent_fields: Any,
+    ) -> str:
+        weather = {"name": "get_weather", "handler": "cleveractors.demo:get_weather"}
+        agent = {"provider": "stub", "tools": tools or [weather], "script": script, **agent_fields}
+        return self._write_actor({"name": "cli-test", "agent": agent})
+
+    def _write_actor(self, config: dict[str, Any]) -> str:
+        folder = Path(BuiltIn().get_variable_value("${OUTPUT DIR}")) / "cli-actors"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._written += 1
+        path = (
+            folder / f"{BuiltIn().get_variable_value('${TEST NAME}', 'suite')}-{self._written}.yaml"
+        )
+        path = path.with_name(re.sub(r"[^\w.-]+", "_", path.name))
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+
+def scripted_replies(actor: str) -> list[ScriptedReply]:
+    """The script of a stub actor's YAML."""
+    return _replies.validate_python(_read_yaml(actor)["agent"]["script"])
+
+
+def parse_usage_table(output: str) -> UsageTable:
+    """Reads the rows after the `Token usage` title; fails when there is no total row."""
+    _, found, table = output.partition("Token usage")
+    calls: list[UsageRow] = []
+    total = None
+    for line in table.splitlines() if found else ():
+        if row := _ROW.match(line):
+            calls.append(_usage_row(row.group(1), row.group(4, 5, 6), row.group(7)))
+        elif row := _TOTAL.match(line):
+            total = _usage_row("total", row.group(2, 3, 4), row.group(5))
+    if total is None:
+        raise AssertionError(f"no usage table with a total row in:\n{output}")
+    return UsageTable(calls, total)
+
+
+def _usage_row(label: str, counts: tuple[str, ...], marker: str) -> UsageRow:
+    prompt, completion, total = (int(count) for count in counts)
+    return UsageRow(label, prompt, completion, total, estimated=marker == "estimated")
+
+
+def _table_should_add_up(table: UsageTable) -> None:
+    sums = [sum(getattr(row, field) for row in table.calls) for field in ("prompt", "completion")]
+    if sums != [table.total.prompt, table.total.completion]:
+        raise AssertionError(f"usage rows add up to {sums}, but the total row says {table.total}")
+    if any(row.prompt + row.completion != row.total for row in [*table.calls, table.total]):
+        raise AssertionError(f"a usage row's total is not prompt + completion: {table}")
+
+
+def _call_label(name: str, arguments: dict[str, object]) -> str:
+    """A tool call as the CLI shows it: `get_weather(city="Paris")`."""
+    return f"{name}({', '.join(f'{key}={json.dumps(value)}' for key, value in arguments.items())})"
+
+
+def _finished_line(label: str) -> str:
+    return rf"^tool {re.escape(label)} finished in \d+\.\d\ds$"
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return loaded
+
+
+def _environment() -> dict[str, str]:
+    # Any key works for the scripted server; the bin folder makes the console script findable.
+    path = f"{COMMAND.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=_environment(), timeout=TIMEOUT_S, check=False
+    )
+    _log(completed)
+    return completed
+
+
+def _log(completed: subprocess.CompletedProcess[str]) -> None:
+    logger.info(
+        f"$ {' '.join(map(str, completed.args))}\nexit code {completed.returncode}\n"
+        f"--- stdout ---\n{completed.stdout}\n--- stderr ---\n{completed.stderr}"
+    )

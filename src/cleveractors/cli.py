@@ -1,0 +1,326 @@
+"""The `cleveractors` command: run an actor from a terminal, check its config, or serve it.
+
+    cleveractors run actor.yaml "What's the weather in Paris?"   # live answer, tools, usage
+    cleveractors validate actor.yaml
+    cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
+
+A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
+the config failed (one line on stderr, never a traceback), 2 usage error or missing extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+try:
+    import typer
+    from rich import box
+    from rich.console import Console
+    from rich.status import Status
+    from rich.table import Table
+    from rich.text import Text
+except ImportError as _missing:  # the console script is installed even without the extra
+    sys.stderr.write(
+        f"error: the command line needs {_missing.name!r}: pip install 'cleveractors[cli]'\n"
+    )
+    raise SystemExit(2) from None
+
+from langchain_core.exceptions import ModelError
+
+from cleveractors import events as ev
+from cleveractors.config import load_actor_config
+from cleveractors.errors import CleverActorsError, ConfigurationError
+from cleveractors.executor import ActorExecutor
+from cleveractors.result import ExecutionResult, ToolCallRecord
+
+__all__ = ["EventRenderer", "app", "main", "usage_table"]
+
+# What a run raises for a reason the user can act on; anything else is a bug and keeps its trace.
+_RUN_ERRORS = (CleverActorsError, ModelError)
+_WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}
+_ACTOR_HELP = "The actor's YAML config."
+_STATES = {
+    "ok": ("finished", "green"),
+    "error": ("failed", "red"),
+    "skipped": ("skipped", "yellow"),
+}
+
+app = typer.Typer(
+    help="Run LLM actors with tools from a terminal, and see every token they spend.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Model text is shown as sent: no Rich markup, emoji codes or highlighting applied to it.
+_out = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
+_err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
+
+
+def main() -> None:
+    """The console script's entry point."""
+    app()
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        _out.print(f"cleveractors {version('cleveractors')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Version.")
+    ] = False,
+) -> None:
+    """Run LLM actors with tools from a terminal, and see every token they spend."""
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _call_label(name: str, arguments: dict[str, object] | str) -> str:
+    if isinstance(arguments, str):
+        return f"{name}({arguments})"
+    return f"{name}({', '.join(f'{k}={json.dumps(v)}' for k, v in arguments.items())})"
+
+
+def _tool_line(label: str, state: str, style: str, detail: str = "") -> Text:
+    return Text.assemble(("tool ", "dim"), (label, "bold"), " ", (state, style), detail)
+
+
+class EventRenderer:
+    """Shows a run's events on a console as they happen.
+
+    Text deltas are written as they arrive; each tool call gets a line when it starts and when it
+    finishes, with its duration. On a terminal a spinner runs while the model thinks or tools run;
+    elsewhere the output stays plain lines, so it can be piped, logged and tested.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._labels: dict[str, str] = {}
+        self._running: dict[str, str] = {}
+        self._status: Status | None = None
+        self._at_line_start = True
+
+    def show(self, event: ev.Event) -> None:
+        """Render one event."""
+        match event:
+            case ev.RoundStarted():
+                self._spin("thinking")
+            case ev.TextDelta(text=text):
+                self._stop_spinner()
+                self._console.print(text, end="")
+                self._at_line_start = text.endswith("\n")
+            case ev.ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
+                self._labels[call_id] = _call_label(name, arguments)
+            case ev.ToolCallStarted(call_id=call_id, name=name):
+                self._running[call_id] = self._labels.get(call_id, name)
+                self._line(_tool_line(self._running[call_id], "started", "cyan"))
+                self._spin_for_tools()
+            case ev.ToolCallFinished(call_id=call_id, error=error, duration_s=took):
+                label = self._running.pop(call_id, event.name)
+                state, style = _STATES["ok" if error is None else "error"]
+                detail = f" in {took:.2f}s" + ("" if error is None else f": {_one_line(error)}")
+                self._line(_tool_line(label, state, style, detail))
+                self._spin_for_tools()
+            case ev.ToolCallSkipped(call_id=call_id, name=name):
+                self._line(_tool_line(self._labels.get(call_id, name), *_STATES["skipped"]))
+            case ev.OutputPruned(name=name, method=method, original_tokens=tokens):
+                self._line(Text(f"output of {name} {method} ({tokens} tokens)", style="dim"))
+            case ev.SynthesisStarted(reason=reason):
+                self._line(Text(f"limit reached ({reason}): answering without tools", "yellow"))
+
+    def close(self) -> None:
+        """Stop the spinner and end the last line of text."""
+        self._stop_spinner()
+        if not self._at_line_start:
+            self._console.print()
+            self._at_line_start = True
+
+    def _line(self, text: Text) -> None:
+        self.close()
+        self._console.print(text)
+
+    def _spin_for_tools(self) -> None:
+        if self._running:
+            self._spin("running " + ", ".join(self._running.values()))
+        else:
+            self._stop_spinner()
+
+    def _spin(self, label: str) -> None:
+        if self._console.is_terminal:
+            self.close()
+            self._status = self._console.status(label)
+            self._status.start()
+
+    def _stop_spinner(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def usage_table(result: ExecutionResult) -> Table:
+    """The tokens of a run: one row per LLM call, then the total; estimated counts marked."""
+    table = Table(title="Token usage", box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("call", "purpose", "round", "prompt", "completion", "total", "estimated"):
+        table.add_column(column, justify="left" if column in ("purpose", "estimated") else "right")
+    for call in result.usage_by_call:
+        usage = call.usage
+        counts = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+        marker = "estimated" if usage.estimated else ""
+        table.add_row(str(call.index), call.purpose, str(call.round), *map(str, counts), marker)
+    table.add_section()
+    counts = (result.prompt_tokens, result.completion_tokens, result.total_tokens)
+    calls = f"{result.llm_calls} call{'' if result.llm_calls == 1 else 's'}"
+    marker = "estimated" if result.usage_estimated else ""
+    table.add_row("total", calls, "", *map(str, counts), marker, style="bold")
+    return table
+
+
+def _show_tool_records(records: tuple[ToolCallRecord, ...]) -> None:
+    for record in records:
+        took = "" if record.status == "skipped" else f" in {record.duration_s:.2f}s"
+        _out.print(
+            _tool_line(_call_label(record.name, record.arguments), *_STATES[record.status], took)
+        )
+
+
+def _one_line(message: str) -> str:
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _fail(message: str, *, code: int = 1) -> NoReturn:
+    _err.print(Text.assemble(("error: ", "bold red"), _one_line(message)))
+    raise typer.Exit(code)
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
+    config = load_actor_config(actor)
+    if base_url is not None:
+        if config.agent.provider != "openai":
+            raise ConfigurationError(
+                f"--base-url: actor {config.name!r} uses provider {config.agent.provider!r}; "
+                "a base URL applies to provider 'openai' only"
+            )
+        agent = config.agent.model_copy(update={"base_url": base_url})
+        config = config.model_copy(update={"agent": agent})
+    return ActorExecutor.from_config(config)
+
+
+async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+    renderer = EventRenderer(_out)
+    try:
+        async with executor.execute_events(message) as events:
+            async for event in events:
+                if show:
+                    renderer.show(event)
+    finally:
+        renderer.close()
+    assert events.result is not None  # set once the stream has ended
+    return events.result
+
+
+async def _print_events(executor: ActorExecutor, message: str) -> None:
+    async with executor.execute_events(message) as events:
+        async for event in events:
+            _out.file.write(ev.event_adapter.dump_json(event).decode() + "\n")
+            _out.file.flush()
+
+
+async def _run_blocking(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+    if not (show and _out.is_terminal):
+        return await executor.execute(message)
+    with _out.status("thinking"):
+        return await executor.execute(message)
+
+
+@app.command()
+def run(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    message: Annotated[str, typer.Argument(help="The user's message.")],
+    no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
+    events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    base_url: Annotated[str | None, typer.Option(help="Override the agent's base_url.")] = None,
+) -> None:
+    """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
+    if events and (as_json or no_stream):
+        _fail("--events cannot be combined with --json or --no-stream", code=2)
+    executor: ActorExecutor | None = None
+    try:
+        executor = _build_executor(actor, base_url)
+        if events:
+            asyncio.run(_print_events(executor, message))
+            return
+        runner = _run_blocking if no_stream else _run_live
+        result = asyncio.run(runner(executor, message, show=not as_json))
+    except _RUN_ERRORS as exc:
+        _report_spent(executor, as_json=as_json)
+        _fail(str(exc) if isinstance(exc, ConfigurationError) else f"{type(exc).__name__}: {exc}")
+    except KeyboardInterrupt:
+        _report_spent(executor, as_json=as_json)
+        _fail("interrupted; the run was cancelled", code=130)
+    if as_json:
+        _out.file.write(result.model_dump_json(indent=2) + "\n")
+        return
+    if no_stream:
+        _show_tool_records(result.tool_calls)
+        _out.print(result.text)
+    _out.print()
+    _out.print(usage_table(result))
+
+
+def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
+    """Show what a failed or interrupted run spent (without an executor, nothing was)."""
+    spent = None if executor is None else executor.last_result
+    if spent is not None and as_json:
+        _out.file.write(spent.model_dump_json(indent=2) + "\n")
+    elif spent is not None:
+        _err.print(usage_table(spent))
+
+
+# -- validate and serve ------------------------------------------------------------------------
+
+
+@app.command()
+def validate(actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)]) -> None:
+    """Check ACTOR's config: fields, tool handlers and schemas, provider settings."""
+    try:
+        executor = ActorExecutor.from_config(actor)
+    except ConfigurationError as exc:
+        _err.print(f"INVALID: {exc}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    tools = getattr(executor.agent, "tools", {})
+    _out.print(f"OK: {executor.name} ({len(tools)} tools)")
+
+
+@app.command()
+def serve(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions."""
+    try:
+        import uvicorn
+
+        from cleveractors.web.app import create_app
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in _WEB_EXTRA_MODULES:
+            raise
+        _fail(f"serve needs {exc.name!r}: pip install 'cleveractors[web]'", code=2)
+    try:
+        executor = ActorExecutor.from_config(actor)
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    uvicorn.run(create_app(executor), host=host, port=port)
