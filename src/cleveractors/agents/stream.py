@@ -9,9 +9,11 @@ result, with every token spent, is settled first.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from types import TracebackType
+from types import AsyncGeneratorType, TracebackType
+from typing import cast
 
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
@@ -50,6 +52,8 @@ class EventStream:
         self._on_result = on_result
         self._queue: asyncio.Queue[Event | _End] = asyncio.Queue()
         self._is_iterated = False
+        self._drain_ref: weakref.ref[AsyncGeneratorType[Event, None]] | None = None
+        self._drained: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._outcome: RunOutcome | None = None
 
@@ -59,17 +63,25 @@ class EventStream:
         return None if self._outcome is None else self._outcome.result
 
     def __aiter__(self) -> AsyncGenerator[Event, None]:
-        # The generator is deliberately not kept: when a consumer breaks out and drops it, the
-        # event loop's async-generator finalizer closes it at once, which cancels the run.
+        # The generator is held only weakly: when a consumer breaks out and drops it, the event
+        # loop's async-generator finalizer closes it at once, which cancels the run.
         if self._is_iterated:
             raise RuntimeError("an EventStream can be iterated only once")
         self._is_iterated = True
-        return self._drain()
+        drain = self._drain()
+        self._drain_ref = weakref.ref(cast("AsyncGeneratorType[Event, None]", drain))
+        return drain
 
     async def aclose(self) -> None:
         """Stop the run now (if it is still going) and wait until its usage is settled."""
         self._is_iterated = True  # a closed stream never starts
-        await self._stop_run()
+        drain = None if self._drain_ref is None else self._drain_ref()
+        if drain is not None and not drain.ag_running:
+            await drain.aclose()  # its cleanup stops the run
+        elif drain is None and self._drained is not None:
+            await self._drained.wait()  # dropped: the loop's finalizer is closing it right now
+        else:
+            await self._stop_run()  # another task is inside the generator: end the run under it
 
     async def __aenter__(self) -> EventStream:
         return self
@@ -83,13 +95,17 @@ class EventStream:
         await self.aclose()
 
     async def _drain(self) -> AsyncGenerator[Event, None]:
+        self._drained = asyncio.Event()
         self._task = task = asyncio.create_task(self._produce())
         try:
             while not isinstance(event := await self._queue.get(), _End):
                 yield event
             await task  # done by now; re-raises a failure of the stream machinery itself
         finally:
-            await self._stop_run()
+            try:
+                await self._stop_run()
+            finally:
+                self._drained.set()
         if self._outcome is not None and self._outcome.error is not None:
             raise self._outcome.error
 
@@ -99,7 +115,7 @@ class EventStream:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            await asyncio.wait({task})
+            await _settle(task)
         if self._outcome is not None:
             last_token_usage_var.set(self._outcome.result.usage)
 
@@ -119,6 +135,21 @@ class EventStream:
             self._queue.put_nowait(_End())
 
 
+async def _settle(task: asyncio.Task[None]) -> None:
+    """Wait until a cancelled run has settled, even if we are cancelled meanwhile; then re-raise
+    that cancellation. anyio cancel scopes (Starlette, sse-starlette) cancel again at every await
+    until the scope exits, so one `await asyncio.wait(...)` could return early, leaving the run's
+    task running and its result unsettled."""
+    is_cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            is_cancelled = True
+    if is_cancelled:
+        raise asyncio.CancelledError
+
+
 class TextStream:
     """The text view of an `EventStream`: non-empty answer chunks, as they arrive."""
 
@@ -134,7 +165,7 @@ class TextStream:
         return self._events.result
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return self._texts()
+        return _TextChunks(self._events.__aiter__())
 
     async def aclose(self) -> None:
         await self._events.aclose()
@@ -150,13 +181,21 @@ class TextStream:
     ) -> None:
         await self.aclose()
 
-    async def _texts(self) -> AsyncIterator[str]:
-        events = self._events.__aiter__()
-        try:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    yield event.text
-        finally:
-            # Only this generator holds `events`; closing it here cancels and settles the run
-            # even when the consumer broke out without calling aclose().
-            await events.aclose()
+
+class _TextChunks:
+    """Iterates the text deltas of a run's events. A plain iterator, not a generator: the events
+    generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: AsyncGenerator[Event, None]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> _TextChunks:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            event = await self._events.__anext__()
+            if isinstance(event, TextDelta):
+                return event.text

@@ -1,0 +1,221 @@
+"""CPU per turn: the library against the hand-written loop, blocking and streamed, zero latency.
+
+The scripted server runs in a separate process, so `time.process_time()` of this process counts
+only the client: our loop, LangChain, the openai SDK and httpx. The variants run interleaved in a
+shuffled order each repetition (drift and order effects hit all alike), each turn after a
+`gc.collect()` so no variant pays for another's garbage.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import random
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from handwritten import Fold, HandWrittenLoop, TurnTally
+from report import Row, Target, spread_ms
+from scenario import (
+    ANSWER,
+    API_KEY_ENV,
+    MODEL_NAME,
+    USER_MESSAGE,
+    WEATHER_SCHEMA,
+    lookup_weather,
+    openai_actor_config,
+    turn_script,
+)
+
+from cleveractors import ActorExecutor
+from cleveractors.testing import ScriptedOpenAIServer
+
+SECTION = "CPU per turn"
+TARGETS = {"blocking": Target(1.10), "streamed": Target(1.0)}
+MODES = ("blocking", "streamed")
+Turn = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSamples:
+    """CPU seconds per turn, per variant (`library_streamed`, `handwritten_blocking`, ...)."""
+
+    by_variant: dict[str, list[float]]
+    wall_by_variant: dict[str, list[float]]
+
+    def ratio(self, variant: str, baseline: str) -> float:
+        """Median CPU of `variant` over the median CPU of `baseline`."""
+        return self.median_s(variant) / self.median_s(baseline)
+
+    def paired_ratio(self, variant: str, baseline: str) -> float:
+        """Median of per-repetition ratios: a check that the ratio of medians is not a fluke."""
+        pairs = zip(self.by_variant[variant], self.by_variant[baseline], strict=True)
+        return statistics.median(ours / theirs for ours, theirs in pairs)
+
+    def median_s(self, variant: str) -> float:
+        return statistics.median(self.by_variant[variant])
+
+
+def _serve(turns: int, connection: Connection) -> None:
+    """In the server process: serve `turns` turns until told to stop, then report the requests."""
+    with ScriptedOpenAIServer(turn_script() * turns) as server:
+        connection.send(server.base_url)
+        connection.recv()
+        connection.send(len(server.requests))
+
+
+@contextmanager
+def server_process(turns: int) -> Iterator[str]:
+    """A `ScriptedOpenAIServer` (no delays) in its own process; yields its base URL."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process that has threads
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve, args=(turns, theirs), daemon=True)
+    process.start()
+    try:
+        yield ours.recv()
+        ours.send("stop")
+        served = ours.recv()
+        if served > turns * 2:
+            raise RuntimeError(f"the server got {served} requests for {turns} turns")
+    finally:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.terminate()
+
+
+def library_turns(base_url: str) -> dict[str, Turn]:
+    """The library's blocking and streamed turns, on one executor built from an actor config."""
+    executor = ActorExecutor.from_config(openai_actor_config(base_url))
+
+    async def blocking() -> None:
+        result = await executor.execute(USER_MESSAGE)
+        _check(result.text, result.llm_calls)
+
+    async def streamed() -> None:
+        stream = executor.execute_stream(USER_MESSAGE)
+        async for _text in stream:
+            pass
+        assert stream.result is not None
+        _check(stream.result.text, stream.result.llm_calls)
+
+    return {"library_blocking": blocking, "library_streamed": streamed}
+
+
+def handwritten_turns(base_url: str) -> dict[str, Turn]:
+    loop = HandWrittenLoop(
+        base_url=base_url,
+        api_key=os.environ[API_KEY_ENV],
+        model=MODEL_NAME,
+        tools={"lookup_weather": lookup_weather},
+        schemas=[WEATHER_SCHEMA],
+    )
+
+    async def blocking() -> None:
+        tally = await loop.run_turn(USER_MESSAGE)
+        _check(tally.text, tally.llm_calls)
+
+    def streamed(fold: Fold) -> Turn:
+        async def turn() -> None:
+            tally = TurnTally()
+            async for _text in loop.stream_turn(USER_MESSAGE, tally, fold=fold):
+                pass
+            _check(tally.text, tally.llm_calls)
+
+        return turn
+
+    return {
+        "handwritten_blocking": blocking,
+        "handwritten_streamed": streamed("once"),
+        "handwritten_streamed_adding_chunks": streamed("each_chunk"),
+    }
+
+
+def _check(text: str, llm_calls: int) -> None:
+    # Outside the timed region would be nicer, but it is a handful of comparisons per turn.
+    if text != ANSWER or llm_calls != 2:
+        raise RuntimeError(f"unexpected turn: {llm_calls} LLM calls, answer {text!r}")
+
+
+async def measure_cpu(
+    turns: dict[str, Turn], *, repetitions: int, warmup: int, seed: int = 3
+) -> CpuSamples:
+    """Run every variant `warmup + repetitions` times, interleaved in a shuffled order."""
+    order = random.Random(seed)
+    cpu: dict[str, list[float]] = {name: [] for name in turns}
+    wall: dict[str, list[float]] = {name: [] for name in turns}
+    names = list(turns)
+    for repetition in range(warmup + repetitions):
+        if repetition == warmup:
+            _freeze_heap()
+        order.shuffle(names)
+        for name in names:
+            gc.collect()
+            wall_start, cpu_start = time.perf_counter(), time.process_time()
+            await turns[name]()
+            cpu_s, wall_s = time.process_time() - cpu_start, time.perf_counter() - wall_start
+            if repetition >= warmup:
+                cpu[name].append(cpu_s)
+                wall[name].append(wall_s)
+    gc.unfreeze()
+    return CpuSamples(cpu, wall)
+
+
+def _freeze_heap() -> None:
+    """Move what warm-up left (imports, clients, caches) out of the collector's sight: a full
+    collection then costs microseconds instead of ~70 ms, and none lands inside a timed turn."""
+    gc.collect()
+    gc.freeze()
+
+
+def missed_modes(samples: CpuSamples) -> list[str]:
+    """The modes (blocking, streamed) whose library/hand-written ratio misses its target."""
+    return [
+        mode
+        for mode in MODES
+        if not TARGETS[mode].is_met(samples.ratio(f"library_{mode}", f"handwritten_{mode}"))
+    ]
+
+
+def cpu_rows(samples: CpuSamples) -> list[Row]:
+    rows = [
+        _ratio_row(
+            samples,
+            f"library_{mode}",
+            f"handwritten_{mode}",
+            TARGETS[mode],
+            f"{mode.capitalize()}: library / hand-written `ChatOpenAI` loop",
+        )
+        for mode in MODES
+    ]
+    rows.append(
+        _ratio_row(
+            samples,
+            "library_streamed",
+            "handwritten_streamed_adding_chunks",
+            None,
+            "Reference: streamed, library / hand-written loop adding chunks with `+`",
+        )
+    )
+    return rows
+
+
+def _ratio_row(
+    samples: CpuSamples, variant: str, baseline: str, target: Target | None, measure: str
+) -> Row:
+    ours = samples.by_variant[variant]
+    return Row(
+        SECTION,
+        measure,
+        samples.ratio(variant, baseline),
+        "x",
+        target,
+        f"median CPU {samples.median_s(variant) * 1000:.2f} ms vs "
+        f"{samples.median_s(baseline) * 1000:.2f} ms over {len(ours)} turns each; "
+        f"median of paired ratios {samples.paired_ratio(variant, baseline):.2f}x; "
+        f"library {spread_ms(ours)}",
+    )

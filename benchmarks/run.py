@@ -1,0 +1,157 @@
+"""Benchmarks of issue 3 (`nox -s bench`): latency to the first token, CPU per turn, concurrency.
+
+Prints a table (measured value, target, PASS / MISSED) and writes it to
+`benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
+when a target is missed, and then profiles the library's turns (`profile_<mode>.txt`).
+
+    python benchmarks/run.py            # the full run, about two minutes
+    python benchmarks/run.py --quick    # a smoke run with few repetitions
+    python benchmarks/run.py --profile  # profile the library's turns even when targets are met
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from concurrency import measure_concurrency
+from cpu import (
+    MODES,
+    cpu_rows,
+    handwritten_turns,
+    library_turns,
+    measure_cpu,
+    missed_modes,
+    server_process,
+)
+from latency import measure_latency
+from profiling import ProfileReport, profile_turns
+from report import Row, missed, render_markdown, write_results
+from scenario import use_dummy_api_key
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    latency_turns: int
+    cpu_repetitions: int
+    cpu_warmup: int
+    concurrency_repetitions: int
+    profile_turns: int
+
+    @classmethod
+    def full(cls) -> Settings:
+        return cls(
+            latency_turns=20,
+            cpu_repetitions=150,
+            cpu_warmup=10,
+            concurrency_repetitions=7,
+            profile_turns=40,
+        )
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            latency_turns=3,
+            cpu_repetitions=10,
+            cpu_warmup=2,
+            concurrency_repetitions=2,
+            profile_turns=10,
+        )
+
+    @property
+    def cpu_server_turns(self) -> int:
+        """Turns the CPU server must script: five variants, and two loops per profiled mode."""
+        variants = 5
+        return variants * (self.cpu_repetitions + self.cpu_warmup) + 2 * len(MODES) * (
+            self.profile_turns
+        )
+
+
+@dataclass(slots=True)
+class Outcome:
+    rows: list[Row]
+    samples: dict[str, Any]
+    profiles: list[ProfileReport]
+
+
+async def _run_cpu(settings: Settings, *, always_profile: bool, outcome: Outcome) -> None:
+    with server_process(settings.cpu_server_turns) as base_url:
+        turns = {**library_turns(base_url), **handwritten_turns(base_url)}
+        samples = await measure_cpu(
+            turns, repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
+        )
+        outcome.rows.extend(cpu_rows(samples))
+        outcome.samples["cpu_s"] = samples.by_variant
+        outcome.samples["cpu_wall_s"] = samples.wall_by_variant
+        for mode in MODES if always_profile else missed_modes(samples):
+            print(f"  profiling {mode} turns, library and hand-written ...", flush=True)
+            report = await profile_turns(
+                mode,
+                turns[f"library_{mode}"],
+                turns[f"handwritten_{mode}"],
+                turns=settings.profile_turns,
+                directory=RESULTS,
+            )
+            outcome.profiles.append(report)
+
+
+async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
+    outcome = Outcome(rows=[], samples={}, profiles=[])
+    with _section("latency (server with 200 ms to first token, 5 ms per token)"):
+        latency_rows, outcome.samples["latency"] = await measure_latency(settings.latency_turns)
+        outcome.rows.extend(latency_rows)
+    with _section("CPU per turn (server in its own process, zero latency)"):
+        await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section("concurrency (stub provider, 200 ms tool)"):
+        concurrency_rows, outcome.samples["concurrency_s"] = await measure_concurrency(
+            settings.concurrency_repetitions
+        )
+        outcome.rows.extend(concurrency_rows)
+    return outcome
+
+
+@contextmanager
+def _section(title: str) -> Iterator[None]:
+    print(f"{title} ...", flush=True)
+    started = time.perf_counter()
+    yield
+    print(f"  done in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
+    parser.add_argument("--profile", action="store_true", help="profile even if targets are met")
+    args = parser.parse_args(argv)
+    settings = Settings.quick() if args.quick else Settings.full()
+    use_dummy_api_key()
+    outcome = asyncio.run(_run_all(settings, always_profile=args.profile))
+    markdown, data = write_results(RESULTS, outcome.rows, asdict(settings), outcome.samples)
+    print()
+    print(render_markdown(outcome.rows))
+    for report in outcome.profiles:
+        print()
+        print(report.text)
+    print()
+    for row in missed(outcome.rows):
+        print(
+            f"MISSED: {row.section}: {row.measure}: {row.value:.2f} {row.unit} "
+            f"(target {row.target.describe(row.unit) if row.target else '-'})"
+        )
+    if not missed(outcome.rows):
+        print("All targets met.")
+    print(f"Written: {markdown} and {data.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

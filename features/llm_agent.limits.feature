@@ -1,0 +1,91 @@
+Feature: Limits end in a synthesis answer, never a hang or a canned apology
+  When the model still asks for tools after the last allowed round, when the token budget is
+  spent, or when it replies with neither text nor tool calls, the loop asks it once more, with
+  no tools bound, to answer from what was gathered. That call is counted like any other, and
+  the result says which limit was hit.
+
+  Background:
+    Given the actor declares the demo tool get_weather
+
+  Scenario Outline: After the last allowed tool round, the synthesis answers (<mode>)
+    Given the actor allows at most 1 tool round
+    And the actor's model replies:
+      | text                                       | tool calls                       |
+      |                                            | get_weather#w1 {"city": "Paris"} |
+      |                                            | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome I could not check.    |                                  |
+    When the actor is asked "Weather in Paris and Rome?" in <mode> mode
+    Then the answer is "Paris is rainy; Rome I could not check."
+    And the synthesis reason is "max_rounds"
+    And the last request to the model had no tools bound
+    And the handlers ran in this order:
+      | tool        | arguments         |
+      | get_weather | {"city": "Paris"} |
+    And every tool call the model made is answered by exactly one tool message
+    And the LLM calls were made for:
+      | purpose   | round |
+      | round     | 1     |
+      | round     | 2     |
+      | synthesis | 2     |
+    And the reported tokens are what the model reported for each call
+    And every scripted reply was used
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+
+  Scenario Outline: When the token budget is spent, the synthesis answers (<mode>)
+    Given the actor has a token budget of 30
+    And the actor's model replies:
+      | text                        | tool calls                       | prompt tokens | completion tokens |
+      |                             | get_weather#w1 {"city": "Paris"} | 25            | 10                |
+      | Paris: 18 C and light rain. |                                  | 40            | 6                 |
+    When the actor is asked "Weather in Paris?" in <mode> mode
+    Then the answer is "Paris: 18 C and light rain."
+    And the synthesis reason is "budget"
+    And the tokens spent before the synthesis reached the budget of 30
+    And the last request to the model had no tools bound
+    And the LLM calls were made for:
+      | purpose   | round |
+      | round     | 1     |
+      | synthesis | 1     |
+    And the reported tokens are what the model reported for each call
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+
+  Scenario: A budget that is not reached changes nothing
+    Given the actor has a token budget of 10000
+    And the actor's model replies:
+      | text                        | tool calls                       |
+      |                             | get_weather#w1 {"city": "Paris"} |
+      | Paris: 18 C and light rain. |                                  |
+    When the actor is asked "Weather in Paris?" in blocking mode
+    Then the answer is "Paris: 18 C and light rain."
+    And the answer is no synthesis
+    And every request to the model had the tools get_weather bound
+
+  Scenario Outline: A model stuck in tool-only mode gets the synthesis prompt (<mode>)
+    Given the actor's model replies:
+      | text                              | tool calls                       |
+      |                                   | get_weather#w1 {"city": "Paris"} |
+      |                                   |                                  |
+      | It is 18 C with light rain there. |                                  |
+    When the actor is asked "Weather in Paris?" in <mode> mode
+    Then the answer is "It is 18 C with light rain there."
+    And the synthesis reason is "stuck"
+    And the last request to the model had no tools bound
+    And the LLM calls were made for:
+      | purpose   | round |
+      | round     | 1     |
+      | round     | 2     |
+      | synthesis | 2     |
+    And the reported tokens are what the model reported for each call
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |

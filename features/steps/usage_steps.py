@@ -1,0 +1,249 @@
+"""Steps that check the bill: the counts on the result against what the model itself reported.
+
+The scripted model's own record is the source of truth: its script (explicit token figures, or
+none, in which case it bills the words of the request and of the reply) and the requests it
+received. Nothing here repeats a figure printed by the code under test.
+"""
+
+from __future__ import annotations
+
+import re
+
+from behave import then
+from behave.runner import Context
+from langchain_core.messages.utils import convert_to_openai_messages
+
+from cleveractors import ExecutionResult, TokenUsage
+from cleveractors.testing import ScriptedChatModel
+from cleveractors.testing.script import completion_words, prompt_words
+from cleveractors.tokens import count_tokens, estimate_prompt_tokens
+
+_WORD = re.compile(r"\s*\S+")
+"""How the scripted model splits text into streamed chunks: a word with the space before it."""
+
+
+def _reported_by_model(model: ScriptedChatModel) -> list[TokenUsage | None]:
+    """The usage the model reported for each call it answered, in order; None for a call that
+    reported none (usage omitted, or a stream cut off before its usage chunk). A call refused
+    with an error produced nothing and is not listed."""
+    reported: list[TokenUsage | None] = []
+    for request, reply in zip(model.requests, model.replies, strict=False):
+        if reply.error is not None:
+            continue
+        cut_off = request.streamed and reply.cut_off_after_chunks is not None
+        if reply.omit_usage or cut_off:
+            reported.append(None)
+            continue
+        prompt = reply.prompt_tokens
+        if prompt is None:
+            prompt = prompt_words(convert_to_openai_messages(list(request.messages)))
+        completion = reply.completion_tokens
+        if completion is None:
+            completion = completion_words(reply)
+        reported.append(TokenUsage(prompt_tokens=prompt, completion_tokens=completion))
+    return reported
+
+
+def _check_bill(result: ExecutionResult, model: ScriptedChatModel) -> None:
+    reported = _reported_by_model(model)
+    calls = result.usage_by_call
+    assert len(calls) == len(reported), f"{len(calls)} calls billed, model answered {len(reported)}"
+    assert result.llm_calls == len(reported), result.llm_calls
+    for call, expected in zip(calls, reported, strict=True):
+        if expected is None:
+            assert call.usage.estimated, f"call {call.index} should be flagged estimated"
+        else:
+            assert call.usage == expected, f"call {call.index}: {call.usage} != {expected}"
+    assert [call.index for call in calls] == list(range(1, len(calls) + 1))
+    assert result.prompt_tokens == sum(call.usage.prompt_tokens for call in calls)
+    assert result.completion_tokens == sum(call.usage.completion_tokens for call in calls)
+    assert result.total_tokens == result.prompt_tokens + result.completion_tokens
+    assert result.usage_estimated == (None in reported), result.usage_estimated
+
+
+@then("the reported tokens are what the model reported for each call")
+def _then_bill(context: Context) -> None:
+    _check_bill(context.outcome.result, context.model)
+
+
+@then(
+    "the prompt tokens are the sum of the prompt tokens the model reported for its {count:d} calls"
+)
+def _then_prompt_sum(context: Context, count: int) -> None:
+    reported = _reported_by_model(context.model)
+    assert len(reported) == count, reported
+    assert None not in reported, reported
+    expected = sum(usage.prompt_tokens for usage in reported if usage is not None)
+    assert context.outcome.result.prompt_tokens == expected, context.outcome.result.prompt_tokens
+
+
+@then("the LLM calls were made for:")
+def _then_purposes(context: Context) -> None:
+    calls = context.outcome.result.usage_by_call
+    seen = [(call.purpose, call.round) for call in calls]
+    expected = [(row["purpose"], int(row["round"])) for row in context.table]
+    assert seen == expected, f"calls: {seen}"
+
+
+@then("the run took {rounds:d} rounds")
+@then("the run took {rounds:d} round")
+def _then_rounds(context: Context, rounds: int) -> None:
+    assert context.outcome.result.rounds == rounds, context.outcome.result.rounds
+
+
+@then("the tokens spent before the synthesis reached the budget of {budget:d}")
+def _then_budget_reached(context: Context, budget: int) -> None:
+    calls = context.outcome.result.usage_by_call
+    before = sum(call.usage.total_tokens for call in calls if call.purpose != "synthesis")
+    assert before >= budget, f"only {before} tokens were spent before the synthesis"
+
+
+@then("call {index:d} is billed by an estimate of the messages sent to it")
+def _then_estimated(context: Context, index: int) -> None:
+    result = context.outcome.result
+    call = result.usage_by_call[index - 1]
+    assert call.usage.estimated, call
+    sent = context.model.requests[index - 1].messages
+    assert call.usage.prompt_tokens == estimate_prompt_tokens(sent), call
+    assert result.usage_estimated, "the result does not say it holds an estimate"
+
+
+@then("call {index:d} is billed exactly what the model reported")
+def _then_exact(context: Context, index: int) -> None:
+    call = context.outcome.result.usage_by_call[index - 1]
+    assert call.usage == _reported_by_model(context.model)[index - 1], call
+    assert not call.usage.estimated
+
+
+@then("the result holds {count:d} billed call")
+@then("the result holds {count:d} billed calls")
+def _then_call_count(context: Context, count: int) -> None:
+    assert context.outcome.result.llm_calls == count, context.outcome.result.llm_calls
+
+
+@then("the cut-off call's completion counts the text received before the cut")
+def _then_partial_completion(context: Context) -> None:
+    call = context.outcome.result.usage_by_call[-1]
+    assert call.usage.completion_tokens > 0, call
+
+
+@then("the cut-off call's completion is the estimate of the text streamed before the cut")
+def _then_cut_off_completion(context: Context) -> None:
+    call = context.outcome.result.usage_by_call[-1]
+    reply = context.model.replies[call.index - 1]
+    assert reply.cut_off_after_chunks is not None, "that call was not scripted to be cut off"
+    received = "".join(_WORD.findall(reply.text)[: reply.cut_off_after_chunks])
+    assert received, "the script must stream some text before the cut"
+    assert call.usage.completion_tokens == count_tokens(received), (call, received)
+
+
+@then("last_result is the call's own result")
+def _then_last_result(context: Context) -> None:
+    outcome = context.outcome
+    assert outcome.last_result is not None, "last_result was not set"
+    assert outcome.last_result == outcome.result, (outcome.last_result, outcome.result)
+
+
+@then("last_token_usage_var holds the usage of last_result")
+def _then_usage_var(context: Context) -> None:
+    outcome = context.outcome
+    assert outcome.usage_var is not None, "last_token_usage_var was not set"
+    assert outcome.usage_var == outcome.last_result.usage, (outcome.usage_var, outcome.last_result)
+
+
+@then("last_result records the error {error_type} with zero usage")
+def _then_error_zero_usage(context: Context, error_type: str) -> None:
+    result = context.outcome.last_result
+    assert result is not None, "last_result was not set"
+    assert result.error is not None, "no error was recorded"
+    assert result.error.type == error_type, result.error
+    assert result.error.message == str(context.outcome.error)
+    assert (result.prompt_tokens, result.completion_tokens, result.llm_calls) == (0, 0, 0), result
+
+
+@then("last_result records the error {error_type}")
+def _then_error_recorded(context: Context, error_type: str) -> None:
+    result = context.outcome.last_result
+    assert result is not None, "last_result was not set"
+    assert result.error is not None, "no error was recorded"
+    assert result.error.type == error_type, result.error
+    assert not result.is_success
+    assert result.text == ""
+
+
+@then("the result is marked cancelled")
+def _then_cancelled(context: Context) -> None:
+    result = context.outcome.result
+    assert result is not None, "no result was settled"
+    assert result.cancelled, result
+    assert result.error is not None, "no error was recorded"
+    assert result.error.type == "CancelledError", result.error
+
+
+@then("no estimate is flagged")
+def _then_exact_only(context: Context) -> None:
+    result = context.outcome.result
+    assert not result.usage_estimated
+    assert not any(call.usage.estimated for call in result.usage_by_call)
+
+
+@then("each run reports exactly the tokens of its message sent alone")
+def _then_own_counts(context: Context) -> None:
+    references = context.references
+    assert len({reference.prompt_tokens for reference in references}) == len(references), (
+        "the messages must cost different amounts, or a mix-up could go unnoticed"
+    )
+    for number, (outcome, reference) in enumerate(
+        zip(context.outcomes, references, strict=True), start=1
+    ):
+        assert outcome.error is None, f"run {number}: {outcome.error!r}"
+        seen = (outcome.result.prompt_tokens, outcome.result.completion_tokens)
+        alone = (reference.prompt_tokens, reference.completion_tokens)
+        assert seen == alone, f"run {number}: {seen}, sent alone: {alone}"
+        assert outcome.result.llm_calls == reference.llm_calls == 1
+
+
+@then("each run's last_token_usage_var holds its own usage")
+def _then_own_usage_var(context: Context) -> None:
+    for number, outcome in enumerate(context.outcomes, start=1):
+        assert outcome.usage_var == outcome.result.usage, f"run {number}: {outcome.usage_var}"
+
+
+@then("the model was asked once per message")
+def _then_once_per_message(context: Context) -> None:
+    assert len(context.executor.agent.model.requests) == len(context.messages)
+
+
+@then("the loop result holds the final message and the counts of every call the model answered")
+def _then_loop_result(context: Context) -> None:
+    result = context.loop_result
+    assert result is not None, f"the loop failed: {context.loop_error!r}"
+    reported = _reported_by_model(context.model)
+    assert None not in reported, reported
+    assert result.message.text == context.model.replies[len(reported) - 1].text
+    assert result.prompt_tokens == sum(usage.prompt_tokens for usage in reported)
+    assert result.completion_tokens == sum(usage.completion_tokens for usage in reported)
+    assert result.llm_calls == len(reported)
+    assert result.rounds == len(context.model.requests)
+    assert (result.synthesis_reason, result.budget_exhausted) == (None, False)
+    assert [record.status for record in result.tool_records] == ["ok"]
+
+
+@then(
+    "the loop raised _ToolLoopError wrapping {error_type}, with the counts of the calls before it"
+)
+def _then_loop_error(context: Context, error_type: str) -> None:
+    failure = context.loop_error
+    assert failure is not None, f"the loop succeeded: {context.loop_result!r}"
+    assert type(failure.cause).__name__ == error_type, failure.cause
+    assert error_type in str(failure), str(failure)
+    reported = [usage for usage in _reported_by_model(context.model) if usage is not None]
+    assert reported, "the model answered no call before failing"
+    assert failure.prompt_tokens == sum(usage.prompt_tokens for usage in reported)
+    assert failure.completion_tokens == sum(usage.completion_tokens for usage in reported)
+    assert failure.execution_result().error.type == error_type
+
+
+@then("no result was settled")
+def _then_no_result(context: Context) -> None:
+    assert context.outcome.result is None, context.outcome.result

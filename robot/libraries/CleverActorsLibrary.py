@@ -1,0 +1,771 @@
+"""Robot Framework keywords for running cleveractors actors, offline and over the real wire.
+
+Actors live in `robot/actors/*.yaml`. On the `stub` provider an actor replays its own `script:`.
+Over the wire, the same file's script is served by a `ScriptedOpenAIServer` on 127.0.0.1 and the
+actor is loaded with provider `openai` (langchain-openai's `ChatOpenAI`) pointed at that server,
+so token counts can be checked against what the server itself billed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import io
+import logging
+import os
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from robot.api import logger
+from robot.api.deco import keyword, library
+from robot_tools import clear_handler_calls, handler_calls
+
+from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors.events import Event, TextDelta, event_adapter
+from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+
+ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
+API_KEY_ENV = "CLEVERACTORS_ROBOT_API_KEY"
+DUMMY_API_KEY = "sk-robot-dummy-key"
+
+Mode = Literal["blocking", "streaming", "events"]
+StopStyle = Literal["async with", "aclose", "break"]
+T = TypeVar("T")
+
+# A consumer that only breaks out of `async for` leaves the stream to Python's async-generator
+# finaliser, which closes it on a later turn of the event loop: wait that long, and no longer.
+_SETTLE_TIMEOUT_S = 5.0
+_POLL_INTERVAL_S = 0.01
+
+
+@dataclass
+class _Turn:
+    """One message sent to the actor, and everything the caller saw of it."""
+
+    mode: Mode
+    server: ScriptedOpenAIServer | None
+    chunks: list[str] = field(default_factory=list)
+    chunk_times: list[float] = field(default_factory=list)
+    """`time.perf_counter()` when each chunk reached the caller (same clock as the server's)."""
+    events: list[Event] = field(default_factory=list)
+    result: ExecutionResult | None = None
+    error: BaseException | None = None
+    tasks_left: list[str] = field(default_factory=list)
+    """The tasks still running in the loop once the caller stopped reading, if it stopped early."""
+    loop_errors: list[str] = field(default_factory=list)
+    """What the event loop's exception handler was given during the turn (e.g. an exception of a
+    task nobody awaited)."""
+
+
+@library(scope="SUITE", listener="SELF")
+class CleverActorsLibrary:
+    """Loads actors, sends them chat messages and checks answers, tool calls and token counts.
+
+    All runs of a suite share one event loop, as in a chat server: langchain-openai keeps one HTTP
+    client per `base_url` for the whole process, and such a client cannot move between loops.
+    """
+
+    ROBOT_LISTENER_API_VERSION = 3
+
+    def __init__(self) -> None:
+        self._runner: asyncio.Runner | None = None
+        self._executor: ActorExecutor | None = None
+        self._script: tuple[ScriptedReply, ...] = ()
+        self._server: ScriptedOpenAIServer | None = None
+        self._servers: list[ScriptedOpenAIServer] = []
+        self._authorizations: dict[int, list[str]] = {}
+        self._turns: list[_Turn] = []
+        self._log_capture: _LogCapture | None = None
+        self._loop_errors: list[str] = []
+
+    def close(self) -> None:
+        """Called by Robot when the suite ends: stop servers, close the event loop."""
+        self.stop_scripted_openai_servers()
+        self.stop_capturing_logs()
+        os.environ.pop(API_KEY_ENV, None)
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    # -- setup: actors and servers (never assert) ------------------------------------------------
+
+    @keyword
+    def load_actor(self, actor_file: str, stream_tool_rounds: bool | None = None) -> None:
+        """Loads an actor from `robot/actors/<actor_file>` as written (usually provider `stub`).
+
+        `stream_tool_rounds` overrides the file's setting when given. Clears the record of tool
+        handler calls.
+        """
+        config = _read_actor(actor_file)
+        self._script = _script_of(config)
+        self._load(config, stream_tool_rounds)
+        self._server = None
+
+    @keyword("Start Scripted OpenAI Server")
+    def start_scripted_openai_server(
+        self, actor_file: str, first_token_delay_s: float = 0.0, token_interval_s: float = 0.0
+    ) -> str:
+        """Starts an OpenAI-compatible server on 127.0.0.1 replaying the actor file's `script:`.
+
+        Streamed replies wait `first_token_delay_s` before the first chunk and `token_interval_s`
+        between the next ones. Returns the server's `base_url`; `Load Actor Over The Wire` uses
+        the latest server started. Stop it with `Stop Scripted OpenAI Servers`.
+        """
+        script = _script_of(_read_actor(actor_file))
+        server = ScriptedOpenAIServer(
+            script, first_token_delay_s=first_token_delay_s, token_interval_s=token_interval_s
+        )
+        server.start()
+        self._servers.append(server)
+        self._authorizations[id(server)] = _record_authorization_headers(server)
+        self._server = server
+        self._script = script
+        return server.base_url
+
+    @keyword
+    def load_actor_over_the_wire(
+        self,
+        actor_file: str,
+        api_key: str = DUMMY_API_KEY,
+        stream_tool_rounds: bool | None = None,
+    ) -> None:
+        """Loads the actor with provider `openai` against the latest scripted server.
+
+        The file's `script:` is left to the server; the actor gets `base_url` of the server,
+        `max_retries: 0` (a scripted HTTP 500 is not retried) and reads `api_key` from an
+        environment variable this keyword sets.
+        """
+        if self._server is None:
+            raise RuntimeError("Start Scripted OpenAI Server first")
+        config = _read_actor(actor_file)
+        agent = dict(config["agent"])
+        agent.pop("script", None)
+        agent.update(
+            provider="openai",
+            base_url=self._server.base_url,
+            api_key_env=API_KEY_ENV,
+            max_retries=0,
+        )
+        os.environ[API_KEY_ENV] = api_key
+        self._load({**config, "agent": agent}, stream_tool_rounds)
+
+    @keyword("Stop Scripted OpenAI Servers")
+    def stop_scripted_openai_servers(self) -> None:
+        """Stops every scripted server this suite started (safe to call when none runs)."""
+        for server in self._servers:
+            server.stop()
+        self._servers.clear()
+
+    @keyword
+    def start_capturing_logs(self) -> None:
+        """Captures every log record of every logger, down to DEBUG, until `Stop Capturing Logs`."""
+        if self._log_capture is None:
+            self._log_capture = _LogCapture()
+
+    @keyword
+    def stop_capturing_logs(self) -> None:
+        """Stops capturing logs and restores the root logger's level."""
+        if self._log_capture is not None:
+            self._log_capture.stop()
+            self._log_capture = None
+
+    def _load(self, config: dict[str, Any], stream_tool_rounds: bool | None) -> None:
+        if stream_tool_rounds is not None:
+            config = {
+                **config,
+                "agent": {**config["agent"], "stream_tool_rounds": stream_tool_rounds},
+            }
+        self._executor = ActorExecutor.from_config(config)
+        clear_handler_calls()
+
+    # -- actions ------------------------------------------------------------------------------
+
+    @keyword
+    def send_chat_message(self, message: str, mode: Mode = "blocking") -> str:
+        """Sends `message` to the actor and returns the answer.
+
+        `mode` is `blocking` (`execute()`), `streaming` (`execute_stream()`, the answer is the
+        chunks joined) or `events` (`execute_events()`, the answer is its text deltas joined).
+        An exception the run raises reaches the test unchanged.
+        """
+        executor = self._loaded_executor()
+        turn = self._new_turn(mode)
+        try:
+            return self._run(self._play(executor, turn, message))
+        except BaseException as error:
+            turn.error = error
+            raise
+        finally:
+            turn.result = executor.last_result
+            self._log_turn(turn)
+
+    @keyword
+    def send_chat_message_and_stop_reading(
+        self, message: str, after_chunks: int, style: StopStyle = "async with"
+    ) -> str:
+        """Streams `message` and stops reading after `after_chunks` chunks; returns those chunks.
+
+        `style` is how the caller stops: `async with` (breaks inside `async with stream`),
+        `aclose` (breaks, then awaits `stream.aclose()`) or `break` (only breaks out of
+        `async for`). Records which tasks are still running in the loop once the caller has
+        stopped (for `break`, once the stream had the chance to settle).
+        """
+        executor = self._loaded_executor()
+        turn = self._new_turn("streaming")
+        errors_before = len(self._loop_errors)
+        try:
+            return self._run(self._read_then_stop(executor, turn, message, after_chunks, style))
+        finally:
+            turn.result = executor.last_result
+            turn.loop_errors = self._loop_errors[errors_before:]
+            self._log_turn(turn)
+
+    async def _play(self, executor: ActorExecutor, turn: _Turn, message: str) -> str:
+        if turn.mode == "blocking":
+            return (await executor.execute(message)).text
+        if turn.mode == "streaming":
+            async for chunk in executor.execute_stream(message):
+                turn.chunk_times.append(time.perf_counter())
+                turn.chunks.append(chunk)
+            return "".join(turn.chunks)
+        async for event in executor.execute_events(message):
+            turn.events.append(event)
+            if isinstance(event, TextDelta):
+                turn.chunk_times.append(time.perf_counter())
+                turn.chunks.append(event.text)
+        return "".join(turn.chunks)
+
+    async def _read_then_stop(
+        self, executor: ActorExecutor, turn: _Turn, message: str, after: int, style: StopStyle
+    ) -> str:
+        stream = executor.execute_stream(message)
+
+        async def read() -> None:
+            async for chunk in stream:
+                turn.chunk_times.append(time.perf_counter())
+                turn.chunks.append(chunk)
+                if len(turn.chunks) == after:
+                    break
+
+        if style == "async with":
+            async with stream:
+                await read()
+        else:
+            await read()
+            if style == "aclose":
+                await stream.aclose()
+            else:
+                await _until(lambda: not _other_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
+        turn.tasks_left = [repr(task) for task in _other_tasks()]
+        # Let whatever the stop set off finish, and collect it, so that an exception nobody
+        # retrieved is reported to the loop now, inside this turn.
+        await _until(lambda: not _other_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
+        gc.collect()
+        await asyncio.sleep(0)
+        return "".join(turn.chunks)
+
+    # -- assertions: answers and streams ----------------------------------------------------
+
+    @keyword
+    def answer_should_be_the_last_scripted_reply(self) -> None:
+        """The result's text is the text of the script's last reply."""
+        expected = self._script[-1].text
+        _should_equal(self._result().text, expected, "answer")
+
+    @keyword
+    def streamed_text_should_be_every_scripted_text_in_order(self) -> None:
+        """The chunks, joined, are every scripted reply's text in order: text written before tool
+        calls reached the caller too, and nothing else did."""
+        expected = "".join(reply.text for reply in self._script)
+        _should_equal("".join(self._turn().chunks), expected, "streamed text")
+
+    @keyword
+    def streamed_chunks_should_not_be_empty(self) -> None:
+        """The stream yielded at least one chunk, and no empty chunk."""
+        chunks = self._turn().chunks
+        if not chunks:
+            raise AssertionError("the stream yielded no chunk")
+        if "" in chunks:
+            raise AssertionError(f"the stream yielded an empty chunk: {chunks!r}")
+
+    @keyword
+    def answer_should_have_arrived_as_one_chunk(self) -> None:
+        """The stream yielded exactly one chunk, and it is the whole answer."""
+        turn = self._turn()
+        if turn.chunks != [self._result().text]:
+            raise AssertionError(f"expected the answer as one chunk, got {turn.chunks!r}")
+
+    @keyword
+    def answer_should_have_streamed_chunk_by_chunk(self) -> None:
+        """The answer reached the caller in as many chunks (at least two) as the server sent for
+        the final request, and the chunks make up the answer."""
+        turn, server = self._turn(), self._wire_server()
+        sent = len(server.chunk_times[-1])
+        if sent < 2:
+            raise AssertionError(
+                f"the server sent the answer in {sent} chunk(s); script more words"
+            )
+        _should_equal(len(turn.chunks), sent, "number of chunks received")
+        _should_equal("".join(turn.chunks), self._result().text, "chunks joined")
+
+    @keyword
+    def first_chunk_should_have_arrived_before_the_server_sent_the_last_token(self) -> None:
+        """The first answer chunk reached the caller before the server flushed the answer's last
+        chunk: the answer was streamed through, not collected first."""
+        turn, server = self._turn(), self._wire_server()
+        last_sent = server.chunk_times[-1][-1]
+        first_received = turn.chunk_times[0]
+        logger.info(
+            f"first chunk received {(last_sent - first_received) * 1000:.1f} ms before "
+            "the server sent the last one"
+        )
+        if not first_received < last_sent:
+            raise AssertionError(
+                f"the first chunk arrived {(first_received - last_sent) * 1000:.1f} ms after the "
+                "server sent the last token: the answer was not streamed through"
+            )
+
+    @keyword
+    def no_task_should_be_left_running(self) -> None:
+        """No task was left running in the event loop once the caller stopped reading."""
+        tasks = self._turn().tasks_left
+        if tasks:
+            raise AssertionError("tasks still running:\n" + "\n".join(tasks))
+
+    @keyword
+    def event_loop_should_have_reported_no_error(self) -> None:
+        """The event loop was handed no error during the latest turn: no task failed with an
+        exception that nobody retrieved."""
+        errors = self._turn().loop_errors
+        if errors:
+            raise AssertionError("the event loop reported:\n" + "\n".join(errors))
+
+    # -- assertions: tools ------------------------------------------------------------------
+
+    @keyword
+    def tool_handlers_should_have_run_for_calls(self, *call_ids: str) -> None:
+        """The tool handlers ran exactly for the scripted calls `call_ids`, in that order, with
+        the scripted arguments; no other handler ran."""
+        scripted = {call.id: call for reply in self._script for call in reply.tool_calls}
+        expected = [(scripted[call_id].name, scripted[call_id].args) for call_id in call_ids]
+        actual = [(call.name, call.arguments) for call in handler_calls()]
+        _should_equal(actual, expected, "tool handler calls (name, arguments)")
+
+    @keyword
+    def tool_call_should_have_been_skipped(self, call_id: str) -> None:
+        """The call `call_id` is recorded as skipped and its handler never ran."""
+        record = next((r for r in self._result().tool_calls if r.call_id == call_id), None)
+        if record is None:
+            raise AssertionError(f"no tool call {call_id!r} in {self._result().tool_calls!r}")
+        _should_equal(record.status, "skipped", f"status of {call_id}")
+        ran = [
+            call
+            for call in handler_calls()
+            if call.name == record.name and call.arguments == record.arguments
+        ]
+        if ran:
+            raise AssertionError(f"the handler of skipped call {call_id} ran: {ran!r}")
+
+    @keyword
+    def answer_should_be_the_output_of_tool_call(self, call_id: str) -> None:
+        """The answer is what the handler of `call_id` returned, and the stream (if any) carried
+        exactly that."""
+        record = next((r for r in self._result().tool_calls if r.call_id == call_id), None)
+        if record is None:
+            raise AssertionError(f"no tool call {call_id!r} in {self._result().tool_calls!r}")
+        returned = [c.output for c in handler_calls() if c.name == record.name]
+        _should_equal(returned, [record.output], f"what the {record.name} handler returned")
+        _should_equal(self._result().text, record.output, "answer")
+        if self._turn().mode != "blocking":
+            _should_equal("".join(self._turn().chunks), record.output, "streamed text")
+
+    @keyword
+    def server_should_have_received_one_tool_message_per_call_in_model_order(self) -> None:
+        """After each scripted reply with tool calls, the next request carries that reply's calls
+        and, right behind them, one `tool` message per call id in the model's order, each holding
+        what that call's handler returned."""
+        requests = self._wire_server().requests
+        outputs = {(c.name, repr(c.arguments)): c.output for c in handler_calls()}
+        checked = 0
+        for position, reply in enumerate(self._script):
+            if not reply.tool_calls or position + 1 >= len(requests):
+                continue
+            where = f"request {position + 2}"
+            messages = requests[position + 1]["messages"]
+            asked = [m for m in messages if m["role"] == "assistant" and m.get("tool_calls")][-1]
+            ids = [call.id for call in reply.tool_calls]
+            _should_equal([c["id"] for c in asked["tool_calls"]], ids, f"call ids in {where}")
+            start = messages.index(asked) + 1
+            answers = [
+                (m["role"], m.get("tool_call_id"), m.get("content")) for m in messages[start:]
+            ]
+            expected = [
+                ("tool", call.id, outputs.get((call.name, repr(call.args))))
+                for call in reply.tool_calls
+            ]
+            _should_equal(answers, expected, f"(role, call id, content) after the calls in {where}")
+            checked += 1
+        if not checked:
+            raise AssertionError("no request followed a scripted reply with tool calls")
+
+    # -- assertions: limits -----------------------------------------------------------------
+
+    @keyword
+    def turn_should_have_ended_in_synthesis(
+        self, reason: Literal["max_rounds", "budget", "stuck"]
+    ) -> None:
+        """The loop stopped for `reason` (max_rounds, budget or stuck) and the synthesis call,
+        made without tools, gave the answer: the script's last reply."""
+        result = self._result()
+        _should_equal(result.synthesis_reason, reason, "synthesis reason")
+        _should_equal(result.budget_exhausted, reason == "budget", "budget_exhausted")
+        _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
+        _should_equal(result.text, self._script[-1].text, "answer")
+        if self._turn().mode != "blocking":
+            _should_equal("".join(self._turn().chunks), result.text, "streamed text")
+        last_request = _stub_model(self._loaded_executor()).requests[-1]
+        _should_equal(last_request.tool_names, (), "tools bound to the synthesis call")
+
+    # -- assertions: tokens -----------------------------------------------------------------
+
+    @keyword
+    def reported_tokens_should_equal_the_script(self) -> None:
+        """Every scripted reply was used, and the result reports, call by call and in total,
+        the tokens scripted for each reply that did not fail."""
+        model = _stub_model(self._loaded_executor())
+        _should_equal(model.remaining, 0, "scripted replies left unused")
+        completed = [r for r in self._script if r.error is None]
+        if any(r.prompt_tokens is None or r.completion_tokens is None for r in completed):
+            raise RuntimeError("stub actors for this check must script every reply's tokens")
+        result = self._result()
+        per_call = [
+            (c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call
+        ]
+        _should_equal(
+            per_call,
+            [(r.prompt_tokens, r.completion_tokens) for r in completed],
+            "tokens per call (prompt, completion)",
+        )
+        _check_totals(result, sum(p for p, _ in per_call), sum(c for _, c in per_call))
+        _should_equal(result.llm_calls, len(completed), "llm_calls")
+        _should_equal(result.usage_estimated, False, "usage_estimated")
+
+    @keyword
+    def reported_tokens_should_equal_billed(self) -> None:
+        """The result reports, call by call and in total, exactly what the server billed, and as
+        many LLM calls as requests the server answered."""
+        result, billed = self._result(), self._wire_server().billed
+        per_call = [
+            (c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call
+        ]
+        _should_equal(
+            per_call,
+            [(b.prompt_tokens, b.completion_tokens) for b in billed],
+            "tokens per call (prompt, completion) against the server's bill",
+        )
+        total = self._wire_server().billed_total
+        _check_totals(result, total.prompt_tokens, total.completion_tokens)
+        _should_equal(result.llm_calls, len(billed), "llm_calls")
+        _should_equal(result.usage_estimated, False, "usage_estimated")
+        if not result.prompt_tokens or not result.completion_tokens:
+            raise AssertionError(f"nothing was billed: {result!r}")
+
+    @keyword("Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One")
+    def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(self) -> None:
+        """Every call but the last matches the server's bill exactly; the last, cut off before the
+        server sent its usage, is estimated (non-zero) and flagged, and so is the result."""
+        result, server = self._result(), self._wire_server()
+        calls = result.usage_by_call
+        _should_equal(len(calls), len(server.requests), "LLM calls reported vs requests received")
+        *exact, cut_off = calls
+        billed = [b for b in server.billed if b.completed]
+        _should_equal(
+            [(c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.estimated) for c in exact],
+            [(b.prompt_tokens, b.completion_tokens, False) for b in billed[: len(exact)]],
+            "completed calls against the server's bill",
+        )
+        if not (
+            cut_off.usage.estimated
+            and cut_off.usage.prompt_tokens
+            and cut_off.usage.completion_tokens
+        ):
+            raise AssertionError(f"the cut-off call is not a flagged, non-zero estimate: {cut_off}")
+        _should_equal(result.usage_estimated, True, "usage_estimated")
+        _should_equal(result.cancelled, True, "cancelled")
+        _check_totals(
+            result,
+            sum(c.usage.prompt_tokens for c in calls),
+            sum(c.usage.completion_tokens for c in calls),
+        )
+
+    @keyword
+    def streaming_and_blocking_turns_should_match(self) -> None:
+        """The latest blocking and streaming turns (each against its own server with the same
+        script) made the same number of requests and reported the same tokens, call by call."""
+        blocking = self._latest_turn("blocking")
+        streaming = self._latest_turn("streaming")
+        if blocking.server is None or streaming.server is None:
+            raise RuntimeError("both turns must run over the wire")
+        if blocking.result is None or streaming.result is None:
+            raise AssertionError("executor.last_result was not set by both turns")
+        _should_equal(
+            len(streaming.server.requests),
+            len(blocking.server.requests),
+            "requests made streaming vs blocking",
+        )
+
+        def usage(result: ExecutionResult) -> list[tuple[int, int]]:
+            return [
+                (c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call
+            ]
+
+        _should_equal(
+            usage(streaming.result),
+            usage(blocking.result),
+            "tokens per call, streaming vs blocking",
+        )
+
+    # -- assertions: the server -------------------------------------------------------------
+
+    @keyword
+    def server_should_have_received_requests(self, count: int) -> None:
+        """The latest scripted server received exactly `count` chat requests."""
+        _should_equal(len(self._wire_server().requests), count, "requests received")
+
+    @keyword
+    def server_should_have_billed_calls(self, count: int) -> None:
+        """The latest scripted server billed exactly `count` calls (a failed request bills none)."""
+        _should_equal(len(self._wire_server().billed), count, "calls billed")
+
+    @keyword
+    def server_requests_should_be(self, kind: Literal["streamed", "blocking"]) -> None:
+        """Every request the latest server received was streamed, or every one was blocking."""
+        flags = [bool(body.get("stream")) for body in self._wire_server().requests]
+        _should_equal(flags, [kind == "streamed"] * len(flags), "request `stream` flags")
+
+    @keyword
+    def server_should_have_seen_the_client_leave(self) -> None:
+        """The latest server's last reply was cut short because the client went away (waits a
+        few seconds at most for the server to notice)."""
+        server = self._wire_server()
+
+        def noticed() -> bool:
+            billed = server.billed
+            return len(billed) == len(server.requests) and not billed[-1].completed
+
+        self._run(_until(noticed, timeout_s=_SETTLE_TIMEOUT_S))
+        if not noticed():
+            raise AssertionError(f"the server finished its last reply: {server.billed!r}")
+
+    @keyword("Server Should Have Received API Key")
+    def server_should_have_received_api_key(self, api_key: str) -> None:
+        """Every request the latest server received carried `Authorization: Bearer <api_key>`."""
+        server = self._wire_server()
+        received = self._authorizations[id(server)]
+        _should_equal(
+            received, [f"Bearer {api_key}"] * len(server.requests), "Authorization headers"
+        )
+
+    # -- assertions: errors and secrets -----------------------------------------------------
+
+    @keyword
+    def last_error_should_be_an_instance_of(self, *type_names: str) -> None:
+        """The exception of the latest turn is an instance of every class named (dotted path),
+        and `last_result.error` names its type and message."""
+        error = self._turn().error
+        if error is None:
+            raise AssertionError("the latest turn raised nothing")
+        for name in type_names:
+            module, _, attribute = name.rpartition(".")
+            cls = getattr(__import__(module, fromlist=[attribute]), attribute)
+            if not isinstance(error, cls):
+                raise AssertionError(f"{type(error).__mro__} does not include {name}")
+        info = self._result().error
+        _should_equal(
+            (info.type, info.message) if info else None,
+            (type(error).__name__, str(error)),
+            "last_result.error (type, message)",
+        )
+
+    @keyword
+    def secret_should_appear_nowhere(self, secret: str) -> None:
+        """`secret` appears in no captured log record, answer, chunk, event, result, exception
+        (message, repr, arguments, body, causes) nor in the repr of the executor or its model."""
+        places: dict[str, str] = {}
+        if self._log_capture is not None:
+            places["logs"] = self._log_capture.text()
+        executor = self._loaded_executor()
+        places["executor repr"] = repr(executor) + repr(vars(executor))
+        places["agent repr"] = repr(executor.agent) + repr(vars(executor.agent))
+        model = getattr(executor.agent, "model", None)
+        places["model repr"] = repr(model) + str(model)
+        for n, turn in enumerate(self._turns, start=1):
+            places[f"turn {n} chunks"] = repr(turn.chunks)
+            places[f"turn {n} events"] = "\n".join(
+                event_adapter.dump_json(event).decode() for event in turn.events
+            )
+            if turn.result is not None:
+                places[f"turn {n} result"] = turn.result.model_dump_json() + repr(turn.result)
+            places[f"turn {n} exception"] = _describe_exception_chain(turn.error)
+        leaks = [place for place, text in places.items() if secret in text]
+        logger.info(f"searched {len(places)} places, {sum(map(len, places.values()))} characters")
+        if leaks:
+            raise AssertionError(f"the secret appears in: {', '.join(leaks)}")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+            self._runner.get_loop().set_exception_handler(self._on_loop_error)
+        return self._runner.run(coroutine)
+
+    def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self._loop_errors.append(f"{context.get('message')}: {context.get('exception')!r}")
+        loop.default_exception_handler(context)
+
+    def _new_turn(self, mode: Mode) -> _Turn:
+        turn = _Turn(mode=mode, server=self._server)
+        self._turns.append(turn)
+        return turn
+
+    def _loaded_executor(self) -> ActorExecutor:
+        if self._executor is None:
+            raise RuntimeError("load an actor first")
+        return self._executor
+
+    def _turn(self) -> _Turn:
+        if not self._turns:
+            raise RuntimeError("send a chat message first")
+        return self._turns[-1]
+
+    def _latest_turn(self, mode: Mode) -> _Turn:
+        turn = next((t for t in reversed(self._turns) if t.mode == mode), None)
+        if turn is None:
+            raise RuntimeError(f"no {mode} turn was run")
+        return turn
+
+    def _result(self) -> ExecutionResult:
+        result = self._turn().result
+        if result is None:
+            raise AssertionError("executor.last_result was not set by the latest turn")
+        return result
+
+    def _wire_server(self) -> ScriptedOpenAIServer:
+        server = self._turn().server
+        if server is None:
+            raise RuntimeError("the latest turn did not run over the wire")
+        return server
+
+    @staticmethod
+    def _log_turn(turn: _Turn) -> None:
+        if turn.chunks:
+            logger.info(f"{len(turn.chunks)} chunk(s): {turn.chunks!r}")
+        if turn.result is not None:
+            logger.info(f"last_result: {turn.result.model_dump_json(indent=2)}")
+
+
+class _LogCapture:
+    """Collects every log record (DEBUG and up) on the root logger, formatted with its args."""
+
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+        self._handler = logging.StreamHandler(self._buffer)
+        self._handler.setLevel(logging.DEBUG)
+        self._handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+        root = logging.getLogger()
+        self._previous_level = root.level
+        root.addHandler(self._handler)
+        root.setLevel(logging.DEBUG)
+
+    def text(self) -> str:
+        return self._buffer.getvalue()
+
+    def stop(self) -> None:
+        root = logging.getLogger()
+        root.removeHandler(self._handler)
+        root.setLevel(self._previous_level)
+
+
+def _read_actor(actor_file: str) -> dict[str, Any]:
+    path = ACTORS_DIR / actor_file
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict) or not isinstance(config.get("agent"), dict):
+        raise RuntimeError(f"{path} is not an actor config")
+    return config
+
+
+def _script_of(config: dict[str, Any]) -> tuple[ScriptedReply, ...]:
+    return tuple(
+        ScriptedReply.model_validate(reply) for reply in config["agent"].get("script") or ()
+    )
+
+
+def _stub_model(executor: ActorExecutor) -> ScriptedChatModel:
+    model = getattr(executor.agent, "model", None)
+    if not isinstance(model, ScriptedChatModel):
+        raise RuntimeError(f"the actor does not run on the stub provider: {model!r}")
+    return model
+
+
+def _record_authorization_headers(server: ScriptedOpenAIServer) -> list[str]:
+    """The `Authorization` header of every chat request the server receives, in order.
+
+    ScriptedOpenAIServer records request bodies but not headers, so this wraps its request
+    handler (a private attribute). Replace with the server's own record once it keeps one.
+    """
+    http = server._http
+    if http is None:
+        raise RuntimeError("start the server first")
+    received: list[str] = []
+    base: Any = http.RequestHandlerClass
+
+    class _RecordingHandler(base):  # type: ignore[misc]  # the handler class is private
+        def do_POST(self) -> None:
+            received.append(self.headers.get("Authorization", ""))
+            super().do_POST()
+
+    http.RequestHandlerClass = _RecordingHandler
+    return received
+
+
+def _describe_exception_chain(error: BaseException | None) -> str:
+    parts: list[str] = []
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        parts += [str(error), repr(error), repr(error.args), repr(getattr(error, "body", None))]
+        error = error.__cause__ or error.__context__
+    return "\n".join(parts)
+
+
+def _other_tasks() -> set[asyncio.Task[Any]]:
+    current = asyncio.current_task()
+    return {task for task in asyncio.all_tasks() if task is not current and not task.done()}
+
+
+async def _until(condition: Callable[[], bool], *, timeout_s: float) -> None:
+    for _ in range(round(timeout_s / _POLL_INTERVAL_S)):
+        if condition():
+            return
+        await asyncio.sleep(_POLL_INTERVAL_S)
+
+
+def _check_totals(result: ExecutionResult, prompt: int, completion: int) -> None:
+    _should_equal(
+        (result.prompt_tokens, result.completion_tokens, result.total_tokens),
+        (prompt, completion, prompt + completion),
+        "tokens (prompt, completion, total)",
+    )
+
+
+def _should_equal(actual: object, expected: object, what: str) -> None:
+    if actual != expected:
+        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+__all__ = ["CleverActorsLibrary"]

@@ -1,0 +1,616 @@
+"""Keywords for the web suites: serve an actor over HTTP and talk to it as real clients do.
+
+Servers are real processes on 127.0.0.1 (`cleveractors serve`, or uvicorn with the test app of
+`web_usage_app.py`); clients are httpx (the `/chat` SSE stream), the official `openai` client,
+LangChain's `ChatOpenAI` and headless Chromium (registered with SeleniumLibrary).
+
+What a response should contain is read from the actor's YAML script (`Scripted Turn`), never copied
+from an earlier response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from robot.api import logger
+from robot.api.deco import keyword, library
+from robot.libraries.BuiltIn import BuiltIn
+
+_LIBRARIES = Path(__file__).parent
+_READY_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 15.0
+_CLIENT_TIMEOUT_S = 30.0
+_CHROMIUM = "/usr/bin/chromium"
+_CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@dataclass
+class ChatStream:
+    """What a `/chat` client read: the SSE messages, as (event name, parsed data) pairs."""
+
+    frames: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [data for _, data in self.frames]
+
+    @property
+    def kinds(self) -> list[str]:
+        """The event kinds in order, a run of text deltas counted once."""
+        kinds: list[str] = []
+        for _, data in self.frames:
+            if not (data["kind"] == "text_delta" and kinds and kinds[-1] == "text_delta"):
+                kinds.append(data["kind"])
+        return kinds
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.frames[-1][1]
+
+    def text_of_round(self, round_number: int) -> str:
+        return "".join(
+            data["text"]
+            for _, data in self.frames
+            if data["kind"] == "text_delta" and data["round"] == round_number
+        )
+
+
+@dataclass
+class _Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    base_url: str
+
+
+@library(scope="SUITE", auto_keywords=False)
+class WebLibrary:
+    """Serve actors, talk to them over HTTP, and read what their scripts say they should answer."""
+
+    def __init__(self) -> None:
+        self._servers: list[_Server] = []
+        self._profile_dirs: list[tempfile.TemporaryDirectory[str]] = []
+
+    # -- servers -----------------------------------------------------------------------------
+
+    @keyword
+    def start_actor_server(self, actor: str) -> str:
+        """Run `cleveractors serve ACTOR --host 127.0.0.1 --port <free port>`; return its base URL
+        once it answers."""
+        port = _free_port()
+        command = [
+            str(Path(sys.executable).with_name("cleveractors")),
+            "serve",
+            actor,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        return self._start(Path(actor).stem, command, port, os.environ.copy())
+
+    @keyword
+    def start_usage_recording_server(self, actor: str, usage_file: str) -> str:
+        """Serve ACTOR with `create_app(on_usage=...)` appending each result to USAGE_FILE as a
+        JSON line (`web_usage_app.py`, run by uvicorn); return its base URL."""
+        port = _free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "web_usage_app:create_usage_app",
+            "--app-dir",
+            str(_LIBRARIES),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        environment = os.environ.copy()
+        environment["CLEVERACTORS_WEB_ACTOR"] = actor
+        environment["CLEVERACTORS_WEB_USAGE_FILE"] = usage_file
+        return self._start(f"{Path(actor).stem}-usage", command, port, environment)
+
+    @keyword
+    def stop_servers(self) -> None:
+        """Stop every server this suite started, and log their output."""
+        while self._servers:
+            server = self._servers.pop()
+            # SIGINT, not SIGTERM: after its graceful shutdown uvicorn re-raises the signal it
+            # caught, and SIGTERM's default action ends the process before atexit handlers run,
+            # so coverage would lose the server's data. SIGINT ends it with KeyboardInterrupt.
+            server.process.send_signal(signal.SIGINT)
+            try:
+                server.process.wait(timeout=_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait()
+                logger.warn(f"server {server.name} did not stop on SIGINT; killed")
+            logger.info(f"{server.name} output:\n{server.log_path.read_text(errors='replace')}")
+
+    def _start(self, name: str, command: list[str], port: int, env: dict[str, str]) -> str:
+        log_dir = Path(BuiltIn().get_variable_value("${OUTPUT DIR}")) / "servers"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{name}-{port}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        base_url = f"http://127.0.0.1:{port}"
+        self._servers.append(_Server(name, process, log_path, base_url))
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited with {process.returncode}:\n{log_path.read_text()}"
+                )
+            try:
+                if httpx.get(base_url + "/", timeout=1.0).status_code == 200:
+                    return base_url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} did not answer within {_READY_TIMEOUT_S:g}s")
+
+    # -- what the script says ----------------------------------------------------------------
+
+    @keyword
+    def scripted_turn(self, actor: str) -> dict[str, Any]:
+        """The first turn of ACTOR's stub script: its replies up to the first one without tool
+        calls. Returns `calls` (the tokens of each reply that is billed, i.e. has no scripted
+        error), their sums `prompt_tokens`, `completion_tokens` and `total_tokens`, `texts` (the
+        billed replies' texts), `answer` (the last reply's text) and `error` (its scripted
+        error, or None)."""
+        script = yaml.safe_load(Path(actor).read_text(encoding="utf-8"))["agent"]["script"]
+        turn = []
+        for reply in script:
+            turn.append(reply)
+            if not reply.get("tool_calls"):
+                break
+        calls = [
+            {
+                "prompt_tokens": reply["prompt_tokens"],
+                "completion_tokens": reply["completion_tokens"],
+                "total_tokens": reply["prompt_tokens"] + reply["completion_tokens"],
+            }
+            for reply in turn
+            if reply.get("error") is None
+        ]
+        return {
+            "calls": calls,
+            "prompt_tokens": sum(call["prompt_tokens"] for call in calls),
+            "completion_tokens": sum(call["completion_tokens"] for call in calls),
+            "total_tokens": sum(call["total_tokens"] for call in calls),
+            "texts": [reply.get("text", "") for reply in turn if reply.get("error") is None],
+            "answer": turn[-1].get("text", ""),
+            "error": turn[-1].get("error"),
+        }
+
+    @keyword
+    def default_body_limit(self) -> int:
+        """`create_app()`'s default `max_body_bytes`, which `cleveractors serve` uses."""
+        from cleveractors.web import create_app
+
+        return int(inspect.signature(create_app).parameters["max_body_bytes"].default)
+
+    # -- /chat -------------------------------------------------------------------------------
+
+    @keyword
+    def send_chat_message(
+        self, base_url: str, message: str, history: list[dict[str, str]] | None = None
+    ) -> ChatStream:
+        """POST the message to `/chat` and read the whole SSE stream."""
+        stream = ChatStream()
+        body = {"message": message, "history": history or []}
+        with (
+            httpx.Client(timeout=_CLIENT_TIMEOUT_S) as client,
+            client.stream("POST", f"{base_url}/chat", json=body) as response,
+        ):
+            response.raise_for_status()
+            for name, data in _sse_messages(response.iter_lines()):
+                stream.frames.append((name, json.loads(data)))
+        logger.info(f"event kinds: {stream.kinds}")
+        return stream
+
+    @keyword
+    def send_chat_message_and_hang_up(
+        self, base_url: str, message: str, answer_words: int
+    ) -> ChatStream:
+        """POST to `/chat`, read until ANSWER_WORDS words of the answer (the text of a round after
+        a tool call) have arrived, then close the connection mid-answer."""
+        stream = ChatStream()
+        with (
+            httpx.Client(timeout=_CLIENT_TIMEOUT_S) as client,
+            client.stream("POST", f"{base_url}/chat", json={"message": message}) as response,
+        ):
+            response.raise_for_status()
+            for name, data in _sse_messages(response.iter_lines()):
+                stream.frames.append((name, json.loads(data)))
+                after_tools = "tool_call_finished" in stream.kinds
+                if after_tools and stream.kinds[-1] == "text_delta":
+                    round_number = stream.last["round"]
+                    if len(stream.text_of_round(round_number).split()) >= int(answer_words):
+                        break
+        logger.info(f"hung up after: {stream.kinds}")
+        return stream
+
+    @keyword
+    def event_names_should_match_their_kinds(self, stream: ChatStream) -> None:
+        """Every SSE message is named (`event:`) by the `kind` in its data."""
+        for name, data in stream.frames:
+            if name != data["kind"]:
+                raise AssertionError(f"SSE event {name!r} carries a {data['kind']!r} event")
+
+    @keyword
+    def event_kinds_should_be(self, stream: ChatStream, *kinds: str) -> None:
+        """The stream's event kinds, a run of text deltas written once, are exactly KINDS."""
+        if stream.kinds != list(kinds):
+            raise AssertionError(f"event kinds\n  were {stream.kinds}\n  not  {list(kinds)}")
+
+    @keyword
+    def events_of_kind(self, stream: ChatStream, kind: str) -> list[dict[str, Any]]:
+        return [event for event in stream.events if event["kind"] == kind]
+
+    @keyword
+    def streamed_text_of_round(self, stream: ChatStream, round_number: int) -> str:
+        return stream.text_of_round(int(round_number))
+
+    @keyword
+    def usage_should_match_script(self, usage: dict[str, Any], turn: dict[str, Any]) -> None:
+        """USAGE (a result, a usage record or an OpenAI `usage`) has the turn's token counts."""
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if usage[name] != turn[name]:
+                raise AssertionError(f"{name} is {usage[name]}, the script bills {turn[name]}")
+
+    # -- OpenAI-compatible clients -----------------------------------------------------------
+
+    @keyword
+    def ask_with_openai_client(self, base_url: str, message: str) -> dict[str, Any]:
+        """A non-streamed completion from the official `openai` client; returns the completion
+        as a dict."""
+        with _openai_client(base_url) as client:
+            completion = client.chat.completions.create(
+                model="web-actor",
+                messages=[
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": message},
+                ],
+                temperature=0.2,
+            )
+        return completion.model_dump()
+
+    @keyword
+    def stream_with_openai_client(
+        self, base_url: str, message: str | list[dict[str, str]], include_usage: bool = True
+    ) -> dict[str, Any]:
+        """A streamed completion from the official `openai` client. MESSAGE is the user's
+        content: text, or a list of content parts. Returns `content` (the deltas joined),
+        `deltas`, `finish_reasons`, `usage` (from the usage chunk, None if none came) and
+        `usage_chunk_choices` (that chunk's choices)."""
+        options = {"stream_options": {"include_usage": True}} if include_usage else {}
+        content, finish_reasons, deltas = "", [], 0
+        usage: dict[str, Any] | None = None
+        usage_chunk_choices: list[Any] | None = None
+        with _openai_client(base_url) as client:
+            for chunk in client.chat.completions.create(
+                model="web-actor",
+                messages=[{"role": "user", "content": message}],
+                stream=True,
+                **options,
+            ):
+                if chunk.usage is not None:
+                    usage, usage_chunk_choices = chunk.usage.model_dump(), chunk.choices
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        content += choice.delta.content
+                        deltas += 1
+                    if choice.finish_reason is not None:
+                        finish_reasons.append(choice.finish_reason)
+        return {
+            "content": content,
+            "deltas": deltas,
+            "finish_reasons": finish_reasons,
+            "usage": usage,
+            "usage_chunk_choices": usage_chunk_choices,
+        }
+
+    @keyword
+    def openai_conversation_as_actor_turn(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """How the server reads an OpenAI `messages` list: returns the actor's `message` and
+        `history`."""
+        from cleveractors.web.openai_compat import ChatCompletionRequest
+
+        request = ChatCompletionRequest.model_validate({"model": "m", "messages": messages})
+        return {"message": request.message, "history": request.history}
+
+    @keyword
+    def openai_client_error(self, base_url: str, message: str, stream: bool = False) -> dict:
+        """Ask (or stream) with the `openai` client, expecting it to raise; returns the error's
+        `type` (class name), `status` (HTTP status, None for an in-stream error), `message`,
+        and `content` received before it."""
+        import openai
+
+        content = ""
+        with _openai_client(base_url) as client:
+            try:
+                reply = client.chat.completions.create(
+                    model="web-actor",
+                    messages=[{"role": "user", "content": message}],
+                    stream=stream,
+                )
+                for chunk in reply if stream else ():
+                    content += "".join(choice.delta.content or "" for choice in chunk.choices)
+            except openai.APIError as error:
+                # `body` is the `error` object of the response or of the in-stream error frame.
+                detail = error.body if isinstance(error.body, dict) else {}
+                return {
+                    "type": type(error).__name__,
+                    "status": getattr(error, "status_code", None),
+                    "message": detail.get("message"),
+                    "code": detail.get("code"),
+                    "content": content,
+                }
+        raise AssertionError("the openai client did not raise")
+
+    @keyword
+    def ask_with_langchain(self, base_url: str, message: str) -> dict[str, Any]:
+        """`ChatOpenAI.invoke()` against the server; returns `content` and `usage_metadata`."""
+        reply = _chat_openai(base_url).invoke(message)
+        return {"content": reply.content, "usage_metadata": dict(reply.usage_metadata or {})}
+
+    @keyword
+    def stream_with_langchain(self, base_url: str, message: str) -> dict[str, Any]:
+        """`ChatOpenAI.stream()` (with `stream_usage=True`), chunks folded with `+`; returns
+        `content`, `chunks` and `usage_metadata`."""
+        folded, chunks = None, 0
+        for chunk in _chat_openai(base_url, stream_usage=True).stream(message):
+            folded = chunk if folded is None else folded + chunk
+            chunks += 1
+        assert folded is not None, "ChatOpenAI.stream() yielded nothing"
+        return {
+            "content": folded.content,
+            "chunks": chunks,
+            "usage_metadata": dict(folded.usage_metadata or {}),
+        }
+
+    # -- plain HTTP --------------------------------------------------------------------------
+
+    @keyword
+    def post_raw_body(self, url: str, body: str) -> dict[str, Any]:
+        """POST BODY as-is (JSON content type); returns `status` and `body` (JSON or text)."""
+        response = httpx.post(
+            url,
+            content=body.encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=_CLIENT_TIMEOUT_S,
+        )
+        return _summary(response)
+
+    @keyword
+    def post_body_of_size(self, url: str, size: int, chunked: bool = False) -> dict[str, Any]:
+        """POST a body of SIZE bytes that is not valid JSON; `chunked` sends it without a
+        Content-Length, so the server must count what arrives. Returns `status` and `body`."""
+        payload = b"x" * int(size)
+        content: Any = iter([payload[i : i + 65536] for i in range(0, len(payload), 65536)])
+        response = httpx.post(
+            url,
+            content=content if chunked else payload,
+            headers={"Content-Type": "application/json"},
+            timeout=_CLIENT_TIMEOUT_S,
+        )
+        return _summary(response)
+
+    @keyword
+    def response_should_be_refused(
+        self, response: dict[str, Any], status: int, *message_parts: str
+    ) -> None:
+        """RESPONSE has STATUS and a message (`detail`, or OpenAI's `error.message`) naming each
+        of MESSAGE_PARTS, and no stack trace."""
+        if response["status"] != int(status):
+            raise AssertionError(f"status {response['status']}, not {status}: {response['body']}")
+        body = response["body"]
+        if not isinstance(body, dict):
+            raise AssertionError(f"the refusal is not JSON: {body!r}")
+        message = body["error"]["message"] if "error" in body else body["detail"]
+        if not isinstance(message, str) or not message:
+            raise AssertionError(f"the refusal has no message: {body}")
+        for part in message_parts:
+            if part not in message:
+                raise AssertionError(f"{part!r} is not in the message {message!r}")
+        if "Traceback" in json.dumps(body):
+            raise AssertionError(f"the refusal shows a stack trace: {body}")
+
+    # -- on_usage ----------------------------------------------------------------------------
+
+    @keyword
+    def wait_for_usage_lines(
+        self, usage_file: str, count: int, timeout: float = 15.0
+    ) -> list[dict[str, Any]]:
+        """Wait (at most TIMEOUT seconds) until USAGE_FILE holds COUNT lines; return them parsed.
+        Fails at once if it holds more."""
+        count, deadline = int(count), time.monotonic() + float(timeout)
+        while True:
+            lines = _usage_lines(usage_file)
+            if len(lines) > count:
+                raise AssertionError(f"on_usage was called {len(lines)} times, not {count}")
+            if len(lines) == count:
+                return lines
+            if time.monotonic() > deadline:
+                raise AssertionError(f"on_usage was called {len(lines)} times, not {count}")
+            time.sleep(0.05)
+
+    @keyword
+    def count_usage_lines(self, usage_file: str) -> int:
+        return len(_usage_lines(usage_file))
+
+    @keyword
+    def usage_lines_should_stay(self, usage_file: str, count: int, seconds: float = 1.0) -> None:
+        """USAGE_FILE still holds exactly COUNT lines after SECONDS: no late second report."""
+        time.sleep(float(seconds))
+        lines = _usage_lines(usage_file)
+        if len(lines) != int(count):
+            raise AssertionError(f"on_usage was called {len(lines)} times, not {count}")
+
+    # -- the event stream under anyio cancellation -----------------------------------------
+
+    @keyword
+    def consume_events_until_an_anyio_scope_is_cancelled(
+        self, actor: str, message: str, events: int
+    ) -> dict[str, Any]:
+        """Iterate ACTOR's `execute_events(MESSAGE)` in an anyio task group, as Starlette and
+        sse-starlette run a response body, and cancel the group's scope after EVENTS events (a
+        client hanging up). Returns what the consumer saw when its `async for` ended:
+        `result_settled` (the stream's result was set) and `runs_still_running` (tasks of the run
+        not finished)."""
+        import anyio
+
+        from cleveractors import ActorExecutor
+
+        seen: dict[str, Any] = {}
+
+        async def scenario() -> None:
+            stream = ActorExecutor.from_config(actor).execute_events(message)
+            async with anyio.create_task_group() as group:
+
+                async def consume() -> None:
+                    received = 0
+                    try:
+                        async for _ in stream:
+                            received += 1
+                            if received == int(events):
+                                group.cancel_scope.cancel()
+                    finally:
+                        seen["result_settled"] = stream.result is not None
+                        seen["runs_still_running"] = sum(
+                            "_produce" in repr(task.get_coro()) for task in asyncio.all_tasks()
+                        )
+
+                group.start_soon(consume)
+            await stream.aclose()  # leave nothing behind for the next test, whatever happened
+
+        asyncio.run(scenario())
+        logger.info(f"when the consumer's loop ended: {seen}")
+        return seen
+
+    # -- the chat page -----------------------------------------------------------------------
+
+    @keyword
+    def open_chat_page_in_chromium(self, url: str) -> None:
+        """Open URL in headless Chromium (Debian's, never a downloaded one) and hand the browser
+        to SeleniumLibrary, whose keywords then drive it."""
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        profile = tempfile.TemporaryDirectory(prefix="chromium-profile-")
+        self._profile_dirs.append(profile)
+        options = webdriver.ChromeOptions()
+        options.binary_location = _CHROMIUM
+        for argument in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1000,860",
+            f"--user-data-dir={profile.name}",
+        ):
+            options.add_argument(argument)
+        # An explicit driver path: Selenium Manager must never try to download one.
+        driver = webdriver.Chrome(service=Service(executable_path=_CHROMEDRIVER), options=options)
+        BuiltIn().get_library_instance("SeleniumLibrary").register_driver(driver, "chat-page")
+        driver.get(url)
+
+    @keyword
+    def answer_should_stream_in(self, timeout: float = 20.0) -> str:
+        """Wait until the current turn shows part of its answer, and check the turn was still
+        running then (the answer is rendered as it streams, not at the end). Returns that
+        partial answer."""
+        driver = BuiltIn().get_library_instance("SeleniumLibrary").driver
+        deadline = time.monotonic() + float(timeout)
+        while time.monotonic() < deadline:
+            state, answer = driver.execute_script(
+                "const turn = document.getElementById('current-turn');"
+                "return [turn && turn.dataset.state,"
+                " (document.getElementById('answer') || {}).textContent || ''];"
+            )
+            if answer:
+                if state != "running":
+                    raise AssertionError(f"the answer appeared only when the turn was {state}")
+                return str(answer)
+            time.sleep(0.05)
+        raise AssertionError(f"no answer text within {timeout}s")
+
+    @keyword
+    def remove_browser_profiles(self) -> None:
+        while self._profile_dirs:
+            self._profile_dirs.pop().cleanup()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _sse_messages(lines: Any) -> Any:
+    """(event name, data) per SSE message; comments (keep-alive pings) are skipped."""
+    name, data = "message", []
+    for line in lines:
+        if not line:
+            if data:
+                yield name, "\n".join(data)
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line[len("event:") :].strip()
+        elif line.startswith("data:"):
+            data.append(line[len("data:") :].removeprefix(" "))
+
+
+def _openai_client(base_url: str) -> Any:
+    import openai
+
+    # No retries: a 502 must reach the test, not be retried into the next scripted turn.
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+
+
+def _chat_openai(base_url: str, *, stream_usage: bool = False) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model="web-actor",
+        base_url=f"{base_url}/v1",
+        api_key="x",
+        max_retries=0,
+        stream_usage=stream_usage,
+    )
+
+
+def _summary(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    return {"status": response.status_code, "body": body}
+
+
+def _usage_lines(usage_file: str) -> list[dict[str, Any]]:
+    path = Path(usage_file)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

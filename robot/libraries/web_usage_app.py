@@ -1,0 +1,31 @@
+"""A test app that makes `on_usage` observable from outside the server process.
+
+`create_usage_app()` serves the actor named by $CLEVERACTORS_WEB_ACTOR with
+`create_app(..., on_usage=...)`, where `on_usage` appends each result as one JSON line to
+$CLEVERACTORS_WEB_USAGE_FILE.
+Run it with `python -m uvicorn --factory web_usage_app:create_usage_app --app-dir robot/libraries`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors.web import create_app
+
+ACTOR_VARIABLE = "CLEVERACTORS_WEB_ACTOR"
+USAGE_FILE_VARIABLE = "CLEVERACTORS_WEB_USAGE_FILE"
+
+
+def create_usage_app() -> FastAPI:
+    executor = ActorExecutor.from_config(os.environ[ACTOR_VARIABLE])
+    usage_file = Path(os.environ[USAGE_FILE_VARIABLE])
+
+    def record_usage(result: ExecutionResult) -> None:
+        with usage_file.open("a", encoding="utf-8") as lines:
+            lines.write(result.model_dump_json() + "\n")
+
+    return create_app(executor, on_usage=record_usage)

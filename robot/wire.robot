@@ -1,0 +1,128 @@
+*** Settings ***
+Documentation       langchain-openai's `ChatOpenAI` (provider `openai`) over real HTTP against a
+...                 scripted OpenAI-compatible server on 127.0.0.1: streamed SSE with tool-call
+...                 fragments split across chunks, and the usage chunk. The server keeps its own
+...                 record of what it billed; the counts the library reports must match it.
+Resource            resources/common.resource
+Test Tags           wire
+Test Timeout        30 seconds
+Test Teardown       Stop Scripted OpenAI Servers
+
+
+*** Test Cases ***
+Two Tool Rounds Report What The Server Billed, Blocking And Streaming
+    [Documentation]    Two tool rounds then an answer: three requests, and the reported tokens
+    ...    are the sums over the three as the server billed them, in both modes alike.
+    Send Chat Message Over The Wire    wire_two_rounds.yaml    ${WEATHER QUESTION}    mode=blocking
+    Server Should Have Received Requests    3
+    Reported Tokens Should Equal Billed
+    Send Chat Message Over The Wire    wire_two_rounds.yaml    ${WEATHER QUESTION}    mode=streaming
+    Server Should Have Received Requests    3
+    Reported Tokens Should Equal Billed
+    Streaming And Blocking Turns Should Match
+
+Three Calls In One Reply Run In Model Order And Are Answered In One Re-Ask
+    [Documentation]    One reply calls get_weather, get_time, get_weather: three handlers run in
+    ...    that order, and the single next request answers each call id, in order.
+    [Template]    Three Calls Should Run In Order And Be Answered Once
+    blocking
+    streaming
+
+HTTP 500 On The Second Request Reaches The Caller With The First Call Billed
+    [Documentation]    The model's own exception (langchain-core's ModelAPIError, also the openai
+    ...    SDK's InternalServerError) reaches the caller, and last_result holds exactly what the
+    ...    server billed for the first request.
+    [Template]    Server Error Should Reach The Caller With The First Call Billed
+    blocking
+    streaming
+
+A Streamed Tool Turn Delivers The Answer While The Server Is Still Sending It
+    [Documentation]    Causality, not speed: the first answer chunk reached the caller before the
+    ...    server had sent the answer's last token.
+    Send Chat Message Over The Wire    wire_one_round.yaml    ${WEATHER QUESTION}    mode=streaming
+    ...    first_token_delay_s=0.01    token_interval_s=0.01
+    Answer Should Have Streamed Chunk By Chunk
+    First Chunk Should Have Arrived Before The Server Sent The Last Token
+    Reported Tokens Should Equal Billed
+
+Streaming Without Tools Is Token By Token With The Blocking Counts
+    Send Chat Message Over The Wire    wire_no_tools.yaml    ${CHAT QUESTION}    mode=blocking
+    Reported Tokens Should Equal Billed
+    Send Chat Message Over The Wire    wire_no_tools.yaml    ${CHAT QUESTION}    mode=streaming
+    ...    token_interval_s=0.005
+    Answer Should Have Streamed Chunk By Chunk
+    Reported Tokens Should Equal Billed
+    Streaming And Blocking Turns Should Match
+
+A Consumer That Stops Reading Mid-Answer Leaves No Task And Pays For Every Call
+    [Documentation]    The caller stops after three chunks of a slow answer: nothing is left
+    ...    running, the server sees the client leave, and last_result holds the first call as
+    ...    billed and the cut-off one estimated and flagged; no task fails unnoticed.
+    [Template]    Stopping Mid-Answer Should Settle The Bill
+    async with
+    aclose
+    break
+
+Tool Rounds Without Streaming Make The Blocking Requests And Send The Answer In One Chunk
+    [Documentation]    `stream_tool_rounds: false`: every round is a blocking request, as many as
+    ...    a blocking turn makes, and the stream yields the answer as one chunk.
+    Send Chat Message Over The Wire    wire_two_rounds.yaml    ${WEATHER QUESTION}    mode=blocking
+    Send Chat Message Over The Wire    wire_two_rounds.yaml    ${WEATHER QUESTION}    mode=streaming
+    ...    stream_tool_rounds=${False}
+    Streaming And Blocking Turns Should Match
+    Server Requests Should Be    blocking
+    Answer Should Have Arrived As One Chunk
+    Reported Tokens Should Equal Billed
+
+The API Key Reaches The Provider And Appears Nowhere Else
+    [Documentation]    A failing turn with a canary key, blocking and as events: the server got
+    ...    the key in its Authorization header, and no log record, result, event, chunk,
+    ...    exception or repr contains it.
+    [Setup]    Start Capturing Logs
+    ${canary}=    Evaluate    "sk-canary-" + secrets.token_hex(16)    modules=secrets
+    FOR    ${mode}    IN    blocking    events
+        Start Scripted OpenAI Server    wire_provider_error.yaml
+        Load Actor Over The Wire    wire_provider_error.yaml    api_key=${canary}
+        Run Keyword And Expect Error    ${SERVER ERROR}
+        ...    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+        Server Should Have Received API Key    ${canary}
+    END
+    Secret Should Appear Nowhere    ${canary}
+    [Teardown]    Run Keywords    Stop Capturing Logs    AND    Stop Scripted OpenAI Servers
+
+
+*** Variables ***
+${SERVER ERROR}     OpenAIAPIError: Error code: 500 - The scripted provider is down
+
+
+*** Keywords ***
+Three Calls Should Run In Order And Be Answered Once
+    [Arguments]    ${mode}
+    Send Chat Message Over The Wire    wire_three_calls.yaml    ${WEATHER QUESTION}    mode=${mode}
+    Tool Handlers Should Have Run For Calls    call_weather_paris    call_time_tokyo    call_weather_rome
+    Server Should Have Received One Tool Message Per Call In Model Order
+    Server Should Have Received Requests    2
+    Answer Should Be The Last Scripted Reply
+    Reported Tokens Should Equal Billed
+
+Server Error Should Reach The Caller With The First Call Billed
+    [Arguments]    ${mode}
+    Start Scripted OpenAI Server    wire_provider_error.yaml
+    Load Actor Over The Wire    wire_provider_error.yaml
+    Run Keyword And Expect Error    ${SERVER ERROR}
+    ...    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Last Error Should Be An Instance Of
+    ...    langchain_core.exceptions.ModelAPIError    openai.InternalServerError
+    Server Should Have Received Requests    2
+    Server Should Have Billed Calls    1
+    Reported Tokens Should Equal Billed
+
+Stopping Mid-Answer Should Settle The Bill
+    [Arguments]    ${style}
+    Start Scripted OpenAI Server    wire_one_round.yaml    token_interval_s=0.02
+    Load Actor Over The Wire    wire_one_round.yaml
+    Send Chat Message And Stop Reading    ${WEATHER QUESTION}    after_chunks=3    style=${style}
+    No Task Should Be Left Running
+    Server Should Have Seen The Client Leave
+    Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One
+    Event Loop Should Have Reported No Error

@@ -1,0 +1,23 @@
+"""The web extra (`pip install 'cleveractors[web]'`): an actor behind FastAPI routes.
+
+- `create_chat_router(executor_factory, on_usage=None)`: `POST /chat` (the run's typed events as
+  Server-Sent Events) and `POST /v1/chat/completions` (OpenAI-compatible), for your own app.
+- `create_app(executor)`: a ready app with both routes and a chat page at `/`; what
+  `cleveractors serve` runs.
+"""
+
+try:
+    import fastapi  # noqa: F401  # only checked for here
+    import sse_starlette  # noqa: F401
+except ImportError as exc:
+    # ModuleNotFoundError naming the missing module, so callers can tell it from other errors.
+    raise ModuleNotFoundError(
+        f"cleveractors.web needs the web extra ({exc.name} is missing): "
+        "pip install 'cleveractors[web]'",
+        name=exc.name,
+    ) from exc
+
+from cleveractors.web.app import create_app
+from cleveractors.web.router import ChatRequest, ChatTurn, UsageCallback, create_chat_router
+
+__all__ = ["ChatRequest", "ChatTurn", "UsageCallback", "create_app", "create_chat_router"]

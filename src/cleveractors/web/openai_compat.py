@@ -1,0 +1,288 @@
+"""The OpenAI Chat Completions wire format: request and response models, and the translation
+between them and an actor's turn.
+
+Requests are read leniently, as OpenAI's own API does: clients send many fields an actor has no
+use for (`temperature`, `tools`, `user`, ...), and those are ignored rather than refused. What the
+actor cannot honour is refused with a message (422): a conversation that does not end with a user
+message, or content that is not text.
+
+How a conversation becomes an actor turn:
+
+- the last message (which must be from the user) is the message;
+- earlier `user` and `assistant` messages are the history, in order;
+- `system` and `developer` messages are ignored: the actor's own `system_prompt` governs, and a chat
+  UI's default "You are a helpful assistant" must not override it;
+- `tool` messages and assistant messages without text are ignored: the actor runs its tools
+  server-side, so a client has no tool calls of its own to report.
+
+The `model` a client asks for is echoed in the reply: the actor answers whatever name is used.
+
+The answer is every text the model wrote for the user during the turn, rounds separated by a blank
+line (`AnswerText`): the words a model writes before calling tools ("Let me look that up.") are
+part of what a streaming client shows, so the non-streamed content carries them too and both modes
+give the same text.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cleveractors.events import TextDelta
+from cleveractors.result import ErrorInfo, ExecutionResult
+
+__all__ = [
+    "AnswerText",
+    "AssistantMessage",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "Choice",
+    "ChunkChoice",
+    "CompletionReply",
+    "CompletionUsage",
+    "ContentPart",
+    "Delta",
+    "ErrorDetail",
+    "ErrorResponse",
+    "StreamOptions",
+    "error_response",
+    "run_error_response",
+]
+
+_ROUND_SEPARATOR = "\n\n"
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class _Lenient(BaseModel):
+    """A request part: unknown fields are ignored, as OpenAI-compatible servers do."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ContentPart(_Lenient):
+    """One part of a message's content; only `text` parts are supported."""
+
+    type: str
+    text: str = ""
+
+
+class ChatMessage(_Lenient):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_only(cls, content: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
+        if isinstance(content, list):
+            for part in content:
+                if part.type != "text":
+                    raise ValueError(f"only text content is supported, not {part.type!r} parts")
+        return content
+
+    @property
+    def text(self) -> str:
+        """The message's text; text parts are joined by line breaks."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content)
+
+
+class StreamOptions(_Lenient):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(_Lenient):
+    """A `POST /v1/chat/completions` body; fields an actor does not use are ignored."""
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _ends_with_user_text(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        last = messages[-1]
+        if last.role != "user":
+            raise ValueError(f"the last message must be from the user, not {last.role!r}")
+        if not last.text.strip():
+            raise ValueError("the last message (the user's) has no text")
+        return messages
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+    @property
+    def message(self) -> str:
+        """The user's message: the text of the last message."""
+        return self.messages[-1].text
+
+    @property
+    def history(self) -> list[dict[str, object]]:
+        """The earlier user and assistant turns with text, as `{"role", "content"}` dicts."""
+        return [
+            {"role": turn.role, "content": turn.text}
+            for turn in self.messages[:-1]
+            if turn.role in ("user", "assistant") and turn.text
+        ]
+
+
+# -- responses ---------------------------------------------------------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+class CompletionUsage(_Wire):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+    @classmethod
+    def of(cls, result: ExecutionResult) -> CompletionUsage:
+        """Every token the turn spent, over all its LLM calls (tool rounds included)."""
+        return cls(
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            total_tokens=result.total_tokens,
+        )
+
+
+class AssistantMessage(_Wire):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(_Wire):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: Literal["stop"] = "stop"
+    logprobs: None = None
+
+
+class ChatCompletion(_Wire):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+
+
+class Delta(_Wire):
+    """What a chunk adds; unset fields are left out (`{}` on the last chunk), as OpenAI does."""
+
+    role: Literal["assistant"] | None = Field(default=None, exclude_if=_is_none)
+    content: str | None = Field(default=None, exclude_if=_is_none)
+
+
+class ChunkChoice(_Wire):
+    index: int = 0
+    delta: Delta
+    finish_reason: Literal["stop"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(_Wire):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+
+
+class ErrorDetail(_Wire):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(_Wire):
+    """OpenAI's error body, `{"error": {...}}`: the `openai` client raises with its message."""
+
+    error: ErrorDetail
+
+
+def error_response(
+    message: str, *, type: str, param: str | None = None, code: str | None = None
+) -> ErrorResponse:
+    return ErrorResponse(error=ErrorDetail(message=message, type=type, param=param, code=code))
+
+
+def run_error_response(error: ErrorInfo) -> ErrorResponse:
+    """A failed run (the actor's model failed) as an OpenAI `api_error`, coded by exception type."""
+    return error_response(error.message, type="api_error", code=error.type)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionReply:
+    """The identity of one completion (id, time, model), shared by all of its chunks."""
+
+    model: str
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def completion(self, text: str, result: ExecutionResult) -> ChatCompletion:
+        return ChatCompletion(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[Choice(message=AssistantMessage(content=text))],
+            usage=CompletionUsage.of(result),
+        )
+
+    def chunk(self, delta: Delta, *, is_last: bool = False) -> ChatCompletionChunk:
+        choice = ChunkChoice(delta=delta, finish_reason="stop" if is_last else None)
+        return ChatCompletionChunk(
+            id=self.id, created=self.created, model=self.model, choices=[choice]
+        )
+
+    def usage_chunk(self, result: ExecutionResult) -> ChatCompletionChunk:
+        """The chunk `stream_options.include_usage` asks for: no choices, the turn's usage."""
+        return ChatCompletionChunk(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[],
+            usage=CompletionUsage.of(result),
+        )
+
+
+class AnswerText:
+    """The text a turn wrote for the user, collected from its text deltas: the texts of
+    different rounds are separated by a blank line, so they do not run into each other."""
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self._round: int | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._pieces)
+
+    def add(self, delta: TextDelta) -> str:
+        """Take the next delta; returns the piece to show (its text, after a separator when it
+        begins a new round's text)."""
+        piece = delta.text
+        if self._round is not None and delta.round != self._round:
+            piece = _ROUND_SEPARATOR + piece
+        self._round = delta.round
+        self._pieces.append(piece)
+        return piece
