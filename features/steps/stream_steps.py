@@ -25,6 +25,7 @@ from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
 from cleveractors import ActorExecutor
 from cleveractors import events as event_module
 from cleveractors.agents._fold import ReplyFold, ToolCallAssembler
+from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.errors import ScriptExhaustedError
 from cleveractors.events import Event, RunFailed, RunFinished, UsageRecorded, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
@@ -65,12 +66,13 @@ def _kinds(events: list[Event]) -> list[str]:
 
 @then("the stream yielded the text of every reply, word by word")
 def _then_word_by_word(context: Context) -> None:
-    expected = [
-        piece
-        for request, reply in zip(context.model.requests, context.model.replies, strict=False)
-        if request.streamed
-        for piece in _WORD.findall(reply.text)
-    ]
+    expected: list[str] = []
+    for request, reply in zip(context.model.requests, context.model.replies, strict=False):
+        pieces = _WORD.findall(reply.text) if request.streamed else []
+        if pieces and expected:
+            # a later round's text is set apart from the text before it
+            pieces[0] = ROUND_SEPARATOR + pieces[0]
+        expected.extend(pieces)
     assert len(expected) > 2, "the script must give several words to stream"
     assert context.outcome.chunks == expected, f"chunks: {context.outcome.chunks}"
 

@@ -25,6 +25,7 @@ from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, handler_calls
 
 from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import Event, TextDelta, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
 
@@ -278,10 +279,13 @@ class CleverActorsLibrary:
 
     @keyword
     def streamed_text_should_be_every_scripted_text_in_order(self) -> None:
-        """The chunks, joined, are every scripted reply's text in order: text written before tool
-        calls reached the caller too, and nothing else did."""
-        expected = "".join(reply.text for reply in self._script)
-        _should_equal("".join(self._turn().chunks), expected, "streamed text")
+        """The chunks, joined, are every scripted reply's text in order, rounds set apart by a
+        blank line: text written before tool calls reached the caller too, and nothing else did."""
+        turn = self._turn()
+        # execute_stream() sets rounds apart; the events' text deltas are the provider's text only
+        separator = ROUND_SEPARATOR if turn.mode == "streaming" else ""
+        expected = separator.join(reply.text for reply in self._script if reply.text)
+        _should_equal("".join(turn.chunks), expected, "streamed text")
 
     @keyword
     def streamed_chunks_should_not_be_empty(self) -> None:

@@ -129,10 +129,6 @@ class ReplyFold:
     def text(self) -> str:
         return "".join(self._text_pieces)
 
-    @property
-    def has_usage(self) -> bool:
-        return self._usage is not None
-
     def message(self) -> AIMessage:
         valid, invalid = self._tool_calls.calls()
         return AIMessage(

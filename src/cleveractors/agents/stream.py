@@ -19,7 +19,10 @@ from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.usage import last_token_usage_var
 
-__all__ = ["EventStream", "RunOutcome", "TextStream"]
+__all__ = ["ROUND_SEPARATOR", "EventStream", "RunOutcome", "TextStream"]
+
+ROUND_SEPARATOR = "\n\n"
+"""What `TextStream` puts between the text of two rounds (e.g. before the answer after tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,12 +187,17 @@ class TextStream:
 
 class _TextChunks:
     """Iterates the text deltas of a run's events. A plain iterator, not a generator: the events
-    generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out."""
+    generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out.
 
-    __slots__ = ("_events",)
+    Text of a later round (the answer after tool calls) is set apart from the text before it by a
+    blank line, so the joined chunks read as paragraphs rather than "...check.It is...".
+    """
+
+    __slots__ = ("_events", "_text_round")
 
     def __init__(self, events: AsyncGenerator[Event, None]) -> None:
         self._events = events
+        self._text_round: int | None = None
 
     def __aiter__(self) -> _TextChunks:
         return self
@@ -198,4 +206,7 @@ class _TextChunks:
         while True:
             event = await self._events.__anext__()
             if isinstance(event, TextDelta):
+                previous, self._text_round = self._text_round, event.round
+                if previous is not None and previous != event.round:
+                    return ROUND_SEPARATOR + event.text
                 return event.text
