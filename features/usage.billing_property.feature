@@ -1,6 +1,6 @@
 @property
 Feature: The bill is exact whatever goes wrong (property-based)
-  Hypothesis generates conversations for the scripted model: up to six replies with text and
+  Hypothesis generates conversations for the scripted model: up to seven replies with text and
   parallel tool calls (the same tool twice, unknown tools, invalid arguments), provider errors,
   streams cut off after some chunks, replies without usage, failing tools, a caller cancelled
   while a tool runs, streaming consumers that stop after some events (break, aclose, their task

@@ -129,6 +129,11 @@ class ReplyFold:
     def text(self) -> str:
         return "".join(self._text_pieces)
 
+    @property
+    def has_usage(self) -> bool:
+        """The provider's usage arrived (it may still be busy finishing the stream)."""
+        return self._usage is not None
+
     def message(self) -> AIMessage:
         valid, invalid = self._tool_calls.calls()
         return AIMessage(

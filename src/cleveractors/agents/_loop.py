@@ -143,6 +143,10 @@ class _Run:
         call = self.in_flight
         if call is None:
             return
+        if call.fold is not None and call.fold.has_usage:
+            # The provider's figures arrived before the cut: exact, never an estimate.
+            self.record_reply(call.purpose, call.fold.message(), call.messages)
+            return
         received = call.fold is not None and call.fold.received_any
         if received or isinstance(cause, asyncio.CancelledError):
             text = call.fold.text if call.fold is not None else ""

@@ -56,7 +56,7 @@ class EventStream:
         self._queue: asyncio.Queue[Event | _End] = asyncio.Queue()
         self._is_iterated = False
         self._drain_ref: weakref.ref[AsyncGeneratorType[Event, None]] | None = None
-        self._drained: asyncio.Event | None = None
+        self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._outcome: RunOutcome | None = None
 
@@ -82,7 +82,7 @@ class EventStream:
         if drain is not None and not drain.ag_running:
             await drain.aclose()  # its cleanup stops the run
         elif drain is None and self._drained is not None:
-            await self._drained.wait()  # dropped: the loop's finalizer is closing it right now
+            await _settle(self._drained)  # dropped: the loop's finalizer is closing it right now
         else:
             await self._stop_run()  # another task is inside the generator: end the run under it
 
@@ -98,7 +98,7 @@ class EventStream:
         await self.aclose()
 
     async def _drain(self) -> AsyncGenerator[Event, None]:
-        self._drained = asyncio.Event()
+        self._drained = asyncio.get_running_loop().create_future()
         self._task = task = asyncio.create_task(self._produce())
         try:
             while not isinstance(event := await self._queue.get(), _End):
@@ -108,7 +108,7 @@ class EventStream:
             try:
                 await self._stop_run()
             finally:
-                self._drained.set()
+                self._drained.set_result(None)
         if self._outcome is not None and self._outcome.error is not None:
             raise self._outcome.error
 
@@ -138,15 +138,15 @@ class EventStream:
             self._queue.put_nowait(_End())
 
 
-async def _settle(task: asyncio.Task[None]) -> None:
-    """Wait until a cancelled run has settled, even if we are cancelled meanwhile; then re-raise
-    that cancellation. anyio cancel scopes (Starlette, sse-starlette) cancel again at every await
-    until the scope exits, so one `await asyncio.wait(...)` could return early, leaving the run's
-    task running and its result unsettled."""
+async def _settle(pending: asyncio.Future[None]) -> None:
+    """Wait until a cancelled run (or the closing of its stream) has settled, even if we are
+    cancelled meanwhile; then re-raise that cancellation. anyio cancel scopes (Starlette,
+    sse-starlette) cancel again at every await until the scope exits, so one plain await could
+    return early, leaving the run's task running and its result unsettled."""
     is_cancelled = False
-    while not task.done():
+    while not pending.done():
         try:
-            await asyncio.wait({task})
+            await asyncio.wait({pending})
         except asyncio.CancelledError:
             is_cancelled = True
     if is_cancelled:
