@@ -263,9 +263,9 @@ _TOLERATED = frozenset(
 def _as_if_known_issues_were_fixed(
     run: ConversationRun, expected: ExpectedBill, calls: tuple[LLMCallUsage, ...]
 ) -> tuple[LLMCallUsage, ...]:
-    """The per-call records with the races A and E (and fixed issue B) undone; all are about the
-    last call of a cancelled run, where `_Run.bill_interrupted_call` bills a prompt estimate for any cancelled
-    call with nothing received, and an estimate for one with something received."""
+    """The per-call records with the races A and E (and fixed issue B) undone. All concern
+    the last call of a cancelled run, where `_Run.bill_interrupted_call` bills a prompt estimate
+    for a cancelled call with nothing received, and an estimate for one with something."""
     if run.result is None or not run.result.cancelled or not calls:
         return calls
     if _is_unsent_call(run, expected, calls) or _is_refused_call(run, expected, calls):
@@ -324,9 +324,9 @@ def _is_estimate_despite_usage(
     run: ConversationRun, expected: ExpectedBill, calls: tuple[LLMCallUsage, ...]
 ) -> bool:
     """FIXED ISSUE B (kept as a switch). A stream cancelled after its usage chunk arrived
-    (langchain-core's `astream` still awaits its callbacks before it ends) is billed an estimate, flagged, instead
-    of the provider's figures that the fold already holds. Shape: the last call is exactly the
-    estimate of the model's last request, whose usage chunk had been delivered."""
+    (langchain-core's `astream` still awaits its callbacks before it ends) was billed an
+    estimate instead of the provider's figures that the fold already held. Shape: the last call
+    is exactly the estimate of the model's last request, whose usage chunk had been delivered."""
     if "B" not in _TOLERATED or not run.deliveries or expected.costs[-1] is None:
         return False
     delivery = run.deliveries[-1]
