@@ -9,10 +9,13 @@ the run awaits the network.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from handwritten import HandWrittenLoop, TurnTally
 from report import Row, Target, median_ms, spread_ms
@@ -32,6 +35,7 @@ from cleveractors import ActorExecutor
 from cleveractors.events import RoundStarted, RunFinished, TextDelta
 from cleveractors.testing import ScriptedOpenAIServer
 
+_CALL_ID = re.compile(r"call_\d+_\d+")
 FIRST_TOKEN_DELAY_S = 0.2
 TOKEN_INTERVAL_S = 0.005
 FIRST_TOKEN_LAG_TARGET = Target(5.0)
@@ -48,6 +52,8 @@ class LatencySample:
     first_token_lag_s: float | None
     """First answer text at the caller minus when the server sent it (streamed only)."""
     answer_chunks: int
+    first_request: int
+    """The server's index of the turn's first request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,7 @@ async def _library_turn(executor: ActorExecutor, probe: _Probe) -> LatencySample
         request_to_first_token_s=first_at - request_at,
         first_token_lag_s=first_at - sent[0] if sent else None,
         answer_chunks=chunks,
+        first_request=before,
     )
 
 
@@ -110,6 +117,7 @@ async def _handwritten_turn(loop: HandWrittenLoop, probe: _Probe) -> LatencySamp
         request_to_first_token_s=None,
         first_token_lag_s=first_at - sent[0],
         answer_chunks=chunks,
+        first_request=before,
     )
 
 
@@ -143,8 +151,28 @@ async def measure_latency(turns: int) -> tuple[list[Row], dict[str, list[dict[st
         for _ in range(turns):
             for name in variants:
                 samples[name].append(await runners[name]())
+        _check_same_requests(
+            server,
+            samples["streamed"][0].first_request,
+            samples["handwritten_streamed"][0].first_request,
+        )
     raw = {name: [asdict(sample) for sample in runs] for name, runs in samples.items()}
     return _rows(samples), raw
+
+
+def _check_same_requests(server: ScriptedOpenAIServer, ours: int, theirs: int) -> None:
+    """The library and the hand-written loop must ask the server the same thing, or the
+    comparisons (here and in the CPU section) would compare different work."""
+    bodies = server.requests
+    for offset in range(2):
+        mine, baseline = (_without_call_ids(bodies[first + offset]) for first in (ours, theirs))
+        if mine != baseline:
+            raise RuntimeError(f"request {offset + 1} of a turn differs:\n{mine}\n{baseline}")
+
+
+def _without_call_ids(body: dict[str, Any]) -> str:
+    # Call ids differ by design: the server numbers them per request.
+    return _CALL_ID.sub("call_id", json.dumps(body, sort_keys=True))
 
 
 def _rows(samples: dict[str, list[LatencySample]]) -> list[Row]:

@@ -4,7 +4,7 @@ Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
 when a target is missed, and then profiles the library's turns (`profile_<mode>.txt`).
 
-    python benchmarks/run.py            # the full run, about two minutes
+    python benchmarks/run.py            # the full run, about 2.5 minutes
     python benchmarks/run.py --quick    # a smoke run with few repetitions
     python benchmarks/run.py --profile  # profile the library's turns even when targets are met
 """
@@ -24,6 +24,7 @@ from typing import Any
 from concurrency import measure_concurrency
 from cpu import (
     MODES,
+    VARIANTS,
     cpu_rows,
     handwritten_turns,
     library_turns,
@@ -69,11 +70,9 @@ class Settings:
 
     @property
     def cpu_server_turns(self) -> int:
-        """Turns the CPU server must script: five variants, and two loops per profiled mode."""
-        variants = 5
-        return variants * (self.cpu_repetitions + self.cpu_warmup) + 2 * len(MODES) * (
-            self.profile_turns
-        )
+        """Turns the CPU server must script: every variant, and two loops per profiled mode."""
+        measured = len(VARIANTS) * (self.cpu_repetitions + self.cpu_warmup)
+        return measured + 2 * len(MODES) * self.profile_turns
 
 
 @dataclass(slots=True)
@@ -86,6 +85,7 @@ class Outcome:
 async def _run_cpu(settings: Settings, *, always_profile: bool, outcome: Outcome) -> None:
     with server_process(settings.cpu_server_turns) as base_url:
         turns = {**library_turns(base_url), **handwritten_turns(base_url)}
+        assert tuple(turns) == VARIANTS, "the server's script is sized for VARIANTS"
         samples = await measure_cpu(
             turns, repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
         )

@@ -15,7 +15,7 @@ import json
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, cast
 
 try:
     import typer
@@ -226,8 +226,8 @@ async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> Exe
                     renderer.show(event)
     finally:
         renderer.close()
-    assert events.result is not None  # set once the stream has ended
-    return events.result
+    # A stream that ended without raising has settled its result.
+    return cast(ExecutionResult, events.result)
 
 
 async def _print_events(executor: ActorExecutor, message: str) -> None:
