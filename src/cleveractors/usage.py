@@ -76,14 +76,16 @@ class LLMCallUsage(BaseModel):
 class UsageLedger:
     """The LLM calls of one run, in the order they were made. Never shared between runs."""
 
-    __slots__ = ("_calls",)
+    __slots__ = ("_calls", "_total")
 
     def __init__(self) -> None:
         self._calls: list[LLMCallUsage] = []
+        self._total = TokenUsage()
 
     def record(self, *, purpose: CallPurpose, round: int, usage: TokenUsage) -> LLMCallUsage:
         call = LLMCallUsage(index=len(self._calls) + 1, purpose=purpose, round=round, usage=usage)
         self._calls.append(call)
+        self._total += usage
         return call
 
     @property
@@ -92,7 +94,8 @@ class UsageLedger:
 
     @property
     def total(self) -> TokenUsage:
-        return sum((call.usage for call in self._calls), TokenUsage())
+        """The sum over the calls, kept as they are recorded (read on every round)."""
+        return self._total
 
 
 last_token_usage_var: ContextVar[TokenUsage | None] = ContextVar(
