@@ -12,8 +12,8 @@ import asyncio
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from types import AsyncGeneratorType, TracebackType
-from typing import cast
+from types import AsyncGeneratorType
+from typing import Self, cast
 
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
@@ -41,7 +41,20 @@ class _End:
 RunWithSink = Callable[[Callable[[Event], None]], Awaitable[RunOutcome]]
 
 
-class EventStream:
+class _ClosesOnExit:
+    """`async with` support: leaving the block closes the stream, cancelling a run still going."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class EventStream(_ClosesOnExit):
     """The events of one run. Iterate it once; `result` is set when the run has ended.
 
     Use it as `async with executor.execute_events(...) as events:` or iterate it directly; leaving
@@ -85,17 +98,6 @@ class EventStream:
             await _settle(self._drained)  # dropped: the loop's finalizer is closing it right now
         else:
             await self._stop_run()  # another task is inside the generator: end the run under it
-
-    async def __aenter__(self) -> EventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _drain(self) -> AsyncGenerator[Event, None]:
         self._drained = asyncio.get_running_loop().create_future()
@@ -153,7 +155,7 @@ async def _settle(pending: asyncio.Future[None]) -> None:
         raise asyncio.CancelledError
 
 
-class TextStream:
+class TextStream(_ClosesOnExit):
     """The text view of an `EventStream`: non-empty answer chunks, as they arrive."""
 
     def __init__(self, events: EventStream) -> None:
@@ -172,17 +174,6 @@ class TextStream:
 
     async def aclose(self) -> None:
         await self._events.aclose()
-
-    async def __aenter__(self) -> TextStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class _TextChunks:
