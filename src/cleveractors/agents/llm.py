@@ -20,12 +20,12 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
-    ToolMessage,
     convert_to_messages,
 )
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
 from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._loop import (
     EventSink,
@@ -41,7 +41,7 @@ from cleveractors.agents._loop import (
 )
 from cleveractors.agents.base import Agent, History, ResultCallback
 from cleveractors.agents.stream import EventStream, RunOutcome
-from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
+from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import (
@@ -49,12 +49,9 @@ from cleveractors.events import (
     RoundStarted,
     SynthesisStarted,
     TextDelta,
-    ToolCallFinished,
     ToolCallRequested,
-    ToolCallSkipped,
-    ToolCallStarted,
 )
-from cleveractors.result import ExecutionResult, SynthesisReason, ToolCallRecord, ToolCallStatus
+from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
 from cleveractors.usage import CallPurpose, last_token_usage_var
@@ -78,7 +75,6 @@ _CONDENSE_PROMPT = (
     "user's message {message!r}. Keep facts, numbers and names exactly; drop everything else. "
     "Reply with the condensed output only.\n\n{output}"
 )
-_SKIPPED = "Not run: tool {tool!r} (call {call_id}) ended the turn before this call."
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +127,7 @@ class LLMAgent(Agent):
             if tool.name in self.tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
             self.tools[tool.name] = tool
+        self._dispatcher = ToolDispatcher(self.tools, agent_name=name)
         # Bound once: binding converts every schema, which is no work to repeat per round.
         self._model_with_tools: Runnable[LanguageModelInput, Any] = (
             model.bind_tools([tool.openai_schema() for tool in self.tools.values()])
@@ -319,123 +316,16 @@ class LLMAgent(Agent):
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
-        ran, ender = await self._dispatch(run, calls)
-        for call, outcome in ran:
-            self._answer(run, call, outcome, await self._prune(run, call, outcome))
-        if ender is None:
+        dispatched = await self._dispatcher.dispatch(run, calls)
+        for call, outcome in dispatched.ran:
+            answer_call(run, call, outcome, await self._prune(run, call, outcome))
+        if dispatched.ender is None:
             return _BatchOutcome(answer=None)
-        ender_call, ender_outcome = ender
-        for call in calls[len(ran) :]:
-            self._skip(run, call, ended_by=ender_call)
+        ender_call, ender_outcome = dispatched.ender
+        for call in calls[len(dispatched.ran) :]:
+            skip_call(run, call, ended_by=ender_call, agent_name=self.name)
         run.sink(TextDelta(round=run.round, text=ender_outcome.output))
         return _BatchOutcome(answer=ender_outcome.output)
-
-    async def _dispatch(
-        self, run: _Run, calls: Sequence[ToolCallRequest]
-    ) -> tuple[
-        list[tuple[ToolCallRequest, ToolOutcome]], tuple[ToolCallRequest, ToolOutcome] | None
-    ]:
-        """Run the batch group by group, in model order. Returns the calls that ran (a prefix of
-        the batch, in order) and the `ends_turn` call that ended the batch early, if one did."""
-        ran: list[tuple[ToolCallRequest, ToolOutcome]] = []
-        for group in self._call_groups(calls):
-            for call, outcome in zip(group, await self._run_group(run, group), strict=True):
-                ran.append((call, outcome))
-                if outcome.error is None and self._ends_turn(call):
-                    return ran, (call, outcome)
-        return ran, None
-
-    def _answer(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
-        """Put a call's outcome in the transcript (the model reads `content`) and the record."""
-        status: ToolCallStatus = "error" if outcome.error else "ok"
-        run.messages.append(
-            ToolMessage(
-                content=content,
-                tool_call_id=call.call_id,
-                name=call.name,
-                status="error" if outcome.error else "success",
-            )
-        )
-        run.tool_records.append(
-            ToolCallRecord(
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                status=status,
-                output=content,
-                duration_s=outcome.duration_s,
-                round=run.round,
-            )
-        )
-
-    def _call_groups(self, calls: Sequence[ToolCallRequest]) -> list[list[ToolCallRequest]]:
-        """Split a batch, in order, into runs of consecutive concurrent calls and single calls."""
-        groups: list[list[ToolCallRequest]] = []
-        for call in calls:
-            if groups and self._is_concurrent(call) and self._is_concurrent(groups[-1][0]):
-                groups[-1].append(call)
-            else:
-                groups.append([call])
-        return groups
-
-    def _is_concurrent(self, call: ToolCallRequest) -> bool:
-        tool = self.tools.get(call.name)
-        return tool is not None and tool.concurrent
-
-    def _ends_turn(self, call: ToolCallRequest) -> bool:
-        tool = self.tools.get(call.name)
-        return tool is not None and tool.ends_turn
-
-    async def _run_group(self, run: _Run, group: list[ToolCallRequest]) -> list[ToolOutcome]:
-        if len(group) == 1:
-            return [await self._run_call(run, group[0])]
-        async with asyncio.TaskGroup() as tasks:
-            running = [tasks.create_task(self._run_call(run, call)) for call in group]
-        return [task.result() for task in running]
-
-    async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
-        run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
-        agent = ToolAgent(
-            self.tools.get(call.name), agent_name=self.name, available=tuple(self.tools)
-        )
-        outcome = await agent.run(call)
-        run.sink(
-            ToolCallFinished(
-                round=run.round,
-                call_id=call.call_id,
-                name=call.name,
-                output=None if outcome.error else outcome.output,
-                error=None if outcome.error is None else str(outcome.error),
-                duration_s=outcome.duration_s,
-            )
-        )
-        return outcome
-
-    def _skip(self, run: _Run, call: ToolCallRequest, *, ended_by: ToolCallRequest) -> None:
-        logger.info(
-            "agent %s: skipped tool %s (call %s): %s (call %s) ended the turn",
-            self.name,
-            call.name,
-            call.call_id,
-            ended_by.name,
-            ended_by.call_id,
-        )
-        reason = _SKIPPED.format(tool=ended_by.name, call_id=ended_by.call_id)
-        run.messages.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
-        run.tool_records.append(
-            ToolCallRecord(
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                status="skipped",
-                output=reason,
-                duration_s=0.0,
-                round=run.round,
-            )
-        )
-        run.sink(
-            ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason)
-        )
 
     async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:
         """The output the model will read: condensed by one LLM call when it is over the limit,
