@@ -36,6 +36,9 @@ Feature: The scripted OpenAI server answers like the API, and records what it bi
       | {"model": "gpt-4o-mini"}              |
       | {"messages": "Hi"}                    |
       | {"messages": ["Hi"]}                  |
+      | {"messages": [{"role": "user", "content": "Hi"}], "stream_options": "yes"} |
+      | {"messages": [{"role": "assistant", "content": null, "tool_calls": "get_weather"}]} |
+      | {"messages": [{"role": "assistant", "content": null, "tool_calls": [{"function": "get_weather"}]}]} |
 
   Scenario: Once the script is exhausted every request gets HTTP 500, until replies are added
     Given the scripted server is started with the reply "Hello there."

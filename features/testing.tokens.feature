@@ -31,6 +31,15 @@ Feature: Token estimates work offline, without tiktoken's encoding
     And the token counter logged at WARNING that it estimates, saying "unusable"
     And the token counter downloaded nothing
 
+  Scenario: A damaged cached encoding falls back to the estimate, and is never downloaded mid-run
+    Given the token counter finds a damaged o200k_base file in its cache folder, with downloads blocked
+    Then the token counter counts each text as a quarter of its characters, rounded up:
+      | text                          |
+      | What is the weather in Paris? |
+    And the token counter logged at WARNING that it estimates, saying "unusable"
+    And the token counter downloaded nothing
+    And the token counter left the damaged file in its cache folder
+
   Scenario: The arguments of an assistant's tool calls count towards the prompt estimate
     Given the token counter has an empty cache folder
     When the token counter estimates a conversation whose assistant message calls get_weather with {"city": "Paris", "unit": "celsius"}

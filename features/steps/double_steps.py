@@ -651,6 +651,24 @@ def _given_unreadable_cache_entry(context: Context) -> None:
     _use_cache_dir(context, folder)
 
 
+@given(
+    "the token counter finds a damaged o200k_base file in its cache folder, with downloads blocked"
+)
+def _given_damaged_cache_file(context: Context) -> None:
+    _block_downloads(context)
+    folder = _empty_folder(context)
+    context.cache_file = os.path.join(folder, hashlib.sha1(_ENCODING_URL.encode()).hexdigest())
+    with open(context.cache_file, "wb") as damaged:
+        damaged.write(b"not an encoding")
+    _use_cache_dir(context, folder)
+
+
+@then("the token counter left the damaged file in its cache folder")
+def _then_file_kept(context: Context) -> None:
+    with open(context.cache_file, "rb") as kept:
+        assert kept.read() == b"not an encoding"
+
+
 @then("the token counter downloaded nothing")
 def _then_no_download(context: Context) -> None:
     assert context.downloads == [], context.downloads

@@ -35,6 +35,9 @@ _TOKENS_PER_REPLY = 3
 
 _ENCODING_NAME = "o200k_base"
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+# tiktoken's own checksum of that file (tiktoken_ext/openai_public.py). A cached file that does
+# not match is deleted by tiktoken and downloaded again, without a timeout: we check first.
+_ENCODING_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
 
 def _cached_encoding_path() -> Path | None:
@@ -54,6 +57,14 @@ def _encoding() -> Encoding | None:
     if path is None or not path.exists():
         logger.info("tiktoken's %s is not cached; estimating 4 chars per token", _ENCODING_NAME)
         return None
+    if not _is_intact(path):
+        logger.warning(
+            "tiktoken's cached %s at %s is unusable (not the file tiktoken expects); "
+            "estimating 4 chars per token",
+            _ENCODING_NAME,
+            path,
+        )
+        return None
     try:
         import tiktoken  # deferred: only estimates and pruning need it
 
@@ -61,6 +72,13 @@ def _encoding() -> Encoding | None:
     except Exception as exc:  # a corrupt cache or a broken install both mean "no encoding"
         logger.warning("tiktoken encoding unusable (%s); estimating 4 chars per token", exc)
         return None
+
+
+def _is_intact(path: Path) -> bool:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == _ENCODING_SHA256
+    except OSError:  # a folder, or a file we may not read: unusable either way
+        return False
 
 
 def warm_up() -> None:

@@ -348,9 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         except ValueError:
             return None
-        messages = body.get("messages") if isinstance(body, dict) else None
-        is_chat = isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
-        return body if is_chat else None
+        return body if _is_chat_request(body) else None
 
     def _answer_chat(self, body: dict[str, Any]) -> None:
         headers = {name.lower(): value for name, value in self.headers.items()}
@@ -439,6 +437,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_headers(status, "application/json", ("Content-Length", str(len(data))))
         self.wfile.write(data)
         self.wfile.flush()
+
+
+def _is_chat_request(body: object) -> bool:
+    """Whether `body` has the shape the reply and the bill are read from; anything else is a 400,
+    not a handler crash that drops the connection after taking a reply."""
+    if not isinstance(body, dict) or not isinstance(body.get("stream_options") or {}, dict):
+        return False
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return False
+    for message in messages:
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            return False
+        for call in calls:
+            if not isinstance(call, dict) or not isinstance(call.get("function", {}), dict):
+                return False
+    return True
 
 
 def _drop(connection: socket.socket) -> None:
