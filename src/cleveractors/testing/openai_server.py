@@ -11,123 +11,34 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import socket
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cleveractors.testing.script import (
-    ScriptedReply,
-    ScriptedToolCall,
-    call_arguments_text,
-    completion_words,
-    count_words,
-    prompt_words,
+from cleveractors.testing._openai_wire import (
+    BilledCall,
+    BilledTotal,
+    Exchange,
+    Piece,
+    chunk_payload,
+    completion_payload,
+    is_chat_request,
+    stream_pieces,
+    usage_chunk_payload,
+    words_sent,
 )
+from cleveractors.testing.script import ScriptedReply
 
 __all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer"]
 
 _CHAT_PATH = "/v1/chat/completions"
-# Word pieces that keep their leading whitespace, and trailing whitespace on the last piece, so
-# joining the streamed deltas gives back the scripted text exactly.
-_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
 # serve_forever() only notices shutdown() between polls; the default 0.5 s makes stop() slow.
 _POLL_INTERVAL_S = 0.05
-
-
-@dataclass(frozen=True)
-class BilledCall:
-    """What the server billed for one request that got a reply (errors bill nothing).
-
-    A cut-off stream (or a client that went away mid-stream) bills the prompt in full and, as
-    completion, the words of the output actually sent; `completed` is then False.
-    """
-
-    request_index: int
-    """Position of the request among those the server received, from 0."""
-    prompt_tokens: int
-    completion_tokens: int
-    streamed: bool
-    completed: bool
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class BilledTotal:
-    """The sums of every `BilledCall`, as `ScriptedOpenAIServer.billed_total` returns them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """One streamed content or tool-call chunk: its delta, and the text it carries for billing."""
-
-    delta: dict[str, Any]
-    source: int | None
-    """The tool call the text belongs to, or None for the message text."""
-    text: str
-
-
-@dataclass(frozen=True)
-class _Exchange:
-    """One chat request being answered, with what its replies need to know."""
-
-    index: int
-    reply: ScriptedReply
-    model: str
-    prompt_tokens: int
-    is_streamed: bool
-    include_usage: bool
-
-    @classmethod
-    def of(cls, index: int, reply: ScriptedReply, body: dict[str, Any]) -> _Exchange:
-        prompt = reply.prompt_tokens
-        stream_options = body.get("stream_options") or {}
-        return cls(
-            index=index,
-            reply=reply,
-            model=str(body.get("model", "")),
-            prompt_tokens=prompt_words(body["messages"]) if prompt is None else prompt,
-            is_streamed=bool(body.get("stream")),
-            include_usage=bool(stream_options.get("include_usage")) and not reply.omit_usage,
-        )
-
-    def bill(self, completion_tokens: int, *, completed: bool) -> BilledCall:
-        return BilledCall(
-            request_index=self.index,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion_tokens,
-            streamed=self.is_streamed,
-            completed=completed,
-        )
-
-    @property
-    def completion_tokens(self) -> int:
-        reply = self.reply
-        return (
-            completion_words(reply) if reply.completion_tokens is None else reply.completion_tokens
-        )
-
-    @property
-    def finish_reason(self) -> str:
-        return "tool_calls" if self.reply.tool_calls else "stop"
 
 
 class ScriptedOpenAIServer:
@@ -348,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         except ValueError:
             return None
-        return body if _is_chat_request(body) else None
+        return body if is_chat_request(body) else None
 
     def _answer_chat(self, body: dict[str, Any]) -> None:
         headers = {name.lower(): value for name, value in self.headers.items()}
@@ -360,48 +271,48 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.error is not None:
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, reply.error, kind="server_error")
             return
-        exchange = _Exchange.of(index, reply, body)
+        exchange = Exchange.of(index, reply, body)
         if exchange.is_streamed:
             self._send_stream(exchange)
         else:
             self._send_completion(exchange)
 
-    def _send_completion(self, exchange: _Exchange) -> None:
+    def _send_completion(self, exchange: Exchange) -> None:
         owner, reply = self.server.owner, exchange.reply
-        chunks = len(_pieces(reply, exchange.index))
+        chunks = len(stream_pieces(reply, exchange.index))
         time.sleep(sum(owner._delay_before(n, reply) for n in range(max(chunks, 1))))
         if reply.cut_off_after_chunks is not None:
             owner._bill(exchange.bill(0, completed=False))
             self._drop_connection()
             return
         owner._bill(exchange.bill(exchange.completion_tokens, completed=True))
-        self._send_json(HTTPStatus.OK, _completion(exchange))
+        self._send_json(HTTPStatus.OK, completion_payload(exchange))
 
-    def _send_stream(self, exchange: _Exchange) -> None:
+    def _send_stream(self, exchange: Exchange) -> None:
         owner, reply = self.server.owner, exchange.reply
-        pieces = _pieces(reply, exchange.index)
+        pieces = stream_pieces(reply, exchange.index)
         limit = len(pieces) if reply.cut_off_after_chunks is None else reply.cut_off_after_chunks
-        sent: list[_Piece] = []
+        sent: list[Piece] = []
         self._send_headers(HTTPStatus.OK, "text/event-stream", ("Transfer-Encoding", "chunked"))
         try:
-            self._write_event(_chunk(exchange, {"role": "assistant", "content": ""}))
+            self._write_event(chunk_payload(exchange, {"role": "assistant", "content": ""}))
             for n, piece in enumerate(pieces[:limit]):
                 time.sleep(owner._delay_before(n, reply))
-                self._write_event(_chunk(exchange, piece.delta))
+                self._write_event(chunk_payload(exchange, piece.delta))
                 owner._record_chunk_time(exchange.index)
                 sent.append(piece)
         except ConnectionError:
-            owner._bill(exchange.bill(_words_sent(sent), completed=False))
+            owner._bill(exchange.bill(words_sent(sent), completed=False))
             raise
         if reply.cut_off_after_chunks is not None:
-            owner._bill(exchange.bill(_words_sent(sent), completed=False))
+            owner._bill(exchange.bill(words_sent(sent), completed=False))
             self._drop_connection()
             return
         # Billed before the last frames, so a client that has read [DONE] always finds the record.
         owner._bill(exchange.bill(exchange.completion_tokens, completed=True))
-        self._write_event(_chunk(exchange, {}, finish_reason=exchange.finish_reason))
+        self._write_event(chunk_payload(exchange, {}, finish_reason=exchange.finish_reason))
         if exchange.include_usage:
-            self._write_event(_usage_chunk(exchange))
+            self._write_event(usage_chunk_payload(exchange))
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 
@@ -439,108 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _is_chat_request(body: object) -> bool:
-    """Whether `body` has the shape the reply and the bill are read from; anything else is a 400,
-    not a handler crash that drops the connection after taking a reply."""
-    if not isinstance(body, dict) or not isinstance(body.get("stream_options") or {}, dict):
-        return False
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return False
-    for message in messages:
-        calls = message.get("tool_calls") or []
-        if not isinstance(calls, list):
-            return False
-        for call in calls:
-            if not isinstance(call, dict) or not isinstance(call.get("function", {}), dict):
-                return False
-    return True
-
-
 def _drop(connection: socket.socket) -> None:
     # OSError: the peer may have closed it already.
     with contextlib.suppress(OSError):
         connection.shutdown(socket.SHUT_RDWR)
-
-
-def _call_id(call: ScriptedToolCall, request_index: int, position: int) -> str:
-    return call.id if call.id is not None else f"call_{request_index}_{position}"
-
-
-def _pieces(reply: ScriptedReply, request_index: int) -> list[_Piece]:
-    """The content and tool-call chunks of a streamed reply, in order."""
-    pieces = [_Piece({"content": word}, None, word) for word in _TEXT_PIECE.findall(reply.text)]
-    size = reply.args_chunk_size
-    for i, call in enumerate(reply.tool_calls):
-        function = {"name": call.name, "arguments": ""}
-        first = {"index": i, "id": _call_id(call, request_index, i), "type": "function"}
-        pieces.append(_Piece({"tool_calls": [{**first, "function": function}]}, i, ""))
-        arguments = call_arguments_text(call)
-        for start in range(0, len(arguments), size):
-            part = arguments[start : start + size]
-            fragment = {"index": i, "function": {"arguments": part}}
-            pieces.append(_Piece({"tool_calls": [fragment]}, i, part))
-    return pieces
-
-
-def _words_sent(sent: Sequence[_Piece]) -> int:
-    # Joined per source first: argument pieces are cut mid-word.
-    sources = {piece.source for piece in sent}
-    texts = ("".join(p.text for p in sent if p.source == source) for source in sources)
-    return sum(count_words(text) for text in texts)
-
-
-def _usage(exchange: _Exchange) -> dict[str, int]:
-    prompt, completion = exchange.prompt_tokens, exchange.completion_tokens
-    total = prompt + completion
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
-
-
-def _envelope(exchange: _Exchange, kind: str) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-scripted-{exchange.index}",
-        "object": kind,
-        "created": int(time.time()),
-        "model": exchange.model,
-    }
-
-
-def _completion(exchange: _Exchange) -> dict[str, Any]:
-    reply = exchange.reply
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": None if not reply.text and reply.tool_calls else reply.text,
-    }
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": _call_id(call, exchange.index, i),
-                "type": "function",
-                "function": {"name": call.name, "arguments": call_arguments_text(call)},
-            }
-            for i, call in enumerate(reply.tool_calls)
-        ]
-    choice = {"index": 0, "message": message, "finish_reason": exchange.finish_reason}
-    completion = {**_envelope(exchange, "chat.completion"), "choices": [choice]}
-    if not reply.omit_usage:
-        completion["usage"] = _usage(exchange)
-    return completion
-
-
-def _chunk(
-    exchange: _Exchange, delta: dict[str, Any], *, finish_reason: str | None = None
-) -> dict[str, Any]:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-    chunk = {**_envelope(exchange, "chat.completion.chunk"), "choices": [choice]}
-    if exchange.include_usage:
-        # OpenAI sends `"usage": null` on every chunk but the last when usage is requested.
-        chunk["usage"] = None
-    return chunk
-
-
-def _usage_chunk(exchange: _Exchange) -> dict[str, Any]:
-    return {
-        **_envelope(exchange, "chat.completion.chunk"),
-        "choices": [],
-        "usage": _usage(exchange),
-    }
