@@ -17,7 +17,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a mistyped field                 | agent.tool_max_rounds | many       | agent.tool_max_rounds ; (got 'many')                             |
       | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
       | an unknown provider              | agent.provider        | anthropic  | agent.provider ; 'openai' or 'stub' ; (got 'anthropic')          |
-      | an unknown key                   | agent.colour          | blue       | agent.colour: Extra inputs are not permitted ; (got 'blue')      |
+      | an unknown key                   | agent.colour          | blue       | agent.colour: Extra inputs are not permitted                     |
       | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: Extra inputs are not permitted            |
       | a malformed handler path         | agent.tools.0.handler | get_weather | agent.tools.0.handler ; (got 'get_weather')                     |
       | a tool name OpenAI refuses       | agent.tools.0.name    | get weather | agent.tools.0.name ; (got 'get weather')                        |
@@ -74,7 +74,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
 
     Examples:
       | problem                    | handler                                       | reason                                  |
-      | is in a missing module     | nowhere.tools:get_weather                     | cannot be imported: No module named 'nowhere' |
+      | is in a missing module     | nowhere.tools:get_weather                     | cannot be imported: ModuleNotFoundError: No module named 'nowhere' |
       | is missing from its module | cleveractors.testing.demo_tools:get_wether    | cannot be imported ; 'get_wether'       |
       | is not callable            | cleveractors.testing.demo_tools:__all__       | is not callable                         |
 

@@ -146,7 +146,7 @@ Validate Names Every Handler That Cannot Be Imported
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: No module named 'nowhere'
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'
     ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'
 
 Validate Names A Missing API Key Variable
@@ -243,4 +243,4 @@ Serve Refuses A Broken Actor With One Line
     Run Cleveractors    serve    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should Be
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: No module named 'nowhere'; agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'

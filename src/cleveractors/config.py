@@ -7,6 +7,7 @@ equal to 1 (got 0)``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ __all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+_SECRETISH = re.compile(r"api_?key(?!_env)|secret|password|auth", re.IGNORECASE)
 
 
 class _Frozen(BaseModel):
@@ -132,6 +134,8 @@ def _describe_validation_error(origin: str, exc: ValidationError) -> str:
     lines = [f"{origin}: invalid actor config ({exc.error_count()} problem(s))"]
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        got = "" if error["type"] == "missing" else f" (got {error['input']!r})"
+        # An unknown key's value, or a secret-looking field's, may be a pasted API key: never echo.
+        hidden = error["type"] in ("missing", "extra_forbidden") or _SECRETISH.search(where)
+        got = "" if hidden else f" (got {error['input']!r})"
         lines.append(f"  {where}: {error['msg']}{got}")
     return "\n".join(lines)

@@ -55,17 +55,24 @@ class ActorExecutor:
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
     @classmethod
-    def from_config(cls, source: str | Path | Mapping[str, Any] | ActorConfig) -> ActorExecutor:
+    def from_config(
+        cls,
+        source: str | Path | Mapping[str, Any] | ActorConfig,
+        *,
+        origin: str | None = None,
+    ) -> ActorExecutor:
         """Build an executor from a YAML file path, a plain dict or a validated `ActorConfig`.
 
-        The chat model client is built here, once, not per message.
+        The chat model client is built here, once, not per message. `origin` names where a
+        validated `ActorConfig` came from, for error messages (a path is named by itself).
 
         Raises:
             ConfigurationError: naming the file, field and value that are wrong, an unknown
                 provider, a handler that cannot be imported or a missing API key variable.
         """
         config = source if isinstance(source, ActorConfig) else load_actor_config(source)
-        origin = str(source) if isinstance(source, (str, Path)) else "<dict>"
+        if origin is None:
+            origin = str(source) if isinstance(source, (str, Path)) else "<dict>"
         tools, problems = _build_tools(config)
         try:
             model = make_chat_model(config.agent)

@@ -50,7 +50,9 @@ class ToolDispatcher:
         """Run the batch group by group, in model order, until an `ends_turn` call succeeds."""
         ran: list[_Ran] = []
         for group in self._groups(calls):
-            for call, outcome in zip(group, await self._run_group(run, group), strict=True):
+            outcomes = await self._run_group(run, group)
+            _put_in_model_order(run, group)
+            for call, outcome in zip(group, outcomes, strict=True):
                 ran.append((call, outcome))
                 if outcome.error is None and self._ends_turn(call):
                     return Dispatched(ran, (call, outcome))
@@ -87,6 +89,14 @@ class ToolDispatcher:
             self._tools.get(call.name), agent_name=self._agent_name, available=self._available
         )
         outcome = await agent.run(call)
+        # Recorded as soon as it ran: a run cancelled later in the batch still reports it.
+        _record(
+            run,
+            call,
+            status="error" if outcome.error else "ok",
+            output=outcome.output,
+            duration_s=outcome.duration_s,
+        )
         run.sink(
             ToolCallFinished(
                 round=run.round,
@@ -101,8 +111,8 @@ class ToolDispatcher:
 
 
 def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
-    """Put a call's outcome in the transcript (the model reads `content`) and the records."""
-    status: ToolCallStatus = "error" if outcome.error else "ok"
+    """Put a call's outcome in the transcript; `content` is what the model reads (the output,
+    or its condensed form, which then replaces the output in the call's record)."""
     run.messages.append(
         ToolMessage(
             content=content,
@@ -111,7 +121,8 @@ def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content:
             status="error" if outcome.error else "success",
         )
     )
-    _record(run, call, status=status, output=content, duration_s=outcome.duration_s)
+    if content != outcome.output:
+        _replace_output(run, call, content)
 
 
 def skip_call(
@@ -131,6 +142,24 @@ def skip_call(
     run.messages.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
     _record(run, call, status="skipped", output=reason, duration_s=0.0)
     run.sink(ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason))
+
+
+def _put_in_model_order(run: _Run, group: list[ToolCallRequest]) -> None:
+    """Concurrent calls were recorded as they finished; put the group's records in model order."""
+    if len(group) < 2:
+        return
+    order = {call.call_id: index for index, call in enumerate(group)}
+    finished = run.tool_records[-len(group) :]
+    run.tool_records[-len(group) :] = sorted(finished, key=lambda record: order[record.call_id])
+
+
+def _replace_output(run: _Run, call: ToolCallRequest, output: str) -> None:
+    """Record what the model read instead of the raw output (a condensed tool output)."""
+    for position in range(len(run.tool_records) - 1, -1, -1):
+        record = run.tool_records[position]
+        if record.call_id == call.call_id and record.round == run.round:
+            run.tool_records[position] = record.model_copy(update={"output": output})
+            return
 
 
 def _record(

@@ -70,19 +70,26 @@ def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> 
 def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
     """Every call of a reply, parsed ones first (in the model's order), then unparseable ones."""
     parsed = tuple(
-        ToolCallRequest(call_id=call["id"] or "", name=call["name"], arguments=call["args"])
-        for call in reply.tool_calls
+        ToolCallRequest(
+            call_id=call["id"] or _unnamed(position), name=call["name"], arguments=call["args"]
+        )
+        for position, call in enumerate(reply.tool_calls)
     )
     unparsed = tuple(
         ToolCallRequest(
-            call_id=call["id"] or "",
+            call_id=call["id"] or _unnamed(len(parsed) + position),
             name=call["name"] or "",
             arguments=call["args"] or "",
             parse_error=_json_problem(call["args"] or ""),
         )
-        for call in reply.invalid_tool_calls
+        for position, call in enumerate(reply.invalid_tool_calls)
     )
     return parsed + unparsed
+
+
+def _unnamed(position: int) -> str:
+    """The id of a call the provider gave none (the same rule as for streamed fragments)."""
+    return f"call_unnamed_{position}"
 
 
 def _json_problem(text: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -245,6 +245,10 @@ class LLMAgent(Agent):
     def _initial_messages(self, message: str, history: History | None) -> list[BaseMessage]:
         if not isinstance(message, str) or not message.strip():
             raise ConfigurationError(f"message must be a non-empty string, got {message!r}")
+        if isinstance(history, (str, bytes, Mapping)):
+            raise ConfigurationError(
+                f"history must be a list of chat turns, got {type(history).__name__}"
+            )
         messages: list[BaseMessage] = []
         if self.system_prompt:
             messages.append(SystemMessage(self.system_prompt))
@@ -324,7 +328,8 @@ class LLMAgent(Agent):
         ender_call, ender_outcome = dispatched.ender
         for call in calls[len(dispatched.ran) :]:
             skip_call(run, call, ended_by=ender_call, agent_name=self.name)
-        run.sink(TextDelta(round=run.round, text=ender_outcome.output))
+        if ender_outcome.output:  # a stream never yields an empty chunk
+            run.sink(TextDelta(round=run.round, text=ender_outcome.output))
         return _BatchOutcome(answer=ender_outcome.output)
 
     async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:

@@ -69,14 +69,17 @@ class ToolAgent:
     async def _invoke(self, call: ToolCallRequest) -> str:
         tool = self._declared_tool(call)
         arguments = self._validated_arguments(tool, call)
+        deadline = asyncio.timeout(tool.timeout_s)
         try:
-            async with asyncio.timeout(tool.timeout_s):
+            async with deadline:
                 value = await tool.run(arguments)
-        except TimeoutError:
-            raise self._failure(call, f"timed out after {tool.timeout_s:g}s") from None
-        except Exception as exc:  # any handler failure is the model's to read, not ours to raise
+            return value if isinstance(value, str) else json.dumps(value, default=str)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise self._failure(call, f"timed out after {tool.timeout_s:g}s") from None
+            raise self._failure(call, f"raised TimeoutError: {exc}") from exc
+        except Exception as exc:  # a handler's (or its output's) failure is the model's to read
             raise self._failure(call, f"raised {type(exc).__name__}: {exc}") from exc
-        return value if isinstance(value, str) else json.dumps(value, default=str)
 
     def _declared_tool(self, call: ToolCallRequest) -> Tool:
         if self._tool is None:

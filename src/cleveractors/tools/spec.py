@@ -52,6 +52,10 @@ class Tool:
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.ends_turn and self.concurrent:
+            raise ConfigurationError(
+                f"tool {self.name!r}: a tool with ends_turn cannot be concurrent"
+            )
         try:
             Draft202012Validator.check_schema(dict(self.parameters))
         except SchemaError as exc:
@@ -150,8 +154,10 @@ def _import_handler(config: ToolConfig) -> ToolHandler:
     where = f"tool {config.name!r}: handler {config.handler!r}"
     try:
         target: object = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"{where} cannot be imported: {exc}") from None
+    except Exception as exc:  # ImportError, a SyntaxError, or whatever the module raises on import
+        raise ConfigurationError(
+            f"{where} cannot be imported: {type(exc).__name__}: {exc}"
+        ) from None
     for attribute in attribute_path.split("."):
         try:
             target = getattr(target, attribute)

@@ -32,6 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 
@@ -55,7 +56,6 @@ __all__ = [
     "run_error_response",
 ]
 
-_ROUND_SEPARATOR = "\n\n"
 
 # -- requests ----------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class AnswerText:
         begins a new round's text)."""
         piece = delta.text
         if self._round is not None and delta.round != self._round:
-            piece = _ROUND_SEPARATOR + piece
+            piece = ROUND_SEPARATOR + piece
         self._round = delta.round
         self._pieces.append(piece)
         return piece

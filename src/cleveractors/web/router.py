@@ -70,7 +70,8 @@ class ChatTurn(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    role: Literal["user", "assistant", "system"]
+    # No "system": a web client must not add instructions beside the actor's own system prompt.
+    role: Literal["user", "assistant"]
     content: str
 
 
