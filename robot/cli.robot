@@ -139,7 +139,7 @@ Validate Names A Mistyped Field
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tool_max_round: Extra inputs are not permitted (got 3)
+    ...    agent.tool_max_round: Extra inputs are not permitted
 
 Validate Names Every Handler That Cannot Be Imported
     ${actor}    Actor With Unimportable Handlers
@@ -161,7 +161,7 @@ Run With A Bad Config Fails With One Line
     Run Actor    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    1
     Error Output Should Be
-    ...    ${actor}: invalid actor config (1 problem(s)); agent.tool_max_round: Extra inputs are not permitted (got 3)
+    ...    ${actor}: invalid actor config (1 problem(s)); agent.tool_max_round: Extra inputs are not permitted
 
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}
