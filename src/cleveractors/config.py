@@ -31,7 +31,7 @@ __all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
-_SECRETISH = re.compile(r"api_?key(?!_env)|secret|password|auth", re.IGNORECASE)
+_SECRETISH = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 
 
 class _Frozen(BaseModel):
@@ -67,7 +67,8 @@ class LLMAgentConfig(_Frozen):
     provider: Literal["openai", "stub"]
     model: str = "scripted"
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The name of the environment variable holding the key (never the key itself)."""
     temperature: NonNegativeFloat | None = None
     max_retries: int = Field(default=2, ge=0)
     request_timeout_s: PositiveFloat | None = None

@@ -61,7 +61,7 @@ def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> 
     if calls:
         if tool_rounds_done >= max_tool_rounds:
             return _Synthesize("max_rounds")
-        return _CallTools(reply, calls)
+        return _CallTools(_with_call_ids(reply, calls), calls)
     if not reply.text.strip():
         return _Synthesize("stuck")
     return _Finish(reply)
@@ -85,6 +85,20 @@ def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
         for position, call in enumerate(reply.invalid_tool_calls)
     )
     return parsed + unparsed
+
+
+def _with_call_ids(reply: AIMessage, calls: Sequence[ToolCallRequest]) -> AIMessage:
+    """The reply as the transcript must carry it: each call with the id its answer names."""
+    sent = [*reply.tool_calls, *reply.invalid_tool_calls]
+    if all(call["id"] for call in sent):
+        return reply
+    ids = iter(request.call_id for request in calls)
+    return reply.model_copy(
+        update={
+            "tool_calls": [{**call, "id": next(ids)} for call in reply.tool_calls],
+            "invalid_tool_calls": [{**call, "id": next(ids)} for call in reply.invalid_tool_calls],
+        }
+    )
 
 
 def _unnamed(position: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -245,7 +245,7 @@ class LLMAgent(Agent):
     def _initial_messages(self, message: str, history: History | None) -> list[BaseMessage]:
         if not isinstance(message, str) or not message.strip():
             raise ConfigurationError(f"message must be a non-empty string, got {message!r}")
-        if isinstance(history, (str, bytes, Mapping)):
+        if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Iterable | None):
             raise ConfigurationError(
                 f"history must be a list of chat turns, got {type(history).__name__}"
             )
