@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -194,7 +194,7 @@ class LLMAgent(Agent):
     ) -> EventStream:
         """Run a message, streaming its events (text deltas as the provider sends them)."""
 
-        def run(sink: EventSink) -> Any:
+        def run(sink: EventSink) -> Awaitable[RunOutcome]:
             return self._run(message, history, sink, streaming=True)
 
         return EventStream(run, on_result=on_result)
