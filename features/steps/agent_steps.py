@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from behave import given, register_type, then, when
-from behave.model import Row
 from behave.runner import Context
 
 from cleveractors import (
@@ -33,11 +32,11 @@ from cleveractors import (
 )
 from cleveractors.agents._loop import _ToolLoopError, discard_event
 from cleveractors.events import Event, TextDelta, ToolCallStarted
-from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
+from cleveractors.testing import ScriptedChatModel, ScriptedReply
+from cleveractors.testing.tables import other_running_tasks, scripted_reply
 
 register_type(Json=json.loads)
 
-_CALL = re.compile(r"(?P<name>[^\s#]+)(?:#(?P<id>\S+))?(?:\s+(?P<args>.+))?", re.DOTALL)
 _STREAMED_MODES = {"streaming", "events", "agent streaming"}
 _HANG_GUARD_S = 15.0
 """A call that takes this long has hung (scripts sleep 30 s only where a run must be cut
@@ -71,49 +70,6 @@ class _Outcome:
 # -- reading the script tables -----------------------------------------------------------------
 
 
-def _arguments(text: str | None) -> dict[str, object] | str:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return value if isinstance(value, dict) else text
-
-
-def _scripted_calls(cell: str) -> tuple[ScriptedToolCall, ...]:
-    calls = []
-    for written in filter(None, (part.strip() for part in cell.split(" ; "))):
-        match = _CALL.fullmatch(written)
-        assert match is not None, f"not a tool call: {written!r}"
-        calls.append(
-            ScriptedToolCall(name=match["name"], id=match["id"], args=_arguments(match["args"]))
-        )
-    return tuple(calls)
-
-
-_REPLY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
-    "text": ("text", str),
-    "tool calls": ("tool_calls", _scripted_calls),
-    "prompt tokens": ("prompt_tokens", int),
-    "completion tokens": ("completion_tokens", int),
-    "error": ("error", str),
-    "cut off after": ("cut_off_after_chunks", int),
-    "usage": ("omit_usage", lambda cell: cell == "omitted"),
-    "delay": ("chunk_delay_s", float),
-    "args chunk": ("args_chunk_size", int),
-}
-
-
-def _scripted_reply(row: Row) -> ScriptedReply:
-    fields: dict[str, Any] = {}
-    for heading in row.headings:
-        if row[heading]:
-            key, convert = _REPLY_COLUMNS[heading]
-            fields[key] = convert(row[heading])
-    return ScriptedReply(**fields)
-
-
 # -- running the actor -------------------------------------------------------------------------
 
 
@@ -125,15 +81,6 @@ def _executor(context: Context) -> ActorExecutor:
         context.executor = executor
     context.model = executor.agent.model
     return executor
-
-
-def _other_tasks() -> list[str]:
-    current = asyncio.current_task()
-    return [
-        f"{task.get_name()}: {task.get_coro()!r}"
-        for task in asyncio.all_tasks()
-        if task is not current and not task.done()
-    ]
 
 
 async def _consume(outcome: _Outcome, executor: ActorExecutor, message: str, history: Any) -> None:
@@ -183,7 +130,7 @@ def _settle(outcome: _Outcome, executor: ActorExecutor) -> None:
     if outcome.result is None:
         outcome.result = outcome.last_result
     outcome.usage_var = last_token_usage_var.get()
-    outcome.tasks_left = _other_tasks()
+    outcome.tasks_left = [f"{t.get_name()}: {t.get_coro()!r}" for t in other_running_tasks()]
 
 
 def _run(context: Context, call: Callable[[ActorExecutor], Awaitable[_Outcome]]) -> None:
@@ -207,7 +154,7 @@ async def _wait_until(condition: Callable[[], bool]) -> None:
 
 @given("the actor's model replies:")
 def _given_script(context: Context) -> None:
-    context.actor["agent"]["script"] = [_scripted_reply(row) for row in context.table]
+    context.actor["agent"]["script"] = [scripted_reply(row.as_dict()) for row in context.table]
 
 
 @given('the actor\'s model answers every message with "{text}"')
@@ -338,13 +285,13 @@ def _when_consumer_stops(context: Context, word: str, how: str) -> None:
                 outcome.events.append(event)
                 if isinstance(event, TextDelta) and event.text.strip() == word:
                     break
-            await _wait_until(lambda: not _other_tasks())
+            await _wait_until(lambda: not other_running_tasks())
         else:
             async for chunk in executor.execute_stream(message):
                 outcome.chunks.append(chunk)
                 if chunk.strip() == word:
                     break
-            await _wait_until(lambda: not _other_tasks())
+            await _wait_until(lambda: not other_running_tasks())
         _settle(outcome, executor)
         return outcome
 

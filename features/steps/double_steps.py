@@ -21,14 +21,12 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import tiktoken.load
 from behave import given, then, when
-from behave.model import Row
 from behave.runner import Context
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -42,11 +40,10 @@ from cleveractors.testing import (
     ScriptedChatModel,
     ScriptedOpenAIServer,
     ScriptedReply,
-    ScriptedToolCall,
 )
 from cleveractors.testing.demo_tools import get_weather
+from cleveractors.testing.tables import scripted_reply, scripted_tool_calls
 
-_CALL = re.compile(r"(?P<name>[^\s#]+)(?:#(?P<id>\S+))?(?:\s+(?P<args>.+))?", re.DOTALL)
 _MODEL = "gpt-4o-mini"
 _API_KEY = "sk-scripted-test"
 _WAIT_STEP_S = 0.01
@@ -94,36 +91,6 @@ class _ClientCall:
 
 def _words(text: str) -> int:
     return len(text.split())
-
-
-def _scripted_calls(cell: str) -> tuple[ScriptedToolCall, ...]:
-    calls = []
-    for written in filter(None, (part.strip() for part in cell.split(" ; "))):
-        match = _CALL.fullmatch(written)
-        assert match is not None, f"not a tool call: {written!r}"
-        args = json.loads(match["args"]) if match["args"] else {}
-        calls.append(ScriptedToolCall(name=match["name"], id=match["id"], args=args))
-    return tuple(calls)
-
-
-_REPLY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
-    "text": ("text", str),
-    "tool calls": ("tool_calls", _scripted_calls),
-    "usage": ("omit_usage", lambda cell: cell == "omitted"),
-    "error": ("error", str),
-    "cut off after": ("cut_off_after_chunks", int),
-    "delay": ("chunk_delay_s", float),
-    "args chunk": ("args_chunk_size", int),
-}
-
-
-def _scripted_reply(row: Row) -> ScriptedReply:
-    fields: dict[str, Any] = {}
-    for heading in row.headings:
-        if row[heading]:
-            key, convert = _REPLY_COLUMNS[heading]
-            fields[key] = convert(row[heading])
-    return ScriptedReply(**fields)
 
 
 def _server(context: Context, replies: list[ScriptedReply], *, started: bool) -> None:
@@ -209,7 +176,7 @@ def _chat_body(prompt: str) -> dict[str, Any]:
 
 @given("the scripted server is started with the replies:")
 def _given_server_script(context: Context) -> None:
-    _server(context, [_scripted_reply(row) for row in context.table], started=True)
+    _server(context, [scripted_reply(row.as_dict()) for row in context.table], started=True)
 
 
 @given('the scripted server is started with the reply "{text}"')
@@ -402,7 +369,7 @@ def _then_tool_call_completion(context: Context) -> None:
 def _then_completion_calls(context: Context, calls: str) -> None:
     received = context.client_calls[-1].completion.choices[0].message.tool_calls
     seen = [(c.id, c.function.name, json.loads(c.function.arguments)) for c in received]
-    expected = [(call.id, call.name, call.args) for call in _scripted_calls(calls)]
+    expected = [(call.id, call.name, call.args) for call in scripted_tool_calls(calls)]
     assert seen == expected, seen
 
 

@@ -36,6 +36,7 @@ from cleveractors import (
 )
 from cleveractors.events import Event, ToolCallStarted
 from cleveractors.testing import ScriptedChatModel, demo_tools
+from cleveractors.testing.tables import other_running_tasks
 
 _HANG_GUARD_S = 15.0
 """A run that takes this long has hung: fail the step, not the suite's time budget."""
@@ -224,15 +225,6 @@ class _CallOutcome:
     tasks_left: list[str] = field(default_factory=list)
 
 
-def _other_tasks() -> list[str]:
-    current = asyncio.current_task()
-    return [
-        f"{task.get_name()}: {task.get_coro()!r}"
-        for task in asyncio.all_tasks()
-        if task is not current and not task.done()
-    ]
-
-
 _STOPS = {
     "cancelling the blocking caller's task",
     "cancelling the event consumer's task",
@@ -265,7 +257,7 @@ async def _stop_during_tool(
         outcome.error = exc
     outcome.last_result = executor.last_result
     outcome.result = outcome.last_result if events is None else events.result
-    outcome.tasks_left = _other_tasks()
+    outcome.tasks_left = [f"{t.get_name()}: {t.get_coro()!r}" for t in other_running_tasks()]
     return outcome
 
 

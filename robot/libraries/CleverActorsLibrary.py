@@ -28,6 +28,7 @@ from cleveractors import ActorExecutor, ExecutionResult
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import Event, TextDelta, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing.tables import other_running_tasks
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
 API_KEY_ENV = "CLEVERACTORS_ROBOT_API_KEY"
@@ -260,11 +261,11 @@ class CleverActorsLibrary:
             if style == "aclose":
                 await stream.aclose()
             else:
-                await _until(lambda: not _other_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
-        turn.tasks_left = [repr(task) for task in _other_tasks()]
+                await _until(lambda: not other_running_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
+        turn.tasks_left = [repr(task) for task in other_running_tasks()]
         # Let whatever the stop set off finish, and collect it, so that an exception nobody
         # retrieved is reported to the loop now, inside this turn.
-        await _until(lambda: not _other_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
+        await _until(lambda: not other_running_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
         gc.collect()
         await asyncio.sleep(0)
         return "".join(turn.chunks)
@@ -745,11 +746,6 @@ def _describe_exception_chain(error: BaseException | None) -> str:
         parts += [str(error), repr(error), repr(error.args), repr(getattr(error, "body", None))]
         error = error.__cause__ or error.__context__
     return "\n".join(parts)
-
-
-def _other_tasks() -> set[asyncio.Task[Any]]:
-    current = asyncio.current_task()
-    return {task for task in asyncio.all_tasks() if task is not current and not task.done()}
 
 
 async def _until(condition: Callable[[], bool], *, timeout_s: float) -> None:
