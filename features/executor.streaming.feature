@@ -33,7 +33,7 @@ Feature: execute_stream() streams every round token by token, at no extra cost
     And the blocking and the streamed run report the same tokens and calls
     And the reported tokens are what the model reported for each call
 
-  Scenario: With stream_tool_rounds false, the final answer comes as one chunk, for the same requests
+  Scenario: With stream_tool_rounds false, each round's text comes as one chunk, for the same requests
     Given the actor declares the demo tool get_weather
     And the actor does not stream tool rounds
     And the actor's model replies:
@@ -41,7 +41,8 @@ Feature: execute_stream() streams every round token by token, at no extra cost
       | Let me check the weather first.       | get_weather#w1 {"city": "Paris"} |
       | It is 18 C with light rain in Paris.  |                                  |
     When the actor is asked "Weather in Paris?" in streaming mode
-    Then the stream yielded one chunk: "It is 18 C with light rain in Paris."
+    Then the stream yielded the chunks "Let me check the weather first." and "\n\nIt is 18 C with light rain in Paris."
+    And the answer is "It is 18 C with light rain in Paris."
     And no request to the model was streamed
     And every scripted reply was used
     And the model was asked 2 times

@@ -394,10 +394,12 @@ def _when_closed_unread(context: Context, kind: str) -> None:
 def _then_answer(context: Context, text: str) -> None:
     outcome = context.outcome
     assert outcome.error is None, f"the call failed: {outcome.error!r}"
-    assert outcome.result.text == text, f"answer {outcome.result.text!r}"
+    assert outcome.result.answer == text, f"answer {outcome.result.answer!r}"
+    assert outcome.result.text.endswith(text), f"text {outcome.result.text!r}"
     if outcome.mode in _STREAMED_MODES:
         shown = "".join(outcome.chunks)
-        assert shown.endswith(text), f"the user was shown {shown!r}"
+        # One rule for the text of a run: the result's text is what the stream showed.
+        assert shown == outcome.result.text, f"shown {shown!r}, text {outcome.result.text!r}"
         assert all(outcome.chunks), f"an empty chunk was yielded: {outcome.chunks!r}"
 
 

@@ -82,6 +82,12 @@ def _then_one_chunk(context: Context, text: str) -> None:
     assert context.outcome.chunks == [text], f"chunks: {context.outcome.chunks}"
 
 
+@then('the stream yielded the chunks "{first}" and "{second}"')
+def _then_two_chunks(context: Context, first: str, second: str) -> None:
+    expected = [first, second.replace("\\n", "\n")]
+    assert context.outcome.chunks == expected, f"chunks: {context.outcome.chunks}"
+
+
 @then('the user was never shown "{text}"')
 def _then_not_shown(context: Context, text: str) -> None:
     assert context.outcome.chunks, "nothing was streamed"

@@ -54,6 +54,8 @@ class ExecutionResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     text: str
+    """Everything the user saw: every round's text, rounds set apart by a blank line (the rule
+    of `cleveractors.agents.text`, the same as the joined chunks of `execute_stream()`)."""
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
@@ -67,6 +69,10 @@ class ExecutionResult(BaseModel):
     budget_exhausted: bool = False
     error: ErrorInfo | None = None
     cancelled: bool = False
+    answer: str = ""
+    """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
+    run_id: str | None = None
+    """The run's id (`RunScope.id`), which logs name too; None for a run that never started."""
 
     @property
     def usage(self) -> TokenUsage:

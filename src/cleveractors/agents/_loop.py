@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import ToolCallRequest
-from cleveractors.events import Event, UsageRecorded
+from cleveractors.events import Event, TextDelta, UsageRecorded
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.usage import CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
@@ -142,6 +143,8 @@ class _Run:
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
     in_flight: _InFlightCall | None = None
+    shown: RunText = field(default_factory=RunText)
+    """The text the user sees, whether or not the run streams: `ExecutionResult.text`."""
 
     def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
         call = self.ledger.record(purpose=purpose, round=self.round, usage=usage)
@@ -175,8 +178,15 @@ class _Run:
             self.record_usage(call.purpose, _estimate(call.messages, text, partial))
         self.in_flight = None
 
+    def show_text(self, text: str) -> None:
+        """Text the user sees (a reply's, or an `ends_turn` tool's output): streamed by a
+        streaming run, and part of the result's text either way."""
+        if self.streaming and text:
+            self.sink(TextDelta(round=self.round, text=text))
+        self.shown.add(self.round, text)
+
     def result(self, message: AIMessage) -> _ToolLoopResult:
-        return _ToolLoopResult(message=message, progress=self._progress())
+        return _ToolLoopResult(message=message, progress=self._progress(), text=self.shown.text)
 
     def error(self, cause: BaseException) -> _ToolLoopError:
         return _ToolLoopError(cause, self._progress())
@@ -218,10 +228,13 @@ class _RunProgress:
     def usage(self) -> TokenUsage:
         return sum((call.usage for call in self.calls), TokenUsage())
 
-    def execution_result(self, *, text: str, error: BaseException | None = None) -> ExecutionResult:
+    def execution_result(
+        self, *, text: str, answer: str = "", error: BaseException | None = None
+    ) -> ExecutionResult:
         usage = self.usage
         return ExecutionResult(
             text=text,
+            answer=answer,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens,
@@ -249,6 +262,8 @@ class _ToolLoopResult:
 
     message: AIMessage
     progress: _RunProgress
+    text: str
+    """Everything the user saw, by the rule of `cleveractors.agents.text`."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -279,7 +294,7 @@ class _ToolLoopResult:
         return self.progress.tool_records
 
     def execution_result(self) -> ExecutionResult:
-        return self.progress.execution_result(text=self.message.text)
+        return self.progress.execution_result(text=self.text, answer=self.message.text)
 
 
 class _ToolLoopError(Exception):

@@ -52,6 +52,7 @@ from cleveractors.events import (
     ToolCallRequested,
 )
 from cleveractors.result import ExecutionResult, SynthesisReason
+from cleveractors.runs import RunScope, run_scope
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
 from cleveractors.usage import CallPurpose, last_token_usage_var
@@ -202,11 +203,14 @@ class LLMAgent(Agent):
     async def _run(
         self, message: str, history: History | None, sink: EventSink, *, streaming: bool
     ) -> RunOutcome:
-        try:
-            finished = await self._execute_tool_loop(message, history, sink, streaming=streaming)
-        except _ToolLoopError as failure:
-            return RunOutcome(failure.execution_result(), failure.cause)
-        return RunOutcome(finished.execution_result())
+        with run_scope() as scope:
+            try:
+                finished = await self._execute_tool_loop(
+                    message, history, sink, streaming=streaming
+                )
+            except _ToolLoopError as failure:
+                return RunOutcome(_named(failure.execution_result(), scope), failure.cause)
+            return RunOutcome(_named(finished.execution_result(), scope))
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -279,11 +283,12 @@ class LLMAgent(Agent):
             fold = ReplyFold()
             run.in_flight = _InFlightCall(purpose, sent, fold)
             reply = await self._stream_reply(model, sent, fold, run)
+            run.shown.add(run.round, reply.text)
         else:
             run.in_flight = _InFlightCall(purpose, sent, None)
             reply = _as_ai_message(await model.ainvoke(sent))
-            if shows_text and reply.text and not reply.tool_calls:
-                run.sink(TextDelta(round=run.round, text=reply.text))
+            if purpose != "pruning":
+                run.show_text(reply.text)
         run.record_reply(purpose, reply, sent)
         return reply
 
@@ -328,8 +333,7 @@ class LLMAgent(Agent):
         ender_call, ender_outcome = dispatched.ender
         for call in calls[len(dispatched.ran) :]:
             skip_call(run, call, ended_by=ender_call, agent_name=self.name)
-        if ender_outcome.output:  # a stream never yields an empty chunk
-            run.sink(TextDelta(round=run.round, text=ender_outcome.output))
+        run.show_text(ender_outcome.output)
         return _BatchOutcome(answer=ender_outcome.output)
 
     async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:
@@ -382,6 +386,10 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
         messages = [*run.messages, HumanMessage(prompt)]
         return await self._model_turn(run, "synthesis", tools_bound=False, messages=messages)
+
+
+def _named(result: ExecutionResult, scope: RunScope) -> ExecutionResult:
+    return result.model_copy(update={"run_id": scope.id})
 
 
 def _as_ai_message(reply: object) -> AIMessage:

@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Self, cast
 
+from cleveractors.agents.text import ROUND_SEPARATOR, RunText
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.usage import last_token_usage_var
 
 __all__ = ["ROUND_SEPARATOR", "EventStream", "RunOutcome", "TextStream"]
-
-ROUND_SEPARATOR = "\n\n"
-"""What `TextStream` puts between the text of two rounds (e.g. before the answer after tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,15 +178,15 @@ class _TextChunks:
     """Iterates the text deltas of a run's events. A plain iterator, not a generator: the events
     generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out.
 
-    Text of a later round (the answer after tool calls) is set apart from the text before it by a
-    blank line, so the joined chunks read as paragraphs rather than "...check.It is...".
+    The chunks join by the rule of `cleveractors.agents.text` (rounds set apart by a blank line),
+    so they add up to the run's `result.text`.
     """
 
-    __slots__ = ("_events", "_text_round")
+    __slots__ = ("_events", "_text")
 
     def __init__(self, events: AsyncGenerator[Event, None]) -> None:
         self._events = events
-        self._text_round: int | None = None
+        self._text = RunText()
 
     def __aiter__(self) -> _TextChunks:
         return self
@@ -196,8 +194,5 @@ class _TextChunks:
     async def __anext__(self) -> str:
         while True:
             event = await self._events.__anext__()
-            if isinstance(event, TextDelta):
-                previous, self._text_round = self._text_round, event.round
-                if previous is not None and previous != event.round:
-                    return ROUND_SEPARATOR + event.text
-                return event.text
+            if isinstance(event, TextDelta) and (piece := self._text.add(event.round, event.text)):
+                return piece

@@ -11,6 +11,7 @@ import asyncio
 import re
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
 from cleveractors.errors import ScriptExhaustedError
+from cleveractors.runs import RunScope, current_run_var
 from cleveractors.testing.script import (
     ScriptedReply,
     call_arguments_text,
@@ -66,11 +68,22 @@ class ScriptedChatModel(BaseChatModel):
         'Hello there'
 
     Running out of replies raises `ScriptExhaustedError`; the script never wraps around.
+
+    With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
+    script from its first reply, so one model serves any number of runs, concurrent ones each
+    with its own replay; within a run it still never wraps around. Calls made outside any run
+    share one position, as without the option. `remaining` and `assert_consumed()` look at the
+    run of the latest call.
     """
 
     replies: list[ScriptedReply]
+    replay_per_run: bool = False
 
     _position: int = PrivateAttr(default=0)
+    _latest_position: int = PrivateAttr(default=0)
+    _run_positions: weakref.WeakKeyDictionary[RunScope, int] = PrivateAttr(
+        default_factory=weakref.WeakKeyDictionary
+    )
     _requests: list[ScriptedRequest] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -85,7 +98,8 @@ class ScriptedChatModel(BaseChatModel):
 
     @property
     def remaining(self) -> int:
-        return len(self.replies) - self._position
+        """Replies the latest call's run (or, outside runs, the script) has not used yet."""
+        return len(self.replies) - self._latest_position
 
     def assert_consumed(self) -> None:
         """Fail when some scripted replies were never asked for."""
@@ -159,16 +173,22 @@ class ScriptedChatModel(BaseChatModel):
         self, messages: list[BaseMessage], options: dict[str, Any], *, streamed: bool
     ) -> _Turn:
         tool_names = tuple(tool["function"]["name"] for tool in options.get("tools") or ())
+        scope = current_run_var.get() if self.replay_per_run else None
         with self._lock:
             self._requests.append(ScriptedRequest(tuple(messages), tool_names, streamed))
-            if self._position >= len(self.replies):
+            position = self._position if scope is None else self._run_positions.get(scope, 0)
+            if position >= len(self.replies):
                 raise ScriptExhaustedError(
-                    f"scripted model has no reply left for call {self._position + 1} "
+                    f"scripted model has no reply left for call {position + 1} "
                     f"(the script has {len(self.replies)})"
                 )
-            reply = self.replies[self._position]
-            self._position += 1
-            number = self._position
+            reply = self.replies[position]
+            number = position + 1
+            self._latest_position = number
+            if scope is None:
+                self._position = number
+            else:
+                self._run_positions[scope] = number
         if reply.error is not None:
             raise ModelAPIError(reply.error)
         return _Turn(reply, number)

@@ -17,10 +17,10 @@ How a conversation becomes an actor turn:
 
 The `model` a client asks for is echoed in the reply: the actor answers whatever name is used.
 
-The answer is every text the model wrote for the user during the turn, rounds separated by a blank
-line (`AnswerText`): the words a model writes before calling tools ("Let me look that up.") are
-part of what a streaming client shows, so the non-streamed content carries them too and both modes
-give the same text.
+The answer is the run's text (`result.text`, see `cleveractors.agents.text`): every text the model
+wrote for the user during the turn, rounds separated by a blank line. The words a model writes
+before calling tools ("Let me look that up.") are part of what a streaming client shows, so the
+non-streamed content carries them too and both modes give the same text.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cleveractors.agents.stream import ROUND_SEPARATOR
+from cleveractors.agents.text import RunText
 from cleveractors.events import TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 
@@ -266,23 +266,17 @@ class CompletionReply:
 
 
 class AnswerText:
-    """The text a turn wrote for the user, collected from its text deltas: the texts of
-    different rounds are separated by a blank line, so they do not run into each other."""
+    """The text a turn wrote for the user, collected from its text deltas by the one rule of
+    `cleveractors.agents.text`, so it equals the run's `result.text`."""
 
     def __init__(self) -> None:
-        self._pieces: list[str] = []
-        self._round: int | None = None
+        self._text = RunText()
 
     @property
     def text(self) -> str:
-        return "".join(self._pieces)
+        return self._text.text
 
     def add(self, delta: TextDelta) -> str:
         """Take the next delta; returns the piece to show (its text, after a separator when it
         begins a new round's text)."""
-        piece = delta.text
-        if self._round is not None and delta.round != self._round:
-            piece = ROUND_SEPARATOR + piece
-        self._round = delta.round
-        self._pieces.append(piece)
-        return piece
+        return self._text.add(delta.round, delta.text)

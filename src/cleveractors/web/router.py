@@ -18,6 +18,7 @@ context stops the run if it is still going, waits until its usage is settled, an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Literal, TypeVar
@@ -50,6 +51,8 @@ UsageCallback = Callable[[ExecutionResult], None]
 """Called once per request that ran the actor, with the final result, for billing."""
 
 _Body = TypeVar("_Body", bound=BaseModel)
+
+logger = logging.getLogger(__name__)
 
 # When the client leaves before the run was ever started (it is started by the first read of
 # its events), nothing was spent; the callback still hears of the request, once.
@@ -170,8 +173,17 @@ async def _billed_run(
         # must still be stopped and its usage settled before it is reported.
         with anyio.CancelScope(shield=True):
             await stream.aclose()
+        _log_failure(stream.result)
         if on_usage is not None:
             on_usage(stream.result or _NOTHING_SPENT)
+
+
+def _log_failure(result: ExecutionResult | None) -> None:
+    """A failed run is logged here, server-side, whatever the client was told."""
+    if result is not None and result.error is not None and not result.cancelled:
+        logger.error(
+            "run %s failed: %s: %s", result.run_id, result.error.type, result.error.message
+        )
 
 
 class _RunStreamResponse(EventSourceResponse):

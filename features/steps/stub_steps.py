@@ -1,0 +1,79 @@
+"""Steps about the `stub` provider replaying its script for every run of an executor."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from behave import given, then, when
+from behave.runner import Context
+
+from cleveractors import ActorExecutor, ExecutionResult
+
+
+@given("the stub actor file:")
+def _given_stub_actor(context: Context) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cleveractors-stub-"))
+    path = folder / "actor.yaml"
+    path.write_text(context.text, encoding="utf-8")
+    context.add_cleanup(lambda: (path.unlink(), folder.rmdir()))
+    context.stub_executor = ActorExecutor.from_config(path)
+
+
+async def _ask(executor: ActorExecutor, message: str, mode: str) -> ExecutionResult:
+    if mode == "blocking":
+        try:
+            return await executor.execute(message)
+        except Exception:
+            assert executor.last_result is not None
+            return executor.last_result
+    async with executor.execute_stream(message) as stream:
+        try:
+            async for _ in stream:
+                pass
+        except Exception:
+            pass
+    assert stream.result is not None
+    return stream.result
+
+
+@when('the stub actor is asked "{message}" {count:d} times in {mode} mode')
+def _when_asked_in_turn(context: Context, message: str, count: int, mode: str) -> None:
+    async def in_turn() -> list[ExecutionResult]:
+        return [await _ask(context.stub_executor, message, mode) for _ in range(count)]
+
+    context.stub_results = asyncio.run(in_turn())
+
+
+@when('the stub actor is asked "{message}" {count:d} times at once')
+def _when_asked_at_once(context: Context, message: str, count: int) -> None:
+    async def at_once() -> list[ExecutionResult]:
+        modes = ["blocking", "streaming"] * count
+        runs = (_ask(context.stub_executor, message, mode) for mode in modes[:count])
+        return list(await asyncio.gather(*runs))
+
+    context.stub_results = asyncio.run(at_once())
+
+
+@then('every run answered "{text}" after {calls:d} LLM calls')
+def _then_every_run_answered(context: Context, text: str, calls: int) -> None:
+    for number, result in enumerate(context.stub_results, start=1):
+        assert result.error is None, f"run {number} failed: {result.error}"
+        assert result.answer == text, f"run {number} answered {result.answer!r}"
+        assert result.llm_calls == calls, f"run {number} made {result.llm_calls} calls"
+
+
+@then("every run has its own run id")
+def _then_own_run_ids(context: Context) -> None:
+    ids = [result.run_id for result in context.stub_results]
+    assert all(ids), ids
+    assert len(set(ids)) == len(ids), ids
+
+
+@then('every run failed with {error_type} "{message}"')
+def _then_every_run_failed(context: Context, error_type: str, message: str) -> None:
+    for number, result in enumerate(context.stub_results, start=1):
+        assert result.error is not None, f"run {number} did not fail"
+        assert result.error.type == error_type, f"run {number}: {result.error}"
+        assert message in result.error.message, f"run {number}: {result.error.message}"
