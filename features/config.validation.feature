@@ -17,8 +17,8 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a mistyped field                 | agent.tool_max_rounds | many       | agent.tool_max_rounds ; (got 'many')                             |
       | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
       | an unknown provider              | agent.provider        | anthropic  | agent.provider ; 'openai' or 'stub' ; (got 'anthropic')          |
-      | an unknown key                   | agent.colour          | blue       | agent.colour: Extra inputs are not permitted                     |
-      | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: Extra inputs are not permitted            |
+      | an unknown key                   | agent.colour          | blue       | agent.colour: unknown key                     |
+      | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: unknown key            |
       | a malformed handler path         | agent.tools.0.handler | get_weather | agent.tools.0.handler ; (got 'get_weather')                     |
       | a tool name OpenAI refuses       | agent.tools.0.name    | get weather | agent.tools.0.name ; (got 'get weather')                        |
       | an empty name                    | name                  | ""         | name ; (got '')                                                  |
@@ -112,7 +112,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       - name: weather-assistant
       """
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError naming the file and "(top level): Input should be a valid dictionary"
+    Then loading fails with a ConfigurationError naming the file and "(top level): expected a mapping with 'name' and 'agent', not a list"
 
   Scenario: A config file that does not exist is refused, naming the file
     Given an actor config path that does not exist

@@ -139,18 +139,18 @@ Feature: Review regressions: a misbehaving handler, config or caller never crash
 
     Examples:
       | field                     | value                    | message names                                             |
-      | agent.api_key             | sk-canary-123            | agent.api_key: Extra inputs are not permitted             |
-      | agent.access_token        | sk-canary-123            | agent.access_token: Extra inputs are not permitted        |
-      | agent.client_secret       | sk-canary-123            | agent.client_secret: Extra inputs are not permitted       |
-      | agent.tools.0.db_password | sk-canary-123            | agent.tools.0.db_password: Extra inputs are not permitted |
-      | agent.secrets             | {openai: sk-canary-123}  | agent.secrets: Extra inputs are not permitted             |
+      | agent.api_key             | sk-canary-123            | agent.api_key: unknown key             |
+      | agent.access_token        | sk-canary-123            | agent.access_token: unknown key        |
+      | agent.client_secret       | sk-canary-123            | agent.client_secret: unknown key       |
+      | agent.tools.0.db_password | sk-canary-123            | agent.tools.0.db_password: unknown key |
+      | agent.secrets             | {openai: sk-canary-123}  | agent.secrets: unknown key             |
       | agent.api_key_env         | [sk-canary-123]          | agent.api_key_env ; Input should be a valid string        |
       | agent.token_budget        | sk-canary-123            | agent.token_budget ; Input should be a valid integer      |
 
   Scenario: A secret-looking key in a config dict is not echoed either
     Given an actor config dict where agent.api_key is sk-canary-123
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError saying "<dict> ; agent.api_key: Extra inputs are not permitted"
+    Then loading fails with a ConfigurationError saying "<dict> ; agent.api_key: unknown key"
     And regression: the error does not show "sk-canary-123"
 
   # -- 6. a tool built in code cannot end the turn and be concurrent ------------------------------

@@ -134,20 +134,24 @@ Validate Accepts The Demo Actor
     Command Should Succeed
     Output Should Be    OK: weather-assistant (2 tools)
 
-Validate Names A Mistyped Field
+Validate Names A Mistyped Field And An Unimportable Handler In One Run
     ${actor}    Actor With Mistyped Field And Unimportable Handler
+    ${actor_dir}    Folder Of    ${actor}
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tool_max_round: Extra inputs are not permitted
+    ...    agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
 
 Validate Names Every Handler That Cannot Be Imported
     ${actor}    Actor With Unimportable Handlers
+    ${actor_dir}    Folder Of    ${actor}
+    ${demo_module}    Module File Of    cleveractors.demo
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'
-    ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
+    ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' (${demo_module}) has no 'no_such_function'
 
 Validate Names A Missing API Key Variable
     ${actor}    Remote Actor Without API Key
@@ -160,8 +164,8 @@ Run With A Bad Config Fails With One Line
     ${actor}    Actor With Mistyped Field And Unimportable Handler
     Run Actor    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    1
-    Error Output Should Be
-    ...    ${actor}: invalid actor config (1 problem(s)); agent.tool_max_round: Extra inputs are not permitted
+    Error Output Should Start With
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?; agent.tools.0:
 
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}

@@ -210,3 +210,8 @@ def _then_no_canary(context: Context) -> None:
     assert "openai._base_client" in debug_loggers, debug_loggers
     leaks = [where for where, text in places.items() if canary in text]
     assert not leaks, f"the API key leaked into: {leaks}"
+
+
+@then('the error does not say "{text}"')
+def _then_error_lacks(context: Context, text: str) -> None:
+    assert text not in str(context.error), f"{text!r} is in: {context.error}"

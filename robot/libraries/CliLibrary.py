@@ -8,6 +8,7 @@ talks to it with `--base-url`.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import pty
@@ -220,6 +221,16 @@ class CliLibrary:
                 "agent": {"provider": "openai", "api_key_env": "CLEVERACTORS_TEST_UNSET_KEY"},
             }
         )
+
+    @keyword
+    def folder_of(self, path: str) -> str:
+        """The folder a file is in, as the CLI names it."""
+        return str(Path(path).parent)
+
+    @keyword
+    def module_file_of(self, module: str) -> str:
+        """Where an installed module's source file is."""
+        return str(importlib.import_module(module).__file__)
 
     @keyword
     def scripted_answer_of(self, actor: str) -> str:
@@ -542,6 +553,18 @@ class CliLibrary:
         errors = [line for line in stderr.splitlines() if line.startswith("error:")]
         if "Traceback" in stderr or errors != [f"error: {message}"]:
             raise AssertionError(f"error output is not the one line 'error: {message}':\n{stderr}")
+
+    @keyword
+    def error_output_should_start_with(self, message: str) -> None:
+        """Standard error holds exactly one error line, starting `error: <message>`."""
+        stderr = self._last().stderr
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        if (
+            "Traceback" in stderr
+            or len(errors) != 1
+            or not errors[0].startswith(f"error: {message}")
+        ):
+            raise AssertionError(f"error output is not one line 'error: {message}...':\n{stderr}")
 
     @keyword
     def error_output_should_list_problems(self, *problems: str) -> None:

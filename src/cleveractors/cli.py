@@ -214,7 +214,7 @@ def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
             )
         agent = config.agent.model_copy(update={"base_url": base_url})
         config = config.model_copy(update={"agent": agent})
-    return ActorExecutor.from_config(config, origin=str(actor))
+    return ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
 
 
 async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:

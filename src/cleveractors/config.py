@@ -7,10 +7,11 @@ equal to 1 (got 0)``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -23,19 +24,40 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from cleveractors.errors import ConfigurationError
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
+__all__ = [
+    "ActorConfig",
+    "LLMAgentConfig",
+    "ToolConfig",
+    "check_actor_config",
+    "config_origin",
+    "describe_problems",
+    "load_actor_config",
+    "read_actor_source",
+]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+_ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _SECRETISH = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _CrossFieldError(ValueError):
+    """A rule between fields, reported at the field it is about, with that field's own value
+    (pydantic would name the enclosing object and echo all of it)."""
+
+    def __init__(self, field: str, value: object, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
 
 
 class ToolConfig(_Frozen):
@@ -56,7 +78,9 @@ class ToolConfig(_Frozen):
     @model_validator(mode="after")
     def _ends_turn_is_sequential(self) -> ToolConfig:
         if self.ends_turn and self.concurrent:
-            raise ValueError("a tool with ends_turn: true cannot be concurrent: true")
+            raise _CrossFieldError(
+                "concurrent", True, "a tool with ends_turn: true cannot be concurrent: true"
+            )
         return self
 
 
@@ -67,7 +91,7 @@ class LLMAgentConfig(_Frozen):
     provider: Literal["openai", "stub"]
     model: str = "scripted"
     base_url: str | None = None
-    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=_ENV_NAME_PATTERN)
     """The name of the environment variable holding the key (never the key itself)."""
     temperature: NonNegativeFloat | None = None
     max_retries: int = Field(default=2, ge=0)
@@ -85,13 +109,21 @@ class LLMAgentConfig(_Frozen):
     @model_validator(mode="after")
     def _check_provider_fields(self) -> LLMAgentConfig:
         if self.provider == "stub" and self.script is None:
-            raise ValueError("provider 'stub' needs a 'script' (a list of replies)")
+            raise _CrossFieldError(
+                "script", None, "provider 'stub' needs a 'script' (a list of replies)"
+            )
         if self.provider == "openai" and self.script is not None:
-            raise ValueError("'script' is only for provider 'stub'")
+            raise _CrossFieldError(
+                "provider", self.provider, "'script' is only for provider 'stub'"
+            )
         names = [tool.name for tool in self.tools]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+            raise _CrossFieldError(
+                "tools",
+                duplicates,
+                f"tool names must be unique; repeated: {', '.join(duplicates)}",
+            )
         return self
 
 
@@ -106,37 +138,124 @@ def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:
     """Read and validate an actor config from a YAML file path or a plain dict.
 
     Raises:
-        ConfigurationError: the file is missing or not YAML, or a field is missing or wrong.
+        ConfigurationError: the file is missing, empty or not YAML, or fields are missing or
+            wrong (every problem at once).
     """
-    origin = "<dict>"
-    if isinstance(source, (str, Path)):
-        origin = str(source)
-        raw = _read_yaml(Path(source))
-    else:
-        raw = source
-    try:
-        return ActorConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigurationError(_describe_validation_error(origin, exc)) from None
+    origin = config_origin(source)
+    config, problems = check_actor_config(read_actor_source(source))
+    if config is None:
+        raise ConfigurationError(describe_problems(origin, problems))
+    return config
 
 
-def _read_yaml(path: Path) -> object:
+def config_origin(source: str | Path | Mapping[str, Any]) -> str:
+    """How messages name a config: its path, or `<dict>`."""
+    return str(source) if isinstance(source, (str, Path)) else "<dict>"
+
+
+def read_actor_source(source: str | Path | Mapping[str, Any]) -> object:
+    """The raw config: a dict as given, or a YAML file parsed.
+
+    Raises:
+        ConfigurationError: the file cannot be read, is empty, or is not valid YAML (with its
+            line and column).
+    """
+    if not isinstance(source, (str, Path)):
+        return source
+    path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot read actor config ({exc.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigurationError(_describe_yaml_error(path, exc)) from None
+    if raw is None:
+        raise ConfigurationError(
+            f"{path}: the file is empty; an actor config needs 'name' and 'agent'"
+        )
+    return raw
 
 
-def _describe_validation_error(origin: str, exc: ValidationError) -> str:
-    lines = [f"{origin}: invalid actor config ({exc.error_count()} problem(s))"]
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        # An unknown key's value, or a secret-looking field's, may be a pasted API key: never echo.
-        hidden = error["type"] in ("missing", "extra_forbidden") or _SECRETISH.search(where)
-        got = "" if hidden else f" (got {error['input']!r})"
-        lines.append(f"  {where}: {error['msg']}{got}")
-    return "\n".join(lines)
+def check_actor_config(raw: object) -> tuple[ActorConfig | None, list[str]]:
+    """Validate a raw config: the config, or None and every problem, one line each."""
+    try:
+        return ActorConfig.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [_describe_error(error) for error in exc.errors(include_url=False)]
+
+
+def describe_problems(origin: str, problems: list[str]) -> str:
+    """One message for every problem of a config, one per line under a heading naming it."""
+    heading = f"{origin}: invalid actor config ({len(problems)} problem(s))"
+    return "\n".join([heading, *(f"  {problem}" for problem in problems)])
+
+
+def _describe_yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    if not isinstance(exc, yaml.MarkedYAMLError) or mark is None:
+        return f"{path}: not valid YAML: {exc}"
+    message = f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {exc.problem}"
+    started = exc.context_mark
+    if exc.context and started is not None:
+        message += (
+            f" ({exc.context} started at line {started.line + 1}, column {started.column + 1})"
+        )
+    return message
+
+
+# What a pattern means, said the way a person writes it; the regex itself helps nobody.
+_PATTERN_MEANINGS = {
+    _HANDLER_PATTERN: "expected 'module:function', e.g. 'mytools:get_weather'",
+    _TOOL_NAME_PATTERN: "expected 1 to 64 letters, digits, '_' or '-'",
+    _ENV_NAME_PATTERN: "expected an environment variable's name, e.g. 'OPENAI_API_KEY'",
+}
+
+
+def _describe_error(error: ErrorDetails) -> str:
+    loc = tuple(error["loc"])
+    message = error["msg"]
+    value: object = error["input"]
+    is_shown = error["type"] not in ("missing", "extra_forbidden")
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, _CrossFieldError):
+        loc, message, value = (*loc, cause.field), str(cause), cause.value
+        is_shown = value is not None
+    elif error["type"] == "string_pattern_mismatch":
+        pattern = str(error.get("ctx", {}).get("pattern", ""))
+        message = _PATTERN_MEANINGS.get(pattern, message)
+    elif error["type"] == "extra_forbidden":
+        message = f"unknown key{_did_you_mean(loc)}"
+    elif error["type"] == "model_type" and not loc:
+        message = f"expected a mapping with 'name' and 'agent', not a {type(value).__name__}"
+        is_shown = False
+    where = ".".join(str(part) for part in loc) or "(top level)"
+    # An unknown key's value, or a secret-looking field's, may be a pasted API key: never echo.
+    if is_shown and not _SECRETISH.search(where):
+        return f"{where}: {message} (got {value!r})"
+    return f"{where}: {message}"
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """`; did you mean 'tool_max_rounds'?` for a misspelt key, from the keys its object takes."""
+    model: type[BaseModel] | None = ActorConfig
+    for part in loc[:-1]:
+        if isinstance(part, str) and model is not None:
+            field = model.model_fields.get(part)
+            model = None if field is None else _model_in(field.annotation)
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The config model a field holds, directly or inside a tuple / optional."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None

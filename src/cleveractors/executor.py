@@ -13,13 +13,23 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from cleveractors import tokens
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
-from cleveractors.config import ActorConfig, load_actor_config
+from cleveractors.config import (
+    ActorConfig,
+    ToolConfig,
+    check_actor_config,
+    config_origin,
+    describe_problems,
+    read_actor_source,
+)
 from cleveractors.errors import ConfigurationError
 from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult
@@ -28,16 +38,44 @@ from cleveractors.tools import Tool, tool_from_config
 __all__ = ["ActorExecutor"]
 
 
-def _build_tools(config: ActorConfig) -> tuple[list[Tool], list[str]]:
+def _build_tools(
+    entries: Sequence[tuple[int, ToolConfig]], config_dir: Path | None
+) -> tuple[list[Tool], list[str]]:
     """The config's tools, and every problem building them (by field), all at once."""
     tools: list[Tool] = []
     problems: list[str] = []
-    for position, tool_config in enumerate(config.agent.tools):
+    for position, tool_config in entries:
         try:
-            tools.append(tool_from_config(tool_config))
+            tools.append(tool_from_config(tool_config, config_dir=config_dir))
         except ConfigurationError as exc:
             problems.append(f"agent.tools.{position}: {exc}")
     return tools, problems
+
+
+def _valid_tool_entries(raw: object) -> list[tuple[int, ToolConfig]]:
+    """The tool entries of an invalid config that are valid on their own: their handlers and
+    schemas are checked too, so one run reports every problem."""
+    agent = raw.get("agent") if isinstance(raw, Mapping) else None
+    entries = agent.get("tools") if isinstance(agent, Mapping) else None
+    if not isinstance(entries, list | tuple):
+        return []
+    valid: list[tuple[int, ToolConfig]] = []
+    for position, entry in enumerate(entries):
+        with contextlib.suppress(ValidationError):  # its own problems are among the config's
+            valid.append((position, ToolConfig.model_validate(entry)))
+    return valid
+
+
+def _validated_config(
+    source: str | Path | Mapping[str, Any], origin: str, config_dir: Path | None
+) -> ActorConfig:
+    """The config, or a `ConfigurationError` listing its problems and those of its tools."""
+    raw = read_actor_source(source)
+    config, problems = check_actor_config(raw)
+    if config is None:
+        _, tool_problems = _build_tools(_valid_tool_entries(raw), config_dir)
+        raise ConfigurationError(describe_problems(origin, problems + tool_problems)) from None
+    return config
 
 
 class ActorExecutor:
@@ -60,31 +98,34 @@ class ActorExecutor:
         source: str | Path | Mapping[str, Any] | ActorConfig,
         *,
         origin: str | None = None,
+        config_dir: Path | None = None,
     ) -> ActorExecutor:
         """Build an executor from a YAML file path, a plain dict or a validated `ActorConfig`.
 
         The chat model client is built here, once, not per message. `origin` names where a
         validated `ActorConfig` came from, for error messages (a path is named by itself).
+        `config_dir` is where handler modules beside the config are looked for first (a path's
+        own folder by default).
 
         Raises:
-            ConfigurationError: naming the file, field and value that are wrong, an unknown
-                provider, a handler that cannot be imported or a missing API key variable.
+            ConfigurationError: every problem of the config at once, each naming the field and
+                value that are wrong: fields, handlers that cannot be imported, invalid schemas,
+                a missing API key variable.
         """
-        config = source if isinstance(source, ActorConfig) else load_actor_config(source)
         if origin is None:
-            origin = str(source) if isinstance(source, (str, Path)) else "<dict>"
-        tools, problems = _build_tools(config)
+            origin = "<dict>" if isinstance(source, ActorConfig) else config_origin(source)
+        if config_dir is None and isinstance(source, (str, Path)):
+            config_dir = Path(source).parent
+        if not isinstance(source, ActorConfig):
+            source = _validated_config(source, origin, config_dir)
+        config = source
+        tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
         try:
             model = make_chat_model(config.agent)
         except ConfigurationError as exc:
             problems.append(str(exc))
         if problems:
-            raise ConfigurationError(
-                "\n".join(
-                    [f"{origin}: invalid actor config ({len(problems)} problem(s))"]
-                    + [f"  {problem}" for problem in problems]
-                )
-            ) from None
+            raise ConfigurationError(describe_problems(origin, problems)) from None
         agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
         return cls(agent, name=config.name)
 

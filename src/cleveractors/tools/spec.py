@@ -8,10 +8,10 @@ right one. Schemas are checked and validators built once, here, never per call.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -21,6 +21,7 @@ from langchain_core.utils.function_calling import convert_to_openai_function
 
 from cleveractors.config import ToolConfig
 from cleveractors.errors import ConfigurationError
+from cleveractors.tools._handlers import import_handler_target
 
 __all__ = [
     "Tool",
@@ -76,14 +77,19 @@ class Tool:
         }
 
 
-def tool_from_config(config: ToolConfig) -> Tool:
+def tool_from_config(config: ToolConfig, *, config_dir: Path | None = None) -> Tool:
     """Build a tool from its config entry, importing its handler.
 
+    Args:
+        config: The tool's config entry.
+        config_dir: The actor config file's folder: a handler module there (`mytools.py` or a
+            package `mytools/`) is imported from it first, without touching `sys.path`.
+
     Raises:
-        ConfigurationError: the handler cannot be imported or is not callable, or the schema
-            (given or derived) is invalid.
+        ConfigurationError: the handler cannot be imported (saying where it was looked for) or is
+            not callable, or the schema (given or derived) is invalid.
     """
-    handler = _import_handler(config)
+    handler = _import_handler(config, config_dir)
     parameters: Mapping[str, Any] = (
         config.parameters
         if config.parameters is not None
@@ -149,22 +155,9 @@ def as_tool(candidate: Tool | BaseTool | ToolHandler) -> Tool:
     )
 
 
-def _import_handler(config: ToolConfig) -> ToolHandler:
-    module_name, _, attribute_path = config.handler.partition(":")
+def _import_handler(config: ToolConfig, search_dir: Path | None) -> ToolHandler:
     where = f"tool {config.name!r}: handler {config.handler!r}"
-    try:
-        target: object = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, a SyntaxError, or whatever the module raises on import
-        raise ConfigurationError(
-            f"{where} cannot be imported: {type(exc).__name__}: {exc}"
-        ) from None
-    for attribute in attribute_path.split("."):
-        try:
-            target = getattr(target, attribute)
-        except AttributeError:
-            raise ConfigurationError(
-                f"{where} cannot be imported: module {module_name!r} has no {attribute_path!r}"
-            ) from None
+    target = import_handler_target(config.handler, where=where, search_dir=search_dir)
     if not callable(target):
         raise ConfigurationError(f"{where} is not callable")
     return target

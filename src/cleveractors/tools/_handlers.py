@@ -1,0 +1,106 @@
+"""Importing a config's tool handler (`module:function`), beside the config file first.
+
+A handler module that sits next to the actor's YAML (`mytools.py`, or a package folder `mytools/`)
+is loaded from that file under a name of its own (`cleveractors_local_<hash>_mytools`), so it
+imports from any working directory, and the folder is never put on `sys.path`, where it could
+shadow other code's imports. Anything else is imported as usual, from `sys.path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from cleveractors.errors import ConfigurationError
+
+__all__ = ["import_handler_target"]
+
+
+def import_handler_target(handler: str, *, where: str, search_dir: Path | None) -> object:
+    """The object `handler` (`package.module:attribute.path`) names.
+
+    Raises:
+        ConfigurationError: it cannot be imported, saying where it looked and how to fix it.
+    """
+    module_name, _, attribute_path = handler.partition(":")
+    module = _import_module(module_name, where=where, search_dir=search_dir)
+    target: object = module
+    for attribute in attribute_path.split("."):
+        try:
+            target = getattr(target, attribute)
+        except AttributeError:
+            raise ConfigurationError(
+                f"{where} cannot be imported: module {module_name!r} "
+                f"({getattr(module, '__file__', None) or 'built in'}) has no {attribute_path!r}"
+            ) from None
+    return target
+
+
+def _import_module(module_name: str, *, where: str, search_dir: Path | None) -> ModuleType:
+    local = _local_source(module_name, search_dir)
+    try:
+        if local is not None:
+            return _load_local(module_name, local)
+        return importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, a SyntaxError, or whatever the module raises on import
+        raise ConfigurationError(
+            f"{where} cannot be imported: {type(exc).__name__}: {exc}; "
+            + _where_we_looked(module_name, search_dir, local)
+        ) from None
+
+
+def _local_source(module_name: str, search_dir: Path | None) -> Path | None:
+    """The top-level module file or package folder beside the config, if there is one."""
+    if search_dir is None:
+        return None
+    top = module_name.split(".")[0]
+    for candidate in (search_dir / f"{top}.py", search_dir / top / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _load_local(module_name: str, source: Path) -> ModuleType:
+    top, _, rest = module_name.partition(".")
+    folder = source.parent.resolve()
+    unique = f"cleveractors_local_{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}_{top}"
+    module = sys.modules.get(unique)
+    if module is None:
+        loader = importlib.machinery.SourceFileLoader(unique, str(source))
+        is_package = source.name == "__init__.py"
+        spec = importlib.machinery.ModuleSpec(
+            unique, loader, origin=str(source), is_package=is_package
+        )
+        spec.has_location = True
+        if is_package:
+            spec.submodule_search_locations = [str(source.parent)]
+        module = importlib.util.module_from_spec(spec)
+        # Registered before it runs, as the import system does: its own (relative) imports and
+        # dataclasses look themselves up in sys.modules.
+        sys.modules[unique] = module
+        try:
+            loader.exec_module(module)
+        except BaseException:
+            del sys.modules[unique]
+            raise
+    return importlib.import_module(f"{unique}.{rest}") if rest else module
+
+
+def _where_we_looked(module_name: str, search_dir: Path | None, local: Path | None) -> str:
+    if local is not None:
+        return f"it was loaded from {local} (beside the actor config); fix the error in that file"
+    top = module_name.split(".")[0]
+    beside = (
+        ""
+        if search_dir is None
+        else f"looked for {top}.py or {top}/ beside the actor config in {search_dir}, then "
+    )
+    return (
+        f"{beside}on sys.path; put the module beside the actor config, or make it importable "
+        "(pip install your package, or set PYTHONPATH)"
+    )
