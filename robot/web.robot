@@ -39,7 +39,9 @@ Chat Streams The Run's Typed Events And Ends With The Usage
     ${expected output}=    Evaluate
     ...    cleveractors.testing.demo_tools.get_weather("Paris")    modules=cleveractors.testing.demo_tools
     Should Be Equal    ${finished}[0][output]    ${expected output}
-    Should Be Equal    ${chat.last}[result][text]    ${turn}[answer]
+    Should Be Equal    ${chat.last}[result][answer]    ${turn}[answer]
+    ${everything shown}=    Evaluate    "\\n\\n".join($turn["texts"])
+    Should Be Equal    ${chat.last}[result][text]    ${everything shown}
     Usage Should Match Script    ${chat.last}[result]    ${turn}
 
 Chat History Is Accepted
@@ -100,6 +102,60 @@ The OpenAI Client Sees A Failed Run As An API Error
     Should Be Equal    ${error}[type]    APIError
     Should Be Equal    ${error}[message]    ${turn}[error]
     Should Be Equal    ${error}[content]    ${turn}[texts][0]
+
+The Text Of A Run Is The Same On /chat, /v1 Streamed And Not
+    [Documentation]    One rule for the text of a run: everything the user saw, rounds set apart
+    ...    by a blank line; `answer` is the last reply's text alone.
+    ${turn}=    Scripted Turn    ${WEATHER ACTOR}
+    ${expected}=    Evaluate    "\\n\\n".join($turn["texts"])
+    ${chat}=    Send Chat Message    ${WEATHER}    ${QUESTION}
+    ${shown}=    Evaluate    "".join(e["text"] for k, e in $chat.frames if k == "text_delta")
+    ${completion}=    Ask With OpenAI Client    ${WEATHER}    ${QUESTION}
+    ${streamed}=    Stream With OpenAI Client    ${WEATHER}    ${QUESTION}
+    Should Be Equal    ${chat.last}[result][text]    ${expected}
+    Should Be Equal    ${completion}[choices][0][message][content]    ${expected}
+    Should Be Equal    ${streamed}[content]    ${expected}
+    Should Be Equal    ${chat.last}[result][answer]    ${turn}[answer]
+    # Events carry each round's text as sent; joined by the rule, they are the result's text.
+    Should Be Equal    ${shown}    ${{"".join($turn["texts"])}}
+
+The OpenAI Client Lists And Retrieves The Actor As A Model
+    ${models}=    List Models With OpenAI Client    ${WEATHER}
+    ${ids}=    Evaluate    [model["id"] for model in $models]
+    Should Be Equal    ${ids}    ${{["web-weather"]}}
+    Should Be Equal    ${models}[0][object]    model
+    Should Be Equal    ${models}[0][owned_by]    cleveractors
+    ${model}=    Retrieve Model With OpenAI Client    ${WEATHER}    web-weather
+    Should Be Equal    ${model}[id]    web-weather
+    Should Be Equal    ${model}[created]    ${models}[0][created]
+    ${missing}=    Retrieve Model With OpenAI Client    ${WEATHER}    gpt-4o
+    Should Be Equal    ${missing}[type]    NotFoundError
+    Should Be Equal As Integers    ${missing}[status]    404
+    Should Contain    ${missing}[message]    this server serves 'web-weather'
+
+Fields The Endpoint Cannot Honour Get 400 Naming The Param
+    [Template]    Field Should Be Refused
+    tools    ${{[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}}
+    tool_choice    required
+    n    ${2}
+    response_format    ${{{"type": "json_object"}}}
+    max_tokens    ${100}
+    max_completion_tokens    ${100}
+    logprobs    ${True}
+    stop    ${{["END"]}}
+
+Fields The Endpoint Honours Or Ignores Are Accepted
+    ${turn}=    Scripted Turn    ${WEATHER ACTOR}
+    ${response}=    Post Raw Body    ${WEATHER}/v1/chat/completions
+    ...    {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "n": 1, "user": "u-1", "temperature": 0.3, "tool_choice": "none", "response_format": {"type": "text"}, "stream_options": null}
+    Should Be Equal As Integers    ${response}[status]    200
+    Should Be Equal    ${response}[body][choices][0][message][content]    ${{"\n\n".join($turn["texts"])}}
+
+A Failed Run Is Logged By The Server With Its Run Id
+    OpenAI Client Error    ${FAILING}    What's the weather in Rome?
+    ${line}=    Server Log Should Contain Line    ${FAILING}
+    ...    run run_[0-9a-f]{16} failed: ModelAPIError: the model provider is overloaded
+    Should Not Contain    ${line}    Traceback
 
 LangChain's ChatOpenAI Talks To The Actor, Blocking And Streaming
     ${turn}=    Scripted Turn    ${WEATHER ACTOR}
@@ -197,6 +253,14 @@ Importing The Web Package Without Its Extra Names The Extra
 
 
 *** Keywords ***
+Field Should Be Refused
+    [Arguments]    ${field}    ${value}
+    ${error}=    OpenAI Client Error For Field    ${WEATHER}    ${field}    ${value}
+    Should Be Equal    ${error}[type]    BadRequestError
+    Should Be Equal As Integers    ${error}[status]    400
+    Should Be Equal    ${error}[param]    ${field}
+    Should Contain    ${error}[message]    '${field}' is not supported by this endpoint
+
 Start Web Servers
     ${weather}=    Start Actor Server    ${WEATHER ACTOR}
     ${failing}=    Start Actor Server    ${FAILING ACTOR}

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -364,6 +365,67 @@ class WebLibrary:
                     "content": content,
                 }
         raise AssertionError("the openai client did not raise")
+
+    @keyword
+    def list_models_with_openai_client(self, base_url: str) -> list[dict[str, Any]]:
+        """`client.models.list()` from the official `openai` client; returns the models as dicts."""
+        with _openai_client(base_url) as client:
+            return [model.model_dump() for model in client.models.list()]
+
+    @keyword
+    def retrieve_model_with_openai_client(self, base_url: str, model_id: str) -> dict[str, Any]:
+        """`client.models.retrieve(MODEL_ID)`; returns the model, or the error's `type`,
+        `status` and `message` when the client raises."""
+        import openai
+
+        with _openai_client(base_url) as client:
+            try:
+                return client.models.retrieve(model_id).model_dump()
+            except openai.APIStatusError as error:
+                detail = error.body if isinstance(error.body, dict) else {}
+                return {
+                    "type": type(error).__name__,
+                    "status": error.status_code,
+                    "message": detail.get("message"),
+                }
+
+    @keyword
+    def openai_client_error_for_field(self, base_url: str, field: str, value: Any) -> dict:
+        """Ask with the `openai` client, sending FIELD=VALUE too, expecting it to raise; returns
+        the error's `type`, `status`, `param` and `message`."""
+        import openai
+
+        with _openai_client(base_url) as client:
+            try:
+                client.chat.completions.create(
+                    model="web-actor",
+                    messages=[{"role": "user", "content": "Hi"}],
+                    **{field: value},
+                )
+            except openai.APIStatusError as error:
+                detail = error.body if isinstance(error.body, dict) else {}
+                return {
+                    "type": type(error).__name__,
+                    "status": error.status_code,
+                    "param": detail.get("param"),
+                    "message": detail.get("message"),
+                }
+        raise AssertionError(f"the openai client did not raise for {field}={value!r}")
+
+    @keyword
+    def server_log_should_contain_line(self, base_url: str, pattern: str) -> str:
+        """The output of the server at BASE_URL has a line matching the regular expression
+        PATTERN (searched); returns that line."""
+        server = next(server for server in self._servers if server.base_url == base_url)
+        deadline = time.monotonic() + 10.0
+        while True:
+            lines = server.log_path.read_text(errors="replace").splitlines()
+            found = [line for line in lines if re.search(pattern, line)]
+            if found:
+                return found[-1]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no line matches {pattern!r} in:\n" + "\n".join(lines))
+            time.sleep(0.1)
 
     @keyword
     def ask_with_langchain(self, base_url: str, message: str) -> dict[str, Any]:

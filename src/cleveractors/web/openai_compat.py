@@ -1,10 +1,12 @@
 """The OpenAI Chat Completions wire format: request and response models, and the translation
 between them and an actor's turn.
 
-Requests are read leniently, as OpenAI's own API does: clients send many fields an actor has no
-use for (`temperature`, `tools`, `user`, ...), and those are ignored rather than refused. What the
-actor cannot honour is refused with a message (422): a conversation that does not end with a user
-message, or content that is not text.
+Requests are read leniently where that is harmless: sampling hints (`temperature`, ...) and
+bookkeeping fields (`user`, ...) are accepted and ignored, since the actor's config governs its
+model, and unknown fields are ignored. A field that would change what the client gets back and
+that an actor cannot deliver (`tools`, `tool_choice`, `n` > 1, a non-text `response_format`,
+`max_tokens`, ...) is refused with 400 naming it (`ChatCompletionRequest.unsupported`), and so is
+(with 422) a conversation that does not end with a user message, or content that is not text.
 
 How a conversation becomes an actor turn:
 
@@ -51,6 +53,8 @@ __all__ = [
     "Delta",
     "ErrorDetail",
     "ErrorResponse",
+    "Model",
+    "ModelList",
     "StreamOptions",
     "error_response",
     "run_error_response",
@@ -101,12 +105,58 @@ class StreamOptions(_Lenient):
 
 
 class ChatCompletionRequest(_Lenient):
-    """A `POST /v1/chat/completions` body; fields an actor does not use are ignored."""
+    """A `POST /v1/chat/completions` body.
+
+    Honoured: `model` (echoed), `messages`, `stream`, `stream_options.include_usage`. Sampling
+    hints (`temperature`, `top_p`, `presence_penalty`, `frequency_penalty`, `seed`) and
+    bookkeeping (`user`, `metadata`, `store`, `service_tier`, `parallel_tool_calls`) are accepted
+    and ignored: the actor's config governs its model. Fields that would change what the client
+    gets back, which an actor cannot deliver, are refused (`unsupported()`), never ignored.
+    """
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    # Read only to be refused (see `unsupported`).
+    tools: list[object] | None = None
+    tool_choice: object = None
+    functions: list[object] | None = None
+    function_call: object = None
+    n: int | None = None
+    response_format: dict[str, object] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    logit_bias: dict[str, object] | None = None
+    audio: object = None
+    modalities: list[str] | None = None
+    prediction: object = None
+
+    def unsupported(self) -> tuple[str, str] | None:
+        """The first field set to something an actor cannot honour, and why: `(param, message)`."""
+        for param, is_refused, why in (
+            ("tools", bool(self.tools), _SERVER_SIDE_TOOLS),
+            ("tool_choice", self.tool_choice not in _NO_CHOICE, _SERVER_SIDE_TOOLS),
+            ("functions", bool(self.functions), _SERVER_SIDE_TOOLS),
+            ("function_call", self.function_call not in _NO_CHOICE, _SERVER_SIDE_TOOLS),
+            ("n", self.n not in (None, 1), "an actor gives one answer per request (n=1)"),
+            ("response_format", _is_not_text(self.response_format), "only text answers"),
+            ("logprobs", bool(self.logprobs), "no log probabilities"),
+            ("top_logprobs", self.top_logprobs is not None, "no log probabilities"),
+            ("max_tokens", self.max_tokens is not None, _LIMITS_IN_CONFIG),
+            ("max_completion_tokens", self.max_completion_tokens is not None, _LIMITS_IN_CONFIG),
+            ("stop", bool(self.stop), "no stop sequences"),
+            ("logit_bias", bool(self.logit_bias), "no logit bias"),
+            ("audio", self.audio is not None, "only text answers"),
+            ("modalities", self.modalities not in (None, ["text"]), "only text answers"),
+            ("prediction", self.prediction is not None, "no predicted outputs"),
+        ):
+            if is_refused:
+                return param, f"{param!r} is not supported by this endpoint: {why}"
+        return None
 
     @field_validator("messages")
     @classmethod
@@ -135,6 +185,18 @@ class ChatCompletionRequest(_Lenient):
             for turn in self.messages[:-1]
             if turn.role in ("user", "assistant") and turn.text
         ]
+
+
+_NO_CHOICE = (None, "none", "auto")
+_SERVER_SIDE_TOOLS = "the actor runs its own tools server-side; a client cannot add tools"
+_LIMITS_IN_CONFIG = (
+    "an answer may take several model calls; its limits are the actor's "
+    "(tool_max_rounds, token_budget in its config)"
+)
+
+
+def _is_not_text(response_format: dict[str, object] | None) -> bool:
+    return response_format is not None and response_format.get("type") != "text"
 
 
 # -- responses ---------------------------------------------------------------------------------
@@ -205,6 +267,20 @@ class ChatCompletionChunk(_Wire):
     model: str
     choices: list[ChunkChoice]
     usage: CompletionUsage | None = None
+
+
+class Model(_Wire):
+    """One entry of `GET /v1/models`: the served actor, as OpenAI describes a model."""
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "cleveractors"
+
+
+class ModelList(_Wire):
+    object: Literal["list"] = "list"
+    data: list[Model]
 
 
 class ErrorDetail(_Wire):

@@ -19,6 +19,7 @@ context stops the run if it is still going, waits until its usage is settled, an
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Literal, TypeVar
@@ -40,6 +41,8 @@ from cleveractors.web.openai_compat import (
     CompletionReply,
     Delta,
     ErrorResponse,
+    Model,
+    ModelList,
     error_response,
     run_error_response,
 )
@@ -110,7 +113,8 @@ def create_chat_router(
     *,
     max_body_bytes: int = 1_000_000,
 ) -> APIRouter:
-    """Routes that run an actor: `POST /chat` (typed events) and `POST /v1/chat/completions`.
+    """Routes that run an actor: `POST /chat` (typed events), `POST /v1/chat/completions`, and
+    `GET /v1/models` (and `/v1/models/{id}`), which list the actor as the one model.
 
     Args:
         executor_factory: Returns the executor for a request; called once per request, so it may
@@ -147,6 +151,10 @@ def create_chat_router(
                 rejected.message, type="invalid_request_error", param=rejected.param
             )
             return _openai_error(problem, rejected.status_code)
+        if (unsupported := body.unsupported()) is not None:
+            param, message = unsupported
+            problem = error_response(message, type="invalid_request_error", param=param)
+            return _openai_error(problem, 400)
         stream = executor_factory().execute_events(body.message, body.history)
         reply = CompletionReply(model=body.model)
         billed = _billed_run(stream, on_usage)
@@ -155,6 +163,28 @@ def create_chat_router(
             return _RunStreamResponse(frames, billed)
         async with billed:
             return await _completion(stream, reply)
+
+    created = int(time.time())
+
+    @router.get("/v1/models", response_model=None)
+    async def list_models() -> Response:
+        """The served actor, as the one model (chat frontends list models first)."""
+        model = Model(id=executor_factory().name, created=created)
+        return JSONResponse(ModelList(data=[model]).model_dump(mode="json"))
+
+    @router.get("/v1/models/{model_id:path}", response_model=None)
+    async def retrieve_model(model_id: str) -> Response:
+        """The served actor, if `model_id` names it; OpenAI's 404 otherwise."""
+        name = executor_factory().name
+        if model_id != name:
+            problem = error_response(
+                f"The model {model_id!r} does not exist; this server serves {name!r}",
+                type="invalid_request_error",
+                param="model",
+                code="model_not_found",
+            )
+            return _openai_error(problem, 404)
+        return JSONResponse(Model(id=name, created=created).model_dump(mode="json"))
 
     return router
 
