@@ -2,6 +2,7 @@
 Documentation       The `cleveractors` console script, run as a real subprocess on the offline demo
 ...                 actor, on actors written for the test, and against a scripted OpenAI-compatible
 ...                 server (`--base-url`) whose billing record is the truth for the usage table.
+Library             Collections
 Library             CliLibrary.py
 
 
@@ -111,7 +112,9 @@ JSON Output Is The Execution Result
     Command Should Succeed
     ${result}    Output Should Be An Execution Result
     ${answer}    Scripted Answer Of    ${demo}
-    Should Be Equal    ${result.text}    ${answer}
+    Should Be Equal    ${result.answer}    ${answer}
+    ${first}    Scripted Reply Text    ${demo}    1
+    Should Be Equal    ${result.text}    ${first}\n\n${answer}
     Should Be True    ${result.prompt_tokens} > 0 and ${result.completion_tokens} > 0
     Result Should Record Tool Call    ${result}    get_weather    city=Paris
     Result Should Record Tool Call    ${result}    get_weather    city=Rome
@@ -244,7 +247,105 @@ Serve Runs The Chat App For The Actor
 
 Serve Refuses A Broken Actor With One Line
     ${actor}    Actor With Unimportable Handlers
+    ${actor_dir}    Folder Of    ${actor}
+    ${demo_module}    Module File Of    cleveractors.demo
     Run Cleveractors    serve    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should Be
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' has no 'no_such_function'
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH); agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' (${demo_module}) has no 'no_such_function'
+
+The README's First Snippet Runs Against The Demo Actor, Calling It Three Times
+    [Documentation]    The stub script replays from its first reply for every run: execute(),
+    ...    execute_stream() and execute_events() on one executor all get the whole answer.
+    ${demo}    Demo Actor
+    Run README Snippet    Using it    ${demo}
+    Command Should Succeed
+    ${answer}    Scripted Answer Of    ${demo}
+    Output Should Contain Times    ${answer}    2
+    Output Should Contain Times    run_finished    1
+
+Serve On The Demo Actor Answers 20 Requests In A Row
+    ${demo}    Demo Actor Without Delays
+    ${url}    Start Serving Actor    ${demo}
+    ${answer}    Scripted Answer Of    ${demo}
+    Served Actor Should Answer Requests In A Row    ${url}    20    ${answer}
+    [Teardown]    Stop Serving
+
+A Handler Beside The YAML Validates And Runs From Another Folder
+    ${actor}    Actor With A Handler Module Beside It
+    ${elsewhere}    Another Folder
+    Run Cleveractors In Folder    ${elsewhere}    validate    ${actor}
+    Command Should Succeed
+    Output Should Be    OK: calculator (1 tools)
+    Run Cleveractors In Folder    ${elsewhere}    run    ${actor}    What is 2 + 3?    --no-stream
+    Command Should Succeed
+    Output Should Show Finished Tool Call    add    a=${2}    b=${3}
+    Output Should Show Answer    2 + 3 is 5.
+
+Options Are Checked With One-Line Errors And Exit Code 2
+    [Template]    Option Should Be Refused
+    run    actor.yaml    ${SPACE}    MESSAGE is empty: say something to the actor
+    run    actor.yaml    Hi    --base-url    notaurl    --base-url must be an http:// or https:// URL, got 'notaurl'
+    run    actor.yaml    Hi    --base-url    ftp://example.org    --base-url must be an http:// or https:// URL, got 'ftp://example.org'
+    serve    actor.yaml    --port    99999    --port must be between 1 and 65535, got 99999
+    serve    actor.yaml    --port    0    --port must be between 1 and 65535, got 0
+
+An Empty Message Exits 2 Without A Usage Table
+    ${demo}    Demo Actor
+    Run Actor    ${demo}    ${EMPTY}
+    Command Should Fail With Exit Code    2
+    Error Output Should Be    MESSAGE is empty: say something to the actor
+    Output Should Not Show    Token usage
+    Error Output Should Not Contain    Token usage
+
+Serve On A Busy Port Is A One-Line Error
+    ${demo}    Demo Actor
+    ${port}    Hold A Busy Port
+    Run Cleveractors    serve    ${demo}    --host    127.0.0.1    --port    ${port}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    cannot listen on 127.0.0.1:${port}: Address already in use
+    [Teardown]    Release Busy Ports
+
+A Connection Error Names The URL It Tried, Never The Key
+    ${url}    Closed Local URL
+    ${actor}    OpenAI Actor With Base URL    ${url}
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    OpenAIConnectionError: Connection error. (while talking to ${url})
+    Error Output Should Not Contain    test-key
+
+In A Terminal A Failed Tool Call Is One Line, Without A Log Line
+    ${actor}    Actor With A Failing Tool
+    Run Actor In A Terminal    ${actor}    ${MESSAGE}
+    Command Should Succeed
+    Output Should Have One Line Per Failed Call    get_weather
+    Output Should Show Answer    I could not look it up.
+
+With Verbose The Library's Log Lines Are Shown Too
+    ${actor}    Actor With A Failing Tool
+    Run Actor    ${actor}    ${MESSAGE}    --verbose
+    Command Should Succeed
+    Error Output Should Contain    WARNING cleveractors.
+
+Help Reads Cleanly In A Terminal
+    Run Cleveractors In A Terminal    run    --help
+    Command Should Succeed
+    Output Should Show Line    Usage: cleveractors run [OPTIONS] ACTOR MESSAGE
+    Output Should Show Line    --base-url URL Send an openai actor's requests to this server.
+    Output Should Not Show    <bool>
+    Output Should Not Show    {actor}
+    Run Cleveractors In A Terminal    serve    --help
+    Output Should Show Line    Usage: cleveractors serve [OPTIONS] ACTOR
+    Output Should Not Show    <bool>
+    Run Cleveractors In A Terminal    --help
+    Output Should Show Line    --version Show the version and exit.
+    Output Should Not Show    <bool>
+
+
+*** Keywords ***
+Option Should Be Refused
+    [Arguments]    @{arguments_and_error}
+    ${arguments}    Get Slice From List    ${arguments_and_error}    0    -1
+    Run Cleveractors    @{arguments}
+    Command Should Fail With Exit Code    2
+    Error Output Should Be    ${arguments_and_error}[-1]

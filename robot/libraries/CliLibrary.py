@@ -72,6 +72,7 @@ class CliLibrary:
         self._server: ScriptedOpenAIServer | None = None
         self._serving: subprocess.Popen[str] | None = None
         self._written = 0
+        self._held: list[socket.socket] = []
 
     # -- setup (never asserts) ------------------------------------------------------------------
 
@@ -213,6 +214,75 @@ class CliLibrary:
         return self._write_stub_actor([{"text": "Hi."}], tools=tools)
 
     @keyword
+    def actor_with_a_handler_module_beside_it(self) -> str:
+        """Writes `mytools.py` and an actor using `mytools:add` into a folder of their own."""
+        folder = self._output_folder("beside") / f"actor-{time.time_ns()}"
+        folder.mkdir(parents=True)
+        (folder / "mytools.py").write_text(
+            'def add(a: int, b: int) -> int:\n    "Add two numbers."\n    return a + b\n',
+            encoding="utf-8",
+        )
+        config = {
+            "name": "calculator",
+            "agent": {
+                "provider": "stub",
+                "tools": [{"name": "add", "handler": "mytools:add"}],
+                "script": [
+                    {"tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]},
+                    {"text": "2 + 3 is 5."},
+                ],
+            },
+        }
+        path = folder / "actor.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+    @keyword
+    def another_folder(self) -> str:
+        """An empty folder to run commands in, away from the actors."""
+        folder = self._output_folder("elsewhere") / f"cwd-{time.time_ns()}"
+        folder.mkdir(parents=True)
+        return str(folder)
+
+    @keyword
+    def actor_with_a_failing_tool(self) -> str:
+        """Writes an actor whose one tool call fails (arguments that are not JSON)."""
+        replies = [
+            {"tool_calls": [{"name": "get_weather", "args": '{"city": '}]},
+            {"text": "I could not look it up."},
+        ]
+        return self._write_stub_actor(replies)
+
+    @keyword
+    def openai_actor_with_base_url(self, base_url: str) -> str:
+        """Writes an `openai` actor whose server is BASE_URL, with no retries."""
+        agent = {"provider": "openai", "base_url": base_url, "max_retries": 0}
+        return self._write_actor({"name": "remote", "agent": agent})
+
+    @keyword
+    def closed_local_url(self) -> str:
+        """A URL on 127.0.0.1 where nothing listens."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    @keyword
+    def hold_a_busy_port(self) -> int:
+        """Listens on a free port of 127.0.0.1 (until the suite ends); returns the port."""
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        self._held.append(holder)
+        return int(holder.getsockname()[1])
+
+    @keyword
+    def release_busy_ports(self) -> None:
+        """Stops listening on the ports `Hold A Busy Port` took."""
+        while self._held:
+            self._held.pop().close()
+
+    @keyword
     def remote_actor_without_api_key(self) -> str:
         """Writes an `openai` actor whose API key variable is not set."""
         return self._write_actor(
@@ -260,6 +330,28 @@ class CliLibrary:
         self.run_cleveractors("run", actor, message, *options)
 
     @keyword
+    def run_cleveractors_in_folder(self, folder: str, *arguments: str) -> None:
+        """Runs the `cleveractors` console script with FOLDER as its working directory."""
+        self._completed = _run([str(COMMAND), *arguments], cwd=folder)
+
+    @keyword
+    def run_readme_snippet(self, section_title: str, actor: str) -> None:
+        """Runs the first Python snippet of the README's section SECTION_TITLE, verbatim except
+        that its `actor.yaml` is ACTOR, as a user pasting it into a file would."""
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        section = readme.split(f"\n## {section_title}\n", 1)[1]
+        snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+        code = snippet.replace('"actor.yaml"', repr(actor))
+        self._completed = _run([sys.executable, "-c", code])
+
+    @keyword
+    def run_cleveractors_in_a_terminal(self, *arguments: str) -> None:
+        """Runs `cleveractors ARGUMENTS` attached to a pseudo-terminal, as a user at a shell
+        would. Standard output and error both go to the terminal; both are kept, escape codes
+        removed."""
+        self._completed = _run_in_terminal([str(COMMAND), *arguments])
+
+    @keyword
     def run_cleveractors_without_module(self, module: str, *arguments: str) -> None:
         """Runs the CLI in a Python where `module` cannot be imported, as if an extra is missing."""
         code = (
@@ -275,28 +367,7 @@ class CliLibrary:
 
         Standard output and error both go to the terminal; both are kept, escape codes removed.
         """
-        controller, terminal = pty.openpty()
-        process = subprocess.Popen(
-            [str(COMMAND), "run", actor, message, *options],
-            stdin=terminal,
-            stdout=terminal,
-            stderr=terminal,
-            env={**_environment(), "TERM": "xterm-256color", "COLUMNS": "200"},
-        )
-        os.close(terminal)
-        watchdog = threading.Timer(TIMEOUT_S, process.kill)
-        watchdog.start()
-        screen = bytearray()
-        with contextlib.suppress(OSError):  # EIO: the command exited and closed the terminal
-            while chunk := os.read(controller, 4096):
-                screen += chunk
-        watchdog.cancel()
-        os.close(controller)
-        text = _ESCAPE.sub("", screen.decode("utf-8", errors="replace")).replace("\r", "\n")
-        self._completed = subprocess.CompletedProcess(
-            process.args, process.wait(timeout=TIMEOUT_S), text, text
-        )
-        _log(self._completed)
+        self._completed = _run_in_terminal([str(COMMAND), "run", actor, message, *options])
 
     @keyword
     def interrupt_actor_run_when_a_tool_starts(self, actor: str, message: str) -> None:
@@ -429,6 +500,19 @@ class CliLibrary:
     def output_should_show_synthesis_because(self, reason: str) -> None:
         """A line says a limit was reached and the model answers without tools."""
         self._should_show_line(f"limit reached ({reason}): answering without tools")
+
+    @keyword
+    def output_should_show_line(self, expected: str) -> None:
+        """Some line of standard output reads EXPECTED (spacing aside)."""
+        wanted = " ".join(expected.split())
+        if all(" ".join(line.split()) != wanted for line in self._last().stdout.splitlines()):
+            raise AssertionError(f"no line reads {wanted!r}:\n{self._last().stdout}")
+
+    @keyword
+    def error_output_should_not_contain(self, text: str) -> None:
+        """Standard error does not contain this text anywhere."""
+        if text in self._last().stderr:
+            raise AssertionError(f"error output shows {text!r}:\n{self._last().stderr}")
 
     @keyword
     def output_should_not_show(self, text: str) -> None:
@@ -576,6 +660,61 @@ class CliLibrary:
             raise AssertionError(f"invalid-config report lacks {missing}:\n{stderr}")
 
     @keyword
+    def served_actor_should_answer_requests_in_a_row(
+        self, url: str, count: int, answer: str
+    ) -> None:
+        """COUNT requests one after another, alternating `/v1/chat/completions` and `/chat`,
+        each answered with a text ending in ANSWER."""
+        import httpx
+
+        for number in range(1, int(count) + 1):
+            if number % 2:
+                response = httpx.post(
+                    f"{url}/v1/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "Weather?"}]},
+                    timeout=TIMEOUT_S,
+                )
+                shown = (
+                    response.json()["choices"][0]["message"]["content"]
+                    if response.is_success
+                    else ""
+                )
+            else:
+                response = httpx.post(
+                    f"{url}/chat", json={"message": "Weather?"}, timeout=TIMEOUT_S
+                )
+                last = [line for line in response.text.splitlines() if line.startswith("data:")][-1]
+                shown = json.loads(last[len("data:") :])["result"]["answer"]
+            if response.status_code != 200 or not shown.endswith(answer):
+                raise AssertionError(
+                    f"request {number} of {count}: {response.status_code} {response.text[:500]}"
+                )
+
+    @keyword
+    def output_should_have_one_line_per_failed_call(self, name: str) -> None:
+        """What the person saw names the failed call of NAME on exactly one line, and holds no
+        log line (WARNING ...)."""
+        shown = self._last().stdout
+        lines = [line for line in shown.splitlines() if name in line and "failed" in line]
+        if len(lines) != 1 or "WARNING" in shown:
+            raise AssertionError(f"expected one line about the failed {name} call:\n{shown}")
+
+    @keyword
+    def error_output_should_contain(self, text: str) -> None:
+        """Standard error (or the terminal) contains TEXT."""
+        if text not in self._last().stderr:
+            raise AssertionError(f"{text!r} is not in:\n{self._last().stderr}")
+
+    @keyword
+    def output_should_contain_times(self, text: str, times: int) -> None:
+        """Standard output contains TEXT exactly TIMES times."""
+        found = self._last().stdout.count(text)
+        if found != int(times):
+            raise AssertionError(
+                f"{text!r} is shown {found} times, not {times}:\n{self._last().stdout}"
+            )
+
+    @keyword
     def output_should_be(self, expected: str) -> None:
         """Standard output is exactly this line."""
         if self._last().stdout != expected + "\n":
@@ -603,9 +742,13 @@ class CliLibrary:
         agent = {"provider": "stub", "tools": tools or [weather], "script": script, **agent_fields}
         return self._write_actor({"name": "cli-test", "agent": agent})
 
-    def _write_actor(self, config: dict[str, Any]) -> str:
-        folder = Path(BuiltIn().get_variable_value("${OUTPUT DIR}")) / "cli-actors"
+    def _output_folder(self, name: str) -> Path:
+        folder = Path(BuiltIn().get_variable_value("${OUTPUT DIR}")) / name
         folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _write_actor(self, config: dict[str, Any]) -> str:
+        folder = self._output_folder("cli-actors")
         self._written += 1
         path = (
             folder / f"{BuiltIn().get_variable_value('${TEST NAME}', 'suite')}-{self._written}.yaml"
@@ -668,9 +811,41 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": path, "PYTHONUNBUFFERED": "1"}
 
 
-def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+def _run(command: list[str], cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
-        command, capture_output=True, text=True, env=_environment(), timeout=TIMEOUT_S, check=False
+        command,
+        capture_output=True,
+        text=True,
+        env=_environment(),
+        timeout=TIMEOUT_S,
+        check=False,
+        cwd=cwd,
+    )
+    _log(completed)
+    return completed
+
+
+def _run_in_terminal(command: list[str]) -> subprocess.CompletedProcess[str]:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command,
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env={**_environment(), "TERM": "xterm-256color", "COLUMNS": "200"},
+    )
+    os.close(terminal)
+    watchdog = threading.Timer(TIMEOUT_S, process.kill)
+    watchdog.start()
+    screen = bytearray()
+    with contextlib.suppress(OSError):  # EIO: the command exited and closed the terminal
+        while chunk := os.read(controller, 4096):
+            screen += chunk
+    watchdog.cancel()
+    os.close(controller)
+    text = _ESCAPE.sub("", screen.decode("utf-8", errors="replace")).replace("\r", "\n")
+    completed = subprocess.CompletedProcess(
+        process.args, process.wait(timeout=TIMEOUT_S), text, text
     )
     _log(completed)
     return completed

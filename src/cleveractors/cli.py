@@ -5,17 +5,22 @@
     cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
-the config failed (one line on stderr, never a traceback), 2 usage error or missing extra.
+the config failed, or `serve` cannot listen (one line on stderr, never a traceback), 2 wrong
+usage (a bad option or argument) or a missing extra, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import Annotated, Any, NoReturn, cast
+from urllib.parse import urlsplit
 
 try:
     import typer
@@ -24,13 +29,14 @@ try:
     from rich.status import Status
     from rich.table import Table
     from rich.text import Text
+    from typer.core import TyperCommand
 except ImportError as _missing:  # the console script is installed even without the extra
     sys.stderr.write(
         f"error: the command line needs {_missing.name!r}: pip install 'cleveractors[cli]'\n"
     )
     raise SystemExit(2) from None
 
-from langchain_core.exceptions import ModelError
+from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
 from cleveractors import events as ev
 from cleveractors.config import load_actor_config
@@ -44,17 +50,30 @@ __all__ = ["EventRenderer", "app", "main", "usage_table"]
 _RUN_ERRORS = (CleverActorsError, ModelError)
 _WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}
 _ACTOR_HELP = "The actor's YAML config."
+_ACTOR_ARGUMENT = typer.Argument(help=_ACTOR_HELP, metavar="ACTOR", show_default=False)
+_MAX_PORT = 65535
 _STATES = {
     "ok": ("finished", "green"),
     "error": ("failed", "red"),
     "skipped": ("skipped", "yellow"),
 }
 
+
+class _Command(TyperCommand):
+    """A command whose usage line reads `run [OPTIONS] ACTOR MESSAGE`, the usual notation
+    (Typer writes required arguments as `{ACTOR}`)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [piece.strip("{}") for piece in super().collect_usage_pieces(ctx)]
+
+
 app = typer.Typer(
     help="Run LLM actors with tools from a terminal, and see every token they spend.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: the rich layout labels every flag `<bool>` and every argument `<str>`.
+    rich_markup_mode=None,
 )
 # Model text is shown as sent: no Rich markup, emoji codes or highlighting applied to it.
 _out = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
@@ -75,7 +94,10 @@ def _show_version(value: bool) -> None:
 @app.callback()
 def _options(
     show_version: Annotated[
-        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Version.")
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Run LLM actors with tools from a terminal, and see every token they spend."""
@@ -205,15 +227,16 @@ def _fail(message: str, *, code: int = 1) -> NoReturn:
 
 
 def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
+    if base_url is None:
+        return ActorExecutor.from_config(actor)
     config = load_actor_config(actor)
-    if base_url is not None:
-        if config.agent.provider != "openai":
-            raise ConfigurationError(
-                f"--base-url: actor {config.name!r} uses provider {config.agent.provider!r}; "
-                "a base URL applies to provider 'openai' only"
-            )
-        agent = config.agent.model_copy(update={"base_url": base_url})
-        config = config.model_copy(update={"agent": agent})
+    if config.agent.provider != "openai":
+        raise ConfigurationError(
+            f"--base-url: actor {config.name!r} uses provider {config.agent.provider!r}; "
+            "a base URL applies to provider 'openai' only"
+        )
+    agent = config.agent.model_copy(update={"base_url": base_url})
+    config = config.model_copy(update={"agent": agent})
     return ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
 
 
@@ -244,18 +267,24 @@ async def _run_blocking(executor: ActorExecutor, message: str, *, show: bool) ->
         return await executor.execute(message)
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Send a message; see the answer and its tokens.")
 def run(
-    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
-    message: Annotated[str, typer.Argument(help="The user's message.")],
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    message: Annotated[str, typer.Argument(help="The user's message.", metavar="MESSAGE")],
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    base_url: Annotated[str | None, typer.Option(help="Override the agent's base_url.")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
+    ] = False,
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
-    if events and (as_json or no_stream):
-        _fail("--events cannot be combined with --json or --no-stream", code=2)
+    _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
+    _show_library_logs(verbose)
     executor: ActorExecutor | None = None
     try:
         executor = _build_executor(actor, base_url)
@@ -266,7 +295,7 @@ def run(
         result = asyncio.run(runner(executor, message, show=not as_json))
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
-        _fail(str(exc) if isinstance(exc, ConfigurationError) else f"{type(exc).__name__}: {exc}")
+        _fail(_run_error_line(exc, actor, base_url))
     except KeyboardInterrupt:
         _report_spent(executor, as_json=as_json)
         _fail("interrupted; the run was cancelled", code=130)
@@ -278,6 +307,46 @@ def run(
         _out.print(result.text)
     _out.print()
     _out.print(usage_table(result))
+
+
+def _check_run_options(
+    message: str, base_url: str | None, *, events: bool, as_json: bool, no_stream: bool
+) -> None:
+    """Wrong usage ends before anything runs: exit 2, one line, no usage table."""
+    if events and (as_json or no_stream):
+        _fail("--events cannot be combined with --json or --no-stream", code=2)
+    if not message.strip():
+        _fail("MESSAGE is empty: say something to the actor", code=2)
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            _fail(f"--base-url must be an http:// or https:// URL, got {base_url!r}", code=2)
+
+
+def _show_library_logs(verbose: bool) -> None:
+    """The live output already shows what the log says (a tool failed, a call was skipped), so
+    the library's log lines appear only with --verbose; without a handler of its own, Python
+    would print every WARNING a second time."""
+    library = logging.getLogger("cleveractors")
+    if not verbose:
+        library.addHandler(logging.NullHandler())
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    library.addHandler(handler)
+    library.setLevel(logging.INFO)
+
+
+def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> str:
+    """The error line of a failed run. A model that cannot be reached is named by the URL it
+    was sent to (never the key): the model's own error says only "Connection error."."""
+    if isinstance(exc, ConfigurationError):
+        return str(exc)
+    line = f"{type(exc).__name__}: {exc}"
+    url = base_url or load_actor_config(actor).agent.base_url
+    if url is not None and isinstance(exc, ModelConnectionError | ModelTimeoutError):
+        line += f" (while talking to {url})"
+    return line
 
 
 def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
@@ -292,8 +361,8 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
 # -- validate and serve ------------------------------------------------------------------------
 
 
-@app.command()
-def validate(actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)]) -> None:
+@app.command(cls=_Command, short_help="Check an actor's config; list every problem.")
+def validate(actor: Annotated[Path, _ACTOR_ARGUMENT]) -> None:
     """Check ACTOR's config: fields, tool handlers and schemas, provider settings."""
     try:
         executor = ActorExecutor.from_config(actor)
@@ -304,13 +373,15 @@ def validate(actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)]) -> None:
     _out.print(f"OK: {executor.name} ({len(tools)} tools)")
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Serve an actor over HTTP, with a chat page.")
 def serve(
-    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    host: Annotated[str, typer.Option(help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (1-65535).", metavar="PORT")] = 8000,
 ) -> None:
-    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions."""
+    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE), /v1/chat/completions, /v1/models."""
+    if not 1 <= port <= _MAX_PORT:
+        _fail(f"--port must be between 1 and {_MAX_PORT}, got {port}", code=2)
     try:
         import uvicorn
 
@@ -323,4 +394,17 @@ def serve(
         executor = ActorExecutor.from_config(actor)
     except ConfigurationError as exc:
         _fail(str(exc))
-    uvicorn.run(create_app(executor), host=host, port=port)
+    listening = _listen(host, port)
+    uvicorn.Server(uvicorn.Config(create_app(executor), host=host, port=port)).run(
+        sockets=[listening]
+    )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound here so that a busy port is one line, not uvicorn's trace."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        _fail(f"cannot listen on {host}:{port}: {reason}")
