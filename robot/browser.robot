@@ -24,7 +24,9 @@ The Chat Page Streams A Tool-Using Answer With Tool Cards And Usage
     Answer Should Stream In
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
     ${rounds' texts}=    Evaluate    "\\n\\n".join($turn["texts"])
-    Element Text Should Be    id:answer    ${rounds' texts}
+    Element Attribute Value Should Be    id:answer    data-markdown    ${rounds' texts}
+    Page Should Contain Element    css:#answer > p    limit=2
+    Element Text Should Be    css:#answer > p:last-child    ${turn}[answer]
     Page Should Contain Element    css:.tool-card.done    limit=2
     Element Should Contain    css:.tool-card[data-call-id="call_weather"] .tool-name    get_weather
     Element Should Contain    css:.tool-card[data-call-id="call_hours"] .tool-status    done ·
@@ -36,10 +38,46 @@ The Chat Page Streams A Tool-Using Answer With Tool Cards And Usage
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page.png
 
 
+The Chat Page Renders Markdown, And Never Runs HTML From The Model
+    Open Chat Page In Chromium    ${MARKDOWN URL}
+    Input Text    id:message    Plan my day in Paris
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Element Text Should Be    css:#answer strong    the plan
+    Page Should Contain Element    css:#answer li    limit=2
+    Element Text Should Be    css:#answer li code    9:00
+    Page Should Not Contain Element    css:#answer script
+    Page Should Not Contain Element    css:#answer [onerror]
+    ${pwned}=    Execute Javascript    return window.pwned === undefined ? null : window.pwned
+    Should Be Equal    ${pwned}    ${None}    msg=HTML from the model ran in the page
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-markdown.png
+
+The Chat Page Has A Favicon And Its Own Copies Of Its Scripts
+    Open Chat Page In Chromium    ${MARKDOWN URL}
+    Page Should Contain Element    css:link[rel="icon"][href="static/favicon.svg"]
+    ${icon}=    Get From Server    ${MARKDOWN URL}/favicon.ico
+    Should Be Equal    ${icon}[status]    ${200}
+    Should Be Equal    ${icon}[content_type]    image/svg+xml
+    FOR    ${script}    IN    static/vendor/marked.umd.js    static/vendor/purify.min.js
+        ${served}=    Get From Server    ${MARKDOWN URL}/${script}
+        Should Be Equal    ${served}[status]    ${200}
+        Should Start With    ${served}[content_type]    text/javascript
+    END
+    ${outside}=    Get From Server    ${MARKDOWN URL}/static/index.html
+    Should Be Equal    ${outside}[status]    ${404}
+    ${page sources}=    Execute Javascript
+    ...    return [...document.scripts].map(s => s.src).filter(Boolean).concat([...document.querySelectorAll('link[href]')].map(l => l.href))
+    FOR    ${source}    IN    @{page sources}
+        Should Start With    ${source}    ${MARKDOWN URL}/    msg=the page loads ${source} from elsewhere
+    END
+
+
 *** Keywords ***
 Start Chat Page Server
     ${url}=    Start Actor Server    ${ACTOR}
     Set Suite Variable    ${URL}    ${url}
+    ${markdown url}=    Start Actor Server    ${CURDIR}/actors/web_markdown.yaml
+    Set Suite Variable    ${MARKDOWN URL}    ${markdown url}
 
 Close Browser And Servers
     Close All Browsers

@@ -274,9 +274,12 @@ class CleverActorsLibrary:
 
     @keyword
     def answer_should_be_the_last_scripted_reply(self) -> None:
-        """The result's text is the text of the script's last reply."""
+        """The result's answer is the text of the script's last reply, and its text is what the
+        stream showed (if it streamed): every reply's text, rounds set apart by a blank line."""
         expected = self._script[-1].text
-        _should_equal(self._result().text, expected, "answer")
+        _should_equal(self._result().answer, expected, "answer")
+        if self._turn().mode == "streaming":
+            _should_equal(self._result().text, "".join(self._turn().chunks), "text")
 
     @keyword
     def streamed_text_should_be_every_scripted_text_in_order(self) -> None:
@@ -384,7 +387,7 @@ class CleverActorsLibrary:
             raise AssertionError(f"no tool call {call_id!r} in {self._result().tool_calls!r}")
         returned = [c.output for c in handler_calls() if c.name == record.name]
         _should_equal(returned, [record.output], f"what the {record.name} handler returned")
-        _should_equal(self._result().text, record.output, "answer")
+        _should_equal(self._result().answer, record.output, "answer")
         if self._turn().mode != "blocking":
             _should_equal("".join(self._turn().chunks), record.output, "streamed text")
 
@@ -429,7 +432,7 @@ class CleverActorsLibrary:
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
         _should_equal(result.budget_exhausted, reason == "budget", "budget_exhausted")
         _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
-        _should_equal(result.text, self._script[-1].text, "answer")
+        _should_equal(result.answer, self._script[-1].text, "answer")
         if self._turn().mode != "blocking":
             _should_equal("".join(self._turn().chunks), result.text, "streamed text")
         last_request = _stub_model(self._loaded_executor()).requests[-1]

@@ -451,6 +451,13 @@ class WebLibrary:
     # -- plain HTTP --------------------------------------------------------------------------
 
     @keyword
+    def get_from_server(self, url: str) -> dict[str, Any]:
+        """GET URL; returns `status` and `content_type` (without parameters)."""
+        response = httpx.get(url, timeout=_CLIENT_TIMEOUT_S)
+        content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        return {"status": response.status_code, "content_type": content_type}
+
+    @keyword
     def post_raw_body(self, url: str, body: str) -> dict[str, Any]:
         """POST BODY as-is (JSON content type); returns `status` and `body` (JSON or text)."""
         response = httpx.post(

@@ -6,7 +6,7 @@ import html
 from importlib import resources
 
 from fastapi import FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from cleveractors.executor import ActorExecutor
 from cleveractors.web.router import UsageCallback, create_chat_router
@@ -14,6 +14,14 @@ from cleveractors.web.router import UsageCallback, create_chat_router
 __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
+# The chat page's files: the icon, and the Markdown renderer and HTML sanitizer it vendors
+# (see static/vendor/README.md), served from the package so the page needs no CDN.
+_STATIC = {
+    "favicon.svg": "image/svg+xml",
+    "vendor/marked.umd.js": "text/javascript",
+    "vendor/purify.min.js": "text/javascript",
+}
+_CACHED = {"Cache-Control": "public, max-age=3600"}
 
 
 def create_app(
@@ -35,12 +43,30 @@ def create_app(
         create_chat_router(lambda: executor, on_usage, max_body_bytes=max_body_bytes)
     )
     page = _chat_page(executor.name)
+    static = {name: (_static_file(name), media_type) for name, media_type in _STATIC.items()}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def chat_page() -> HTMLResponse:
         return HTMLResponse(page)
 
+    @app.get("/static/{name:path}", include_in_schema=False)
+    async def static_file(name: str) -> Response:
+        """The chat page's own files, from a fixed list (never a path from the request)."""
+        if name not in static:
+            return Response(status_code=404)
+        content, media_type = static[name]
+        return Response(content, media_type=media_type, headers=_CACHED)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        content, media_type = static["favicon.svg"]
+        return Response(content, media_type=media_type, headers=_CACHED)
+
     return app
+
+
+def _static_file(name: str) -> bytes:
+    return resources.files("cleveractors.web").joinpath(f"static/{name}").read_bytes()
 
 
 def _chat_page(actor_name: str) -> str:
