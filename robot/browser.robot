@@ -48,6 +48,7 @@ The Chat Page Renders Markdown, And Never Runs HTML From The Model
     Element Text Should Be    css:#answer li code    9:00
     Page Should Not Contain Element    css:#answer script
     Page Should Not Contain Element    css:#answer [onerror]
+    Page Should Not Contain Element    css:#answer img    message=an image in model output would load a URL the model chose
     ${pwned}=    Execute Javascript    return window.pwned === undefined ? null : window.pwned
     Should Be Equal    ${pwned}    ${None}    msg=HTML from the model ran in the page
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-markdown.png
