@@ -243,6 +243,8 @@ Serve Runs The Chat App For The Actor
     ${demo}    Demo Actor
     ${url}    Start Serving Actor    ${demo}
     Chat Page Should Name Actor    ${url}    weather-assistant
+    Stop Serving
+    Served Output Should Show    Serving weather-assistant on ${url} (Ctrl-C stops)
     [Teardown]    Stop Serving
 
 Serve Refuses A Broken Actor With One Line

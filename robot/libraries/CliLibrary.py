@@ -73,6 +73,7 @@ class CliLibrary:
         self._serving: subprocess.Popen[str] | None = None
         self._written = 0
         self._held: list[socket.socket] = []
+        self._served_output = ""
 
     # -- setup (never asserts) ------------------------------------------------------------------
 
@@ -428,6 +429,13 @@ class CliLibrary:
             self._serving.send_signal(signal.SIGINT)
             output, _ = self._serving.communicate(timeout=TIMEOUT_S)
             logger.info(f"cleveractors serve exited with {self._serving.returncode}:\n{output}")
+            self._served_output = output
+
+    @keyword
+    def served_output_should_show(self, text: str) -> None:
+        """What `cleveractors serve` printed (read once it stopped) contains TEXT."""
+        if text not in self._served_output:
+            raise AssertionError(f"{text!r} is not in the output of serve:\n{self._served_output}")
 
     @keyword
     def chat_page_should_name_actor(self, url: str, name: str) -> None:

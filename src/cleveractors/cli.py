@@ -395,6 +395,8 @@ def serve(
     except ConfigurationError as exc:
         _fail(str(exc))
     listening = _listen(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
     uvicorn.Server(uvicorn.Config(create_app(executor), host=host, port=port)).run(
         sockets=[listening]
     )
