@@ -61,10 +61,17 @@ def demo_tool_calls(context: Context) -> Iterator[None]:
 
 @fixture
 def stub_actor(context: Context) -> Iterator[dict[str, Any]]:
-    """`context.actor`: the config dict Given steps build up; When steps load it."""
+    """`context.actor`: the config dict Given steps build up; When steps load it. The loop does
+    not retry (a scripted error reaches the caller) unless a scenario asks for retries."""
     context.actor = {
         "name": "weather-assistant",
-        "agent": {"type": "llm", "provider": "stub", "tools": [], "script": []},
+        "agent": {
+            "type": "llm",
+            "provider": "stub",
+            "tools": [],
+            "script": [],
+            "max_retries": 0,
+        },
     }
     yield context.actor
 
