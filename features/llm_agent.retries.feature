@@ -201,3 +201,65 @@ Feature: The loop retries a failed model call, and bills every attempt
       | mode      |
       | streaming |
       | events    |
+
+  Scenario Outline: <failure> is retried, the failed attempt costing <cost> (<mode>)
+    Given an actor built in code, retrying once, whose model first fails with <failure>
+    When the actor is asked "Weather in Paris?" in <mode> mode
+    Then the answer is "Paris: 18 C and light rain."
+    And the first attempt was retried, costing <cost>
+
+    Examples: connection never made: nothing sent, nothing billed
+      | failure                                                  | mode      | cost |
+      | httpx.ConnectError                                       | blocking  | 0    |
+      | httpx.ConnectTimeout                                     | streaming | 0    |
+      | ConnectionRefusedError                                   | blocking  | 0    |
+      | openai.APIConnectionError caused by ConnectionRefusedError | streaming | 0    |
+
+    Examples: dropped or timed out after sending: the provider may have billed it
+      | failure                   | mode      | cost     |
+      | httpx.ReadTimeout         | blocking  | estimate |
+      | httpx.RemoteProtocolError | streaming | estimate |
+      | a bare TimeoutError       | blocking  | estimate |
+      | ConnectionResetError      | streaming | estimate |
+      | openai.APITimeoutError    | blocking  | estimate |
+      | ModelTimeoutError         | streaming | estimate |
+
+    Examples: refused with a retryable HTTP status
+      | failure              | mode      | cost |
+      | openai.ConflictError | events    | 0    |
+
+  Scenario: A failure that is not a provider's is not retried
+    Given an actor built in code, retrying once, whose model first fails with ValueError
+    When the actor is asked "Weather in Paris?" in blocking mode
+    Then the call failed with ValueError "the reply could not be read"
+    And the first attempt was not retried, costing 0
+
+  Scenario Outline: Retry-After "<retry after>" waits <delay>
+    Given the actor's model replies:
+      | text                        | error        | status | retry after   |
+      |                             | rate limited | 429    | <retry after> |
+      | Paris: 18 C and light rain. |              |        |               |
+    When the actor is asked "Weather in Paris?" in events mode
+    Then the answer is "Paris: 18 C and light rain."
+    And the call_retrying events were:
+      | round | attempt | reason   | delay   |
+      | 1     | 2       | HTTP 429 | <delay> |
+
+    Examples:
+      | retry after                     | delay   |
+      | 0.2                             | 0.2     |
+      | -3                              | 0       |
+      | Sun, 06 Nov 1994 08:49:37 -0000 | 0       |
+      | 120                             | backoff |
+      | soon                            | backoff |
+
+  Scenario Outline: A negative retry setting is refused
+    When a RetryPolicy is made with <setting> = -1
+    Then it is refused with a ConfigurationError saying "RetryPolicy: <setting> must not be negative"
+
+    Examples:
+      | setting           |
+      | max_retries       |
+      | backoff_s         |
+      | max_backoff_s     |
+      | max_retry_after_s |

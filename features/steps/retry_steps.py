@@ -3,14 +3,24 @@ record and the `call_retrying` event before the next one)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
-from behave import given, then
+import httpx
+import openai
+from behave import given, then, when
 from behave.runner import Context
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.exceptions import ModelTimeoutError
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from pydantic import PrivateAttr
 
-from cleveractors import TokenUsage
+from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, RetryPolicy, TokenUsage
 from cleveractors.events import CallRetrying
+from cleveractors.testing import ScriptedChatModel, ScriptedReply
 
 _JITTER = 0.25
 """The documented jitter: a backoff is shortened by up to a quarter, never lengthened."""
@@ -92,3 +102,108 @@ def _then_not_retried(context: Context) -> None:
 def _then_refused_record(context: Context, index: int, attempt: int, status: str) -> None:
     call = context.outcome.result.usage_by_call[index - 1]
     assert (call.attempt, call.status, call.usage) == (attempt, status, TokenUsage()), call
+
+
+# -- failures of every family, raised by a model built in code ----------------------------------
+
+_REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+
+def _caused(error: BaseException, cause: BaseException) -> BaseException:
+    error.__cause__ = cause
+    return error
+
+
+_FAILURES: dict[str, Callable[[], BaseException]] = {
+    "httpx.ConnectError": lambda: httpx.ConnectError("connection refused", request=_REQUEST),
+    "httpx.ConnectTimeout": lambda: httpx.ConnectTimeout("connect timed out", request=_REQUEST),
+    "httpx.ReadTimeout": lambda: httpx.ReadTimeout("read timed out", request=_REQUEST),
+    "httpx.RemoteProtocolError": lambda: httpx.RemoteProtocolError("peer closed connection"),
+    "a bare TimeoutError": TimeoutError,
+    "ConnectionResetError": lambda: ConnectionResetError("connection reset by peer"),
+    "ConnectionRefusedError": lambda: ConnectionRefusedError("connection refused"),
+    "openai.APIConnectionError caused by ConnectionRefusedError": lambda: _caused(
+        openai.APIConnectionError(request=_REQUEST), ConnectionRefusedError("refused")
+    ),
+    "openai.APITimeoutError": lambda: openai.APITimeoutError(request=_REQUEST),
+    "openai.ConflictError": lambda: openai.ConflictError(
+        "conflict", response=httpx.Response(409, request=_REQUEST), body=None
+    ),
+    "ModelTimeoutError": lambda: ModelTimeoutError("the model timed out"),
+    "ValueError": lambda: ValueError("the reply could not be read"),
+}
+
+
+class _FirstCallFails(ScriptedChatModel):
+    """A scripted model whose first call raises `failure` before any output."""
+
+    _failure: BaseException | None = PrivateAttr(default=None)
+
+    def _fail_once(self) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self._fail_once()
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        self._fail_once()
+        async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+            yield chunk
+
+
+@given("an actor built in code, retrying once, whose model first fails with {failure}")
+def _given_failing_first(context: Context, failure: str) -> None:
+    model = _FirstCallFails(replies=[ScriptedReply(text="Paris: 18 C and light rain.")])
+    model._failure = _FAILURES[failure]()
+    context.failure = failure
+    agent = LLMAgent(model, retry=RetryPolicy(max_retries=1, backoff_s=0.01))
+    context.executor = ActorExecutor(agent)
+
+
+@then("the first attempt was retried, costing {cost}")
+def _then_first_retried(context: Context, cost: str) -> None:
+    outcome = context.outcome
+    assert outcome.error is None, f"{context.failure} was not retried: {outcome.error!r}"
+    calls = outcome.result.usage_by_call
+    seen = [(c.attempt, c.status, _cost(c.usage)) for c in calls]
+    assert seen == [(1, "failed", cost), (2, "ok", "reported")], seen
+
+
+@then("the first attempt was not retried, costing {cost}")
+def _then_first_not_retried(context: Context, cost: str) -> None:
+    outcome = context.outcome
+    assert outcome.error is not None, "the failure did not reach the caller"
+    calls = outcome.result.usage_by_call
+    seen = [(c.attempt, c.status, _cost(c.usage)) for c in calls]
+    assert seen == [(1, "failed", cost)], seen
+
+
+@when("a RetryPolicy is made with {setting} = {value:g}")
+def _when_bad_policy(context: Context, setting: str, value: float) -> None:
+    try:
+        RetryPolicy(**{setting: value})
+    except ConfigurationError as exc:
+        context.policy_error = exc
+    else:
+        context.policy_error = None
+
+
+@then('it is refused with a ConfigurationError saying "{text}"')
+def _then_policy_refused(context: Context, text: str) -> None:
+    assert context.policy_error is not None, "the policy was accepted"
+    assert str(context.policy_error) == text, str(context.policy_error)

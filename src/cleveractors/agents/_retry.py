@@ -7,8 +7,8 @@ an HTTP error status costs 0) and never repeats text the caller was already show
 Failures are read without importing any provider package: langchain-core's provider-neutral
 `ModelError` family (with its `is_retryable`), an HTTP status on the error (`status_code`, as the
 `openai` and `anthropic` SDKs set it, or `response.status_code`), and transport errors of
-`httpx`, `openai` and `anthropic` looked up in `sys.modules` (an exception of a module nobody
-imported cannot occur).
+`httpx` (or `httpx2`), `openai` and `anthropic` looked up in `sys.modules` (an exception of a
+module nobody imported cannot occur).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 from langchain_core.messages import AIMessage
 
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import CallRetrying, Event, TextDelta
 
 if TYPE_CHECKING:
@@ -34,17 +35,17 @@ __all__ = ["RetryPolicy", "call_with_retries", "may_have_been_billed"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: request timeout, conflict (a lock, a concurrent edit) and rate limit."""
+_HTTP_CLIENTS = ("httpx", "httpx2")  # recent `openai` SDKs use httpx2
+_TRANSPORT_KINDS = ("TimeoutException", "NetworkError", "RemoteProtocolError")
 _TRANSPORT_ERRORS = (
-    ("httpx", "TimeoutException"),
-    ("httpx", "NetworkError"),
-    ("httpx", "RemoteProtocolError"),
+    *((client, kind) for client in _HTTP_CLIENTS for kind in _TRANSPORT_KINDS),
     ("openai", "APIConnectionError"),  # also its APITimeoutError
     ("anthropic", "APIConnectionError"),
 )
-_NOT_SENT_ERRORS = (
-    ("httpx", "ConnectError"),
-    ("httpx", "ConnectTimeout"),
-    ("httpx", "PoolTimeout"),
+_NOT_SENT_ERRORS = tuple(
+    (client, kind)
+    for client in _HTTP_CLIENTS
+    for kind in ("ConnectError", "ConnectTimeout", "PoolTimeout")
 )
 """Failures before the request left this machine: the provider cannot have billed them."""
 _JITTER = 0.25
@@ -80,8 +81,9 @@ class RetryPolicy:
     max_retry_after_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0 or self.backoff_s < 0 or self.max_backoff_s < 0:
-            raise ValueError(f"retry settings must not be negative: {self}")
+        negative = [name for name in self.__slots__ if getattr(self, name) < 0]
+        if negative:
+            raise ConfigurationError(f"RetryPolicy: {', '.join(negative)} must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
