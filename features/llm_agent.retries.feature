@@ -253,6 +253,24 @@ Feature: The loop retries a failed model call, and bills every attempt
       | 120                             | backoff |
       | soon                            | backoff |
 
+  Scenario Outline: Cancelling the run stops the wait before a retry at once (<mode>)
+    Given the actor's model replies:
+      | text                        | error        | status | retry after |
+      |                             | rate limited | 429    | 30          |
+      | Paris: 18 C and light rain. |              |        |             |
+    When the caller's task is cancelled while the loop waits to retry, in <mode> mode
+    Then the result is marked cancelled
+    And the model was asked 1 time
+    And the attempts were recorded as:
+      | purpose | round | attempt | status | cost |
+      | round   | 1     | 1       | failed | 0    |
+    And no task is left running
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | events    |
+
   Scenario Outline: A negative retry setting is refused
     When a RetryPolicy is made with <setting> = -1
     Then it is refused with a ConfigurationError saying "RetryPolicy: <setting> must not be negative"
