@@ -224,15 +224,22 @@ Feature: The loop retries a failed model call, and bills every attempt
       | openai.APITimeoutError    | blocking  | estimate |
       | ModelTimeoutError         | streaming | estimate |
 
-    Examples: refused with a retryable HTTP status
-      | failure              | mode      | cost |
-      | openai.ConflictError | events    | 0    |
+    Examples: refused with a retryable HTTP status, or a server error inside the stream
+      | failure                                               | mode      | cost |
+      | openai.ConflictError                                  | events    | 0    |
+      | an OpenAI server_error inside the stream              | streaming | 0    |
+      | an Anthropic overloaded_error event inside the stream | events    | 0    |
 
-  Scenario: A failure that is not a provider's is not retried
-    Given an actor built in code, retrying once, whose model first fails with ValueError
-    When the actor is asked "Weather in Paris?" in blocking mode
-    Then the call failed with ValueError "the reply could not be read"
+  Scenario Outline: <failure> is not retried
+    Given an actor built in code, retrying once, whose model first fails with <failure>
+    When the actor is asked "Weather in Paris?" in <mode> mode
+    Then the call failed with <error type>
     And the first attempt was not retried, costing 0
+
+    Examples:
+      | failure                                    | mode      | error type |
+      | ValueError                                 | blocking  | ValueError |
+      | an invalid_request_error inside the stream | streaming | APIError   |
 
   Scenario Outline: Retry-After "<retry after>" waits <delay>
     Given the actor's model replies:

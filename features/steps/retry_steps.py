@@ -130,6 +130,17 @@ _FAILURES: dict[str, Callable[[], BaseException]] = {
         "conflict", response=httpx.Response(409, request=_REQUEST), body=None
     ),
     "ModelTimeoutError": lambda: ModelTimeoutError("the model timed out"),
+    "an OpenAI server_error inside the stream": lambda: openai.APIError(
+        "The server had an error", _REQUEST, body={"message": "oops", "type": "server_error"}
+    ),
+    "an Anthropic overloaded_error event inside the stream": lambda: openai.APIError(
+        "Overloaded",
+        _REQUEST,
+        body={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    ),
+    "an invalid_request_error inside the stream": lambda: openai.APIError(
+        "bad", _REQUEST, body={"type": "error", "error": {"type": "invalid_request_error"}}
+    ),
     "ValueError": lambda: ValueError("the reply could not be read"),
 }
 

@@ -35,6 +35,11 @@ __all__ = ["RetryPolicy", "call_with_retries", "may_have_been_billed"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: request timeout, conflict (a lock, a concurrent edit) and rate limit."""
+_RETRYABLE_ERROR_TYPES = frozenset(
+    {"server_error", "api_error", "overloaded_error", "rate_limit_error", "timeout_error"}
+)
+"""The `type` of an error a provider sends inside a stream that began with HTTP 200 (OpenAI's
+`server_error`; Anthropic's SSE `error` event, e.g. `overloaded_error`), when a retry may fix it."""
 _HTTP_CLIENTS = ("httpx", "httpx2")  # recent `openai` SDKs use httpx2
 _TRANSPORT_KINDS = ("TimeoutException", "NetworkError", "RemoteProtocolError")
 _TRANSPORT_ERRORS = (
@@ -58,8 +63,9 @@ _random = secrets.SystemRandom()
 class RetryPolicy:
     """How the tool loop retries an LLM call that failed in a way a second try may fix.
 
-    Retried: HTTP 408, 409, 429 and 5xx, connection errors, streams cut off, timeouts (and any
-    langchain-core `ModelError` whose `is_retryable` is true). Not retried: other HTTP errors
+    Retried: HTTP 408, 409, 429 and 5xx, connection errors, streams cut off, timeouts, a server
+    error or overload reported inside a stream (and any langchain-core `ModelError` whose
+    `is_retryable` is true). Not retried: other HTTP errors
     (400, 401, 403, 404, ...), cancellation, and a streamed attempt that already showed the
     caller text (that text cannot be taken back).
 
@@ -155,6 +161,8 @@ def is_retryable(error: BaseException) -> bool:
     status = http_status(error)
     if status is not None:
         return status in _RETRYABLE_STATUSES or status >= 500
+    if _streamed_error_type(error) in _RETRYABLE_ERROR_TYPES:
+        return True
     if isinstance(error, ModelError):
         return error.is_retryable
     return _is_transport_failure(error)
@@ -188,6 +196,16 @@ def describe_failure(error: BaseException) -> str:
     if status is not None:
         return f"HTTP {status}"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _streamed_error_type(error: BaseException) -> str | None:
+    """The error `type` of the body an SDK error carries: `{"type": ...}` (OpenAI) or
+    `{"type": "error", "error": {"type": ...}}` (Anthropic)."""
+    body = getattr(error, "body", None)
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]
+    kind = body.get("type") if isinstance(body, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _retry_after_s(error: BaseException) -> float | None:
