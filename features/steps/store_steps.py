@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
-from cleveractors.store import SqlStore
+from cleveractors.store import LedgerRow, SqlStore
 from cleveractors.store.schema import SCHEMA_VERSION, schema_version
 from cleveractors.testing.tables import scripted_reply
 from cleveractors.usage import LLMCallUsage, TokenUsage
@@ -161,7 +161,7 @@ def one_turn_of_caller(context: Context, session_id: str, caller: str) -> None:
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys
-    from cleveractors.store import SqlStore
+    from cleveractors.store import LedgerRow, SqlStore
 
     async def hold() -> None:
         async with SqlStore(sys.argv[1], lease_s=float(sys.argv[3])) as store:
@@ -529,16 +529,20 @@ def second_run_held_first_turn(context: Context, message: str) -> None:
     assert sent[-1].content == message, sent[-1]
 
 
+def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
+    return (usage.prompt_tokens, usage.completion_tokens, usage.estimated)
+
+
 @then('the ledger for session "{session_id}" holds every call of both runs, as billed')
 @then('the ledger for session "{session_id}" holds every call of the run, as billed')
 def ledger_matches_results(context: Context, session_id: str) -> None:
     report = _with_store(context, lambda store: store.usage(session_id=session_id))
     billed = [
-        (call.index, call.usage.prompt_tokens, call.usage.completion_tokens, call.usage.estimated)
+        (c.index, c.attempt, c.status, *_tokens(c.usage))
         for _executor, result in context.runs
-        for call in result.usage_by_call
+        for c in result.usage_by_call
     ]
-    found = [(r.call_index, r.prompt_tokens, r.completion_tokens, r.estimated) for r in report.rows]
+    found = [(r.call_index, r.attempt, r.status, *_tokens(r)) for r in report.rows]
     assert found == billed, f"ledger {found} != results {billed}"
     assert billed, "the runs billed nothing"
 
