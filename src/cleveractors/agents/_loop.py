@@ -20,7 +20,14 @@ from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, TextDelta, UsageRecorded
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
-from cleveractors.usage import AttemptStatus, CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
+from cleveractors.usage import (
+    AttemptStatus,
+    CallPurpose,
+    CallRecorder,
+    LLMCallUsage,
+    TokenUsage,
+    UsageLedger,
+)
 
 EventSink = Callable[[Event], None]
 
@@ -148,6 +155,19 @@ class _Run:
     """Which attempt at the LLM call under way this is, from 1 (set by `call_with_retries`)."""
     shown: RunText = field(default_factory=RunText)
     """The text the user sees, whether or not the run streams: `ExecutionResult.text`."""
+    recorder: CallRecorder | None = None
+    recorded: int = 0
+    """How many of the ledger's calls the recorder has been given."""
+    turn_start: int = 0
+    """Where this turn's messages begin in `messages` (the user's message)."""
+
+    async def flush_calls(self) -> None:
+        """Hand the recorder every call recorded since the last flush."""
+        if self.recorder is None:
+            return
+        for call in self.ledger.calls[self.recorded :]:
+            await self.recorder(call)
+            self.recorded += 1
 
     def record_usage(
         self, purpose: CallPurpose, usage: TokenUsage, *, status: AttemptStatus = "ok"
@@ -203,7 +223,10 @@ class _Run:
         self.shown.add(self.round, text)
 
     def result(self, message: AIMessage) -> _ToolLoopResult:
-        return _ToolLoopResult(message=message, progress=self._progress(), text=self.shown.text)
+        turn = (*self.messages[self.turn_start :], message)
+        return _ToolLoopResult(
+            message=message, progress=self._progress(), text=self.shown.text, turn=turn
+        )
 
     def error(self, cause: BaseException) -> _ToolLoopError:
         return _ToolLoopError(cause, self._progress())
@@ -281,6 +304,8 @@ class _ToolLoopResult:
     progress: _RunProgress
     text: str
     """Everything the user saw, by the rule of `cleveractors.agents.text`."""
+    turn: tuple[BaseMessage, ...] = ()
+    """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
 
     @property
     def prompt_tokens(self) -> int:
