@@ -525,7 +525,7 @@ def second_run_held_first_turn(context: Context, message: str) -> None:
     assert roles == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"], roles
     assert sent[1].tool_calls[0]["id"] == "w1", sent[1]
     assert sent[2].content == first.tool_calls[0].output, sent[2]
-    assert sent[3].content == first.text, sent[3]
+    assert sent[3].content == first.answer, sent[3]
     assert sent[-1].content == message, sent[-1]
 
 
