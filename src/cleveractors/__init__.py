@@ -9,7 +9,8 @@ from cleveractors.errors import (
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ErrorInfo, ExecutionResult, ToolCallRecord
+from cleveractors.pricing import ModelPrices
+from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
 from cleveractors.usage import LLMCallUsage, TokenUsage, last_token_usage_var
 
@@ -26,6 +27,8 @@ __all__ = [
     "LLMAgentConfig",
     "LLMCallUsage",
     "LoopLimits",
+    "ModelPrices",
+    "ResultCallback",
     "TextStream",
     "TokenUsage",
     "Tool",

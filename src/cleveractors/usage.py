@@ -7,6 +7,7 @@ keeps each call with its purpose, and `UsageLedger` sums them when asked.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from decimal import Decimal
 from typing import Literal
 
 from langchain_core.messages import AIMessage
@@ -29,12 +30,20 @@ class TokenUsage(BaseModel):
 
     `estimated` is True when any part was estimated (a stream cut off before the provider sent its
     usage, or a provider that reports none), so "the provider sent nothing" is never read as zero.
+    The detail counts are parts of the main ones, never added to them: cache reads and writes are
+    prompt tokens, reasoning tokens are completion tokens.
     """
 
     model_config = ConfigDict(frozen=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Prompt tokens read from the provider's prompt cache (billed at the cache-read price)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache (Anthropic bills them above input)."""
+    reasoning_tokens: int = 0
+    """Completion tokens the model spent thinking: billed as output, never shown."""
     estimated: bool = False
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
@@ -46,6 +55,9 @@ class TokenUsage(BaseModel):
         return TokenUsage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             estimated=self.estimated or other.estimated,
         )
 
@@ -55,13 +67,19 @@ class TokenUsage(BaseModel):
         metadata = message.usage_metadata
         if metadata is None:
             return None
+        prompt = metadata.get("input_token_details") or {}
+        completion = metadata.get("output_token_details") or {}
         return cls(
-            prompt_tokens=metadata["input_tokens"], completion_tokens=metadata["output_tokens"]
+            prompt_tokens=metadata["input_tokens"],
+            completion_tokens=metadata["output_tokens"],
+            cache_read_tokens=prompt.get("cache_read") or 0,
+            cache_write_tokens=prompt.get("cache_creation") or 0,
+            reasoning_tokens=completion.get("reasoning") or 0,
         )
 
 
 class LLMCallUsage(BaseModel):
-    """What one LLM call cost, and why it was made."""
+    """What one LLM call cost, who answered it, and why it was made."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -71,21 +89,46 @@ class LLMCallUsage(BaseModel):
     round: int
     """The tool-loop round the call belongs to, from 1."""
     usage: TokenUsage
+    provider: str | None = None
+    """The LangChain provider name (`openai`, `anthropic`, `google_genai`, ...), when known."""
+    model: str | None = None
+    """The model the provider says answered (e.g. a dated snapshot), else the one configured."""
+    cost_usd: Decimal | None = None
+    """The call's price in US dollars, or None when the model's prices are unknown."""
 
 
 class UsageLedger:
     """The LLM calls of one run, in the order they were made. Never shared between runs."""
 
-    __slots__ = ("_calls", "_total")
+    __slots__ = ("_calls", "_cost", "_total")
 
     def __init__(self) -> None:
         self._calls: list[LLMCallUsage] = []
         self._total = TokenUsage()
+        self._cost = Decimal(0)
 
-    def record(self, *, purpose: CallPurpose, round: int, usage: TokenUsage) -> LLMCallUsage:
-        call = LLMCallUsage(index=len(self._calls) + 1, purpose=purpose, round=round, usage=usage)
+    def record(
+        self,
+        *,
+        purpose: CallPurpose,
+        round: int,
+        usage: TokenUsage,
+        provider: str | None = None,
+        model: str | None = None,
+        cost_usd: Decimal | None = None,
+    ) -> LLMCallUsage:
+        call = LLMCallUsage(
+            index=len(self._calls) + 1,
+            purpose=purpose,
+            round=round,
+            usage=usage,
+            provider=provider,
+            model=model,
+            cost_usd=cost_usd,
+        )
         self._calls.append(call)
         self._total += usage
+        self._cost += cost_usd or 0
         return call
 
     @property
@@ -96,6 +139,11 @@ class UsageLedger:
     def total(self) -> TokenUsage:
         """The sum over the calls, kept as they are recorded (read on every round)."""
         return self._total
+
+    @property
+    def cost_spent_usd(self) -> Decimal:
+        """The cost of the calls that could be priced (what a cost budget is checked against)."""
+        return self._cost
 
 
 last_token_usage_var: ContextVar[TokenUsage | None] = ContextVar(

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ExecutionResult, ResultCallback
 
 __all__ = ["Agent", "History", "ResultCallback"]
 
 History = Sequence[BaseMessage | dict[str, object]]
 """Prior chat turns: LangChain messages, or `{"role": ..., "content": ...}` dicts."""
-
-ResultCallback = Callable[[ExecutionResult], None]
-"""Called once per run with its final result, also when the run failed or was cancelled."""
 
 
 class Agent(ABC):

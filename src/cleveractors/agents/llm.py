@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -51,6 +52,7 @@ from cleveractors.events import (
     TextDelta,
     ToolCallRequested,
 )
+from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
@@ -68,6 +70,7 @@ _SYNTHESIS_PROMPT = (
 _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "max_rounds": "the limit of tool rounds for this message is reached",
     "budget": "the token budget for this message is spent",
+    "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
 _CONDENSE_PROMPT = (
@@ -84,6 +87,9 @@ class LoopLimits:
     max_tool_rounds: int = 10
     token_budget: int | None = None
     tool_output_max_tokens: int | None = None
+    cost_budget_usd: Decimal | None = None
+    """Checked before each further round against the cost of the calls so far, like
+    `token_budget`; needs a model with a known price (or `pricing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,15 @@ class LLMAgent(Agent):
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
+        provider: LangChain's provider name for usage records and prices (`openai`,
+            `anthropic`, ...); read from the model when omitted.
+        model_name: The model's name for usage records and prices; read from the model when
+            omitted.
+        pricing: Your own prices, instead of genai-prices' table.
+
+    Raises:
+        ConfigurationError: two tools share a name, or `limits.cost_budget_usd` is set for a
+            model whose price is unknown.
     """
 
     def __init__(
@@ -115,9 +130,20 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        provider: str | None = None,
+        model_name: str | None = None,
+        pricing: ModelPrices | None = None,
     ) -> None:
         self.name = name
+        model = _with_streamed_usage(model)
         self.model = model
+        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
+        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
+            raise ConfigurationError(
+                f"agent {name!r}: a cost budget is set, but model {self.pricer.model!r} of "
+                f"provider {self.pricer.provider!r} has no known price; set agent.pricing "
+                "(input_per_mtok, output_per_mtok)"
+            )
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
@@ -157,8 +183,12 @@ class LLMAgent(Agent):
                 max_tool_rounds=config.tool_max_rounds,
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
+                cost_budget_usd=config.cost_budget_usd,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            provider=config.provider,
+            model_name=config.model,
+            pricing=config.pricing,
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -213,7 +243,9 @@ class LLMAgent(Agent):
     async def _execute_tool_loop(
         self, message: str, history: History | None, sink: EventSink, *, streaming: bool
     ) -> _ToolLoopResult:
-        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming)
+        run = _Run(
+            messages=[], user_message=message, sink=sink, streaming=streaming, pricer=self.pricer
+        )
         try:
             run.messages = self._initial_messages(message, history)
             while True:
@@ -234,8 +266,8 @@ class LLMAgent(Agent):
                         batch = await self._run_tool_batch(run, tool_reply, calls)
                         if batch.answer is not None:
                             return run.result(AIMessage(content=batch.answer))
-                        if self._budget_spent(run):
-                            return run.result(await self._synthesize(run, "budget"))
+                        if spent := self._budget_spent(run):
+                            return run.result(await self._synthesize(run, spent))
                     case _:
                         assert_never(step)
         except (Exception, asyncio.CancelledError) as exc:
@@ -372,9 +404,14 @@ class LLMAgent(Agent):
 
     # -- step 5: limits ------------------------------------------------------------------------
 
-    def _budget_spent(self, run: _Run) -> bool:
-        budget = self.limits.token_budget
-        return budget is not None and run.ledger.total.total_tokens >= budget
+    def _budget_spent(self, run: _Run) -> SynthesisReason | None:
+        """Which budget, if any, the calls so far have reached."""
+        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        if tokens is not None and run.ledger.total.total_tokens >= tokens:
+            return "budget"
+        if cost is not None and run.ledger.cost_spent_usd >= cost:
+            return "cost_budget"
+        return None
 
     async def _synthesize(self, run: _Run, reason: SynthesisReason) -> AIMessage:
         run.synthesis_reason = reason
@@ -382,6 +419,16 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
         messages = [*run.messages, HumanMessage(prompt)]
         return await self._model_turn(run, "synthesis", tools_bound=False, messages=messages)
+
+
+def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
+    """The model with streamed usage requested. Integrations with a `stream_usage` switch
+    (ChatOpenAI, AzureChatOpenAI, ChatAnthropic, ...) may leave it off: ChatOpenAI turns it on only
+    for OpenAI's own URL, so a model built in code for another server would bill streamed calls
+    by estimate only. A copy shares the model's clients."""
+    if "stream_usage" in type(model).model_fields and getattr(model, "stream_usage", None) is not True:
+        return model.model_copy(update={"stream_usage": True})
+    return model
 
 
 def _as_ai_message(reply: object) -> AIMessage:
