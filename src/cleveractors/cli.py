@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, NoReturn, cast
@@ -37,6 +38,7 @@ from cleveractors.config import load_actor_config
 from cleveractors.errors import CleverActorsError, ConfigurationError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
+from cleveractors.usage import TokenUsage
 
 __all__ = ["EventRenderer", "app", "main", "usage_table"]
 
@@ -166,22 +168,43 @@ class EventRenderer:
             self._status = None
 
 
+# Token columns after "prompt" / "completion"; the detail ones only when a run has any.
+_DETAIL_COLUMNS = (
+    ("cached", "cache_read_tokens"),
+    ("cache write", "cache_write_tokens"),
+    ("reasoning", "reasoning_tokens"),
+)
+
+
 def usage_table(result: ExecutionResult) -> Table:
-    """The tokens of a run: one row per LLM call, then the total; estimated counts marked."""
+    """The tokens and cost of a run: one row per LLM call, then the total; estimated counts
+    marked; cached / cache-write / reasoning columns where the run has any; cost "n/a" for a
+    call whose model has no known price, and for a total that would be partial."""
+    details = [(title, key) for title, key in _DETAIL_COLUMNS if getattr(result.usage, key)]
     table = Table(title="Token usage", box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("call", "purpose", "round", "prompt", "completion", "total", "estimated"):
+    columns = ["call", "purpose", "round", "prompt", "completion"]
+    columns += [title for title, _ in details] + ["total", "cost (USD)", "estimated"]
+    for column in columns:
         table.add_column(column, justify="left" if column in ("purpose", "estimated") else "right")
     for call in result.usage_by_call:
-        usage = call.usage
-        counts = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
-        marker = "estimated" if usage.estimated else ""
-        table.add_row(str(call.index), call.purpose, str(call.round), *map(str, counts), marker)
+        row = [str(call.index), call.purpose, str(call.round), *_counts(call.usage, details)]
+        table.add_row(*row, _money(call.cost_usd), "estimated" if call.usage.estimated else "")
     table.add_section()
-    counts = (result.prompt_tokens, result.completion_tokens, result.total_tokens)
     calls = f"{result.llm_calls} call{'' if result.llm_calls == 1 else 's'}"
     marker = "estimated" if result.usage_estimated else ""
-    table.add_row("total", calls, "", *map(str, counts), marker, style="bold")
+    totals = _counts(result.usage, details)
+    table.add_row("total", calls, "", *totals, _money(result.cost_usd), marker, style="bold")
     return table
+
+
+def _counts(usage: TokenUsage, details: list[tuple[str, str]]) -> list[str]:
+    counts = [usage.prompt_tokens, usage.completion_tokens]
+    counts += [getattr(usage, key) for _, key in details] + [usage.total_tokens]
+    return [str(count) for count in counts]
+
+
+def _money(cost: Decimal | None) -> str:
+    return "n/a" if cost is None else f"{cost:.6f}"
 
 
 def _show_tool_records(records: tuple[ToolCallRecord, ...]) -> None:
