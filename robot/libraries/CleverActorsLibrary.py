@@ -427,7 +427,9 @@ class CleverActorsLibrary:
         made without tools, gave the answer: the script's last reply."""
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
-        _should_equal(result.budget_exhausted, reason == "budget", "budget_exhausted")
+        _should_equal(
+            result.budget_exhausted, reason in ("budget", "cost_budget"), "budget_exhausted"
+        )
         _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
         _should_equal(result.text, self._script[-1].text, "answer")
         if self._turn().mode != "blocking":

@@ -140,9 +140,9 @@ class LLMAgent(Agent):
         self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
         if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
             raise ConfigurationError(
-                f"agent {name!r}: a cost budget is set, but model {self.pricer.model!r} of "
-                f"provider {self.pricer.provider!r} has no known price; set agent.pricing "
-                "(input_per_mtok, output_per_mtok)"
+                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
+                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
+                "set agent.pricing (input_per_mtok, output_per_mtok)"
             )
         self.system_prompt = system_prompt
         self.limits = limits

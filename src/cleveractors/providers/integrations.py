@@ -172,8 +172,9 @@ def make_integration_model(config: LLMAgentConfig) -> BaseChatModel:
             not have is set, the API key variable is not set, or the class rejects an option.
     """
     integration = INTEGRATIONS[config.provider]
-    model_class = _import_class(config.provider, integration)
+    # The config's own mistakes first: they are worth knowing before installing anything.
     options = {**_settings(config, integration), **_pass_through(config, integration)}
+    model_class = _import_class(config.provider, integration)
     try:
         model = model_class(**options)
     except (ValidationError, TypeError, ValueError) as exc:
