@@ -21,6 +21,28 @@ Two Tool Rounds Report What The Server Billed, Blocking And Streaming
     Reported Tokens Should Equal Billed
     Streaming And Blocking Turns Should Match
 
+Cached And Reasoning Tokens And The Cost Are What The Server Billed
+    [Documentation]    The server's usage reports prompt_tokens_details.cached_tokens and
+    ...    completion_tokens_details.reasoning_tokens as OpenAI does; every call's details are
+    ...    the server's, and its cost is what gpt-4o's published prices (USD 2.50 input, 1.25
+    ...    cached input, 10.00 output per million tokens) make of the server's bill.
+    Send Chat Message Over The Wire    wire_cached.yaml    ${WEATHER QUESTION}    mode=blocking
+    Reported Tokens Should Equal Billed
+    Token Details And Cost Should Equal Billed    2.50    1.25    10.00
+    Send Chat Message Over The Wire    wire_cached.yaml    ${WEATHER QUESTION}    mode=streaming
+    Reported Tokens Should Equal Billed
+    Token Details And Cost Should Equal Billed    2.50    1.25    10.00    reported_model=${False}
+
+A ChatOpenAI Built In Code Without stream_usage Still Bills Streamed Calls Exactly
+    [Documentation]    ChatOpenAI asks for the usage chunk only on OpenAI's own URL; the agent
+    ...    turns it on, so the request carries stream_options.include_usage and nothing is
+    ...    estimated.
+    Start Scripted OpenAI Server    wire_two_rounds.yaml
+    Load ChatOpenAI Built In Code    wire_two_rounds.yaml
+    Send Chat Message    ${WEATHER QUESTION}    mode=streaming
+    Every Streamed Request Should Have Asked For Usage
+    Reported Tokens Should Equal Billed
+
 Three Calls In One Reply Run In Model Order And Are Answered In One Re-Ask
     [Documentation]    One reply calls get_weather, get_time, get_weather: three handlers run in
     ...    that order, and the single next request answers each call id, in order.

@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
+from decimal import Decimal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -24,11 +25,16 @@ from robot.api import logger
 from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, handler_calls
 
-from cleveractors import ActorExecutor, ExecutionResult
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
+
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import Event, TextDelta, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.testing.tables import other_running_tasks
+from cleveractors.tools import tool_from_config
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
 API_KEY_ENV = "CLEVERACTORS_ROBOT_API_KEY"
@@ -481,6 +487,60 @@ class CleverActorsLibrary:
         if not result.prompt_tokens or not result.completion_tokens:
             raise AssertionError(f"nothing was billed: {result!r}")
 
+    @keyword
+    def token_details_and_cost_should_equal_billed(
+        self,
+        input_per_mtok: str,
+        cached_per_mtok: str,
+        output_per_mtok: str,
+        reported_model: bool = True,
+    ) -> None:
+        """Each call's cached and reasoning tokens are what the server's usage said, its cost is
+        what the given published prices (USD per million tokens) make of the server's bill, and
+        the result's cost is their sum. With `reported_model`, each call names the model the
+        server said answered."""
+        result, billed = self._result(), self._wire_server().billed
+        _should_equal(
+            [(c.usage.cache_read_tokens, c.usage.reasoning_tokens) for c in result.usage_by_call],
+            [(b.cached_tokens, b.reasoning_tokens) for b in billed],
+            "cached and reasoning tokens per call against the server's bill",
+        )
+        prices = Decimal(input_per_mtok), Decimal(cached_per_mtok), Decimal(output_per_mtok)
+        expected = [_billed_cost(b, *prices) for b in billed]
+        _should_equal([c.cost_usd for c in result.usage_by_call], expected, "cost per call")
+        _should_equal(result.cost_usd, sum(expected), "the result's cost")
+        if reported_model:
+            _should_equal(
+                [c.model for c in result.usage_by_call], [b.model for b in billed], "models"
+            )
+
+    @keyword
+    def load_chatopenai_built_in_code(self, actor_file: str) -> None:
+        """An agent with the actor file's tools around a `ChatOpenAI` built in code for the latest
+        scripted server, without `stream_usage` (which ChatOpenAI then leaves off for any URL but
+        OpenAI's own)."""
+        if self._server is None:
+            raise RuntimeError("Start Scripted OpenAI Server first")
+        model = ChatOpenAI(
+            model="gpt-4o",
+            base_url=self._server.base_url,
+            api_key=SecretStr(DUMMY_API_KEY),
+            max_retries=0,
+        )
+        config = load_actor_config(_read_actor(actor_file))
+        tools = [tool_from_config(tool) for tool in config.agent.tools]
+        self._executor = ActorExecutor(LLMAgent(model, tools=tools))
+        clear_handler_calls()
+
+    @keyword
+    def every_streamed_request_should_have_asked_for_usage(self) -> None:
+        """Every streamed request body the server received asked for the usage chunk."""
+        bodies = [body for body in self._wire_server().requests if body.get("stream")]
+        if not bodies:
+            raise AssertionError("no streamed request was received")
+        for body in bodies:
+            _should_equal(body.get("stream_options"), {"include_usage": True}, "stream_options")
+
     @keyword("Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One")
     def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(self) -> None:
         """Every call but the last matches the server's bill exactly; the last, cut off before the
@@ -696,6 +756,14 @@ class _LogCapture:
         root = logging.getLogger()
         root.removeHandler(self._handler)
         root.setLevel(self._previous_level)
+
+
+def _billed_cost(call: BilledCall, input: Decimal, cached: Decimal, output: Decimal) -> Decimal:
+    """What published per-million-token prices make of one billed call; reasoning tokens are
+    completion tokens, priced once."""
+    fresh = call.prompt_tokens - call.cached_tokens
+    micro_dollars = fresh * input + call.cached_tokens * cached + call.completion_tokens * output
+    return micro_dollars / Decimal(1_000_000)
 
 
 def _read_actor(actor_file: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ try:
     import typer
     from rich import box
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.status import Status
     from rich.table import Table
     from rich.text import Text
@@ -183,7 +184,7 @@ def usage_table(result: ExecutionResult) -> Table:
     details = [(title, key) for title, key in _DETAIL_COLUMNS if getattr(result.usage, key)]
     table = Table(title="Token usage", box=box.SIMPLE_HEAD, title_justify="left")
     columns = ["call", "purpose", "round", "prompt", "completion"]
-    columns += [title for title, _ in details] + ["total", "cost (USD)", "estimated"]
+    columns += [title for title, _ in details] + ["total", "USD", "estimated"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("purpose", "estimated") else "right")
     for call in result.usage_by_call:
@@ -195,6 +196,14 @@ def usage_table(result: ExecutionResult) -> Table:
     totals = _counts(result.usage, details)
     table.add_row("total", calls, "", *totals, _money(result.cost_usd), marker, style="bold")
     return table
+
+
+def _print_unsqueezed(console: Console, table: Table) -> None:
+    """Print the table at its natural width even where the console is narrower (80 columns when
+    not a terminal): a count or a cost cut to "0.00…" is worse than a long line."""
+    needed = Measurement.get(console, console.options.update_width(1_000), table).maximum
+    console.width = max(console.width, needed)  # print() clamps any width to the console's
+    console.print(table)
 
 
 def _counts(usage: TokenUsage, details: list[tuple[str, str]]) -> list[str]:
@@ -300,7 +309,7 @@ def run(
         _show_tool_records(result.tool_calls)
         _out.print(result.text)
     _out.print()
-    _out.print(usage_table(result))
+    _print_unsqueezed(_out, usage_table(result))
 
 
 def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
@@ -309,7 +318,7 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
     if spent is not None and as_json:
         _out.file.write(spent.model_dump_json(indent=2) + "\n")
     elif spent is not None:
-        _err.print(usage_table(spent))
+        _print_unsqueezed(_err, usage_table(spent))
 
 
 # -- validate and serve ------------------------------------------------------------------------
