@@ -14,6 +14,7 @@ from behave import given, then, when
 from behave.runner import Context
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
+
 from cleveractors import ExecutionResult, LLMAgent, LLMCallUsage
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
@@ -223,7 +224,8 @@ def _then_warned_once(context: Context, provider: str, model: str, problem: str)
         if record.levelno == logging.WARNING and problem in record.getMessage()
     ]
     assert len(warnings) == 1, f"warnings: {warnings}"
-    assert provider in warnings[0] and model in warnings[0], warnings[0]
+    assert provider in warnings[0], warnings[0]
+    assert model in warnings[0], warnings[0]
 
 
 # -- providers from config ---------------------------------------------------------------------
@@ -248,7 +250,7 @@ def _then_recorded_as(context: Context, provider: str, model: str) -> None:
 
 @then("the error's problem is one line")
 def _then_one_line(context: Context) -> None:
-    header, *problems = str(context.error).splitlines()
+    _header, *problems = str(context.error).splitlines()
     assert len(problems) == 1, problems
 
 
@@ -266,6 +268,7 @@ def _when_agent_built(context: Context) -> None:
 @then("the agent's model requests streamed usage, sharing the original's client")
 def _then_stream_usage(context: Context) -> None:
     model = context.agent.model
-    assert isinstance(model, ChatOpenAI) and model.stream_usage is True, model
+    assert isinstance(model, ChatOpenAI), model
+    assert model.stream_usage is True, model
     assert model.root_async_client is context.code_model.root_async_client
     assert (context.agent.pricer.provider, context.agent.pricer.model) == ("openai", "gpt-4o")

@@ -15,18 +15,17 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 from robot.api import logger
 from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, handler_calls
-
-from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR

@@ -426,7 +426,10 @@ def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
     (ChatOpenAI, AzureChatOpenAI, ChatAnthropic, ...) may leave it off: ChatOpenAI turns it on only
     for OpenAI's own URL, so a model built in code for another server would bill streamed calls
     by estimate only. A copy shares the model's clients."""
-    if "stream_usage" in type(model).model_fields and getattr(model, "stream_usage", None) is not True:
+    if (
+        "stream_usage" in type(model).model_fields
+        and getattr(model, "stream_usage", None) is not True
+    ):
         return model.model_copy(update={"stream_usage": True})
     return model
 

@@ -125,7 +125,9 @@ INTEGRATIONS: dict[str, Integration] = {
         "api_key",
         "api_base",
     ),
-    "xai": Integration("langchain_xai", "ChatXAI", "langchain-xai", None, "XAI_API_KEY", "api_key", None),
+    "xai": Integration(
+        "langchain_xai", "ChatXAI", "langchain-xai", None, "XAI_API_KEY", "api_key", None
+    ),
     "fireworks": Integration(
         "langchain_fireworks",
         "ChatFireworks",
@@ -226,7 +228,7 @@ def _settings(config: LLMAgentConfig, integration: Integration) -> dict[str, Any
 
 def _pass_through(config: LLMAgentConfig, integration: Integration) -> dict[str, Any]:
     """`model_options`, which may not set what the config's own fields set."""
-    owned = {"model", integration.key_arg, integration.url_arg} - {None}
+    owned = {"model"} | {arg for arg in (integration.key_arg, integration.url_arg) if arg}
     clashes = sorted(owned & config.model_options.keys())
     if clashes:
         raise ConfigurationError(
