@@ -43,6 +43,23 @@ A ChatOpenAI Built In Code Without stream_usage Still Bills Streamed Calls Exact
     Every Streamed Request Should Have Asked For Usage
     Reported Tokens Should Equal Billed
 
+Provider Anthropic From Config Reports The Cache Tokens And Cost The Endpoint Billed
+    [Documentation]    `provider: anthropic` with `model_options` builds ChatAnthropic, which talks
+    ...    to a scripted Anthropic endpoint over real HTTP (JSON, and SSE): the options reach the
+    ...    request, each call's prompt is uncached + cache reads + cache writes as billed, and its
+    ...    cost is what claude-sonnet-4's published prices (USD 3.00 input, 0.30 cache read, 3.75
+    ...    cache write, 15.00 output per million tokens) make of the bill.
+    [Template]    Anthropic Usage And Cost Should Equal The Bill
+    blocking
+    streaming
+
+The Older Anthropic Event Form Is Estimated And Flagged, Not Billed As Zero Prompt Tokens
+    [Documentation]    Input usage only in message_start: langchain-anthropic reports 0 input
+    ...    tokens; the library estimates the prompt, flags it and keeps the reported output.
+    Load Actor Over The Anthropic Wire    wire_anthropic.yaml    usage_in_message_start_only=${True}
+    Send Chat Message    ${WEATHER QUESTION}    mode=streaming
+    Every Call Should Estimate The Prompt And Keep The Anthropic Output
+
 Three Calls In One Reply Run In Model Order And Are Answered In One Re-Ask
     [Documentation]    One reply calls get_weather, get_time, get_weather: three handlers run in
     ...    that order, and the single next request answers each call id, in order.
@@ -118,6 +135,14 @@ ${SERVER ERROR}     OpenAIAPIError: Error code: 500 - The scripted provider is d
 
 
 *** Keywords ***
+Anthropic Usage And Cost Should Equal The Bill
+    [Arguments]    ${mode}
+    Load Actor Over The Anthropic Wire    wire_anthropic.yaml
+    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Anthropic Requests Should Carry    max_tokens    2048
+    Anthropic Requests Should Carry    top_k    5
+    Usage And Cost Should Equal Anthropic Bill    3.00    0.30    3.75    15.00
+
 Three Calls Should Run In Order And Be Answered Once
     [Arguments]    ${mode}
     Send Chat Message Over The Wire    wire_three_calls.yaml    ${WEATHER QUESTION}    mode=${mode}

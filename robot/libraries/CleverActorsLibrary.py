@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
+from anthropic_endpoint import ScriptedAnthropicEndpoint
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from robot.api import logger
@@ -84,6 +85,7 @@ class CleverActorsLibrary:
         self._script: tuple[ScriptedReply, ...] = ()
         self._server: ScriptedOpenAIServer | None = None
         self._servers: list[ScriptedOpenAIServer] = []
+        self._anthropic: ScriptedAnthropicEndpoint | None = None
         self._authorizations: dict[int, list[str]] = {}
         self._turns: list[_Turn] = []
         self._log_capture: _LogCapture | None = None
@@ -166,6 +168,9 @@ class CleverActorsLibrary:
         for server in self._servers:
             server.stop()
         self._servers.clear()
+        if self._anthropic is not None:
+            self._anthropic.stop()
+            self._anthropic = None
 
     @keyword
     def start_capturing_logs(self) -> None:
@@ -512,6 +517,104 @@ class CleverActorsLibrary:
             _should_equal(
                 [c.model for c in result.usage_by_call], [b.model for b in billed], "models"
             )
+
+    @keyword
+    def load_actor_over_the_anthropic_wire(
+        self, actor_file: str, usage_in_message_start_only: bool = False
+    ) -> None:
+        """Serves the actor file's `script:` from a scripted Anthropic endpoint on 127.0.0.1 and
+        loads the actor as written (`provider: anthropic`, its `model_options`), pointed at it
+        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`."""
+        config = _read_actor(actor_file)
+        endpoint = ScriptedAnthropicEndpoint(
+            _script_of(config), usage_in_message_start_only=usage_in_message_start_only
+        )
+        endpoint.start()
+        self._anthropic = endpoint
+        self._script = _script_of(config)
+        agent = {key: value for key, value in config["agent"].items() if key != "script"}
+        agent.update(base_url=endpoint.base_url, max_retries=0)
+        os.environ["ANTHROPIC_API_KEY"] = DUMMY_API_KEY
+        self._load({**config, "agent": agent}, None)
+
+    @keyword
+    def anthropic_requests_should_carry(self, field: str, value: str) -> None:
+        """Every request body the Anthropic endpoint received has `field` equal to `value`
+        (YAML), e.g. what `model_options` set."""
+        endpoint = self._anthropic_endpoint()
+        expected = yaml.safe_load(value)
+        for body in endpoint.requests:
+            _should_equal(body.get(field), expected, f"request field {field}")
+
+    @keyword
+    def usage_and_cost_should_equal_anthropic_bill(
+        self,
+        input_per_mtok: str,
+        cache_read_per_mtok: str,
+        cache_write_per_mtok: str,
+        output_per_mtok: str,
+    ) -> None:
+        """Every call reports exactly what the Anthropic endpoint billed: the whole prompt
+        (uncached + cache reads + cache writes), its cache parts, the output; each call's cost is
+        what the given published prices (USD per million tokens) make of the bill."""
+        result, billed = self._result(), self._anthropic_endpoint().billed
+        _should_equal(
+            [
+                (
+                    c.usage.prompt_tokens,
+                    c.usage.cache_read_tokens,
+                    c.usage.cache_write_tokens,
+                    c.usage.completion_tokens,
+                    c.usage.estimated,
+                )
+                for c in result.usage_by_call
+            ],
+            [
+                (b.prompt_tokens, b.cache_read_tokens, b.cache_write_tokens, b.output_tokens, False)
+                for b in billed
+            ],
+            "usage per call against the Anthropic bill",
+        )
+        prices = [
+            Decimal(price)
+            for price in (
+                input_per_mtok,
+                cache_read_per_mtok,
+                cache_write_per_mtok,
+                output_per_mtok,
+            )
+        ]
+        expected = [
+            (
+                b.input_tokens * prices[0]
+                + b.cache_read_tokens * prices[1]
+                + b.cache_write_tokens * prices[2]
+                + b.output_tokens * prices[3]
+            )
+            / Decimal(1_000_000)
+            for b in billed
+        ]
+        _should_equal([c.cost_usd for c in result.usage_by_call], expected, "cost per call")
+        _should_equal(result.cost_usd, sum(expected), "the result's cost")
+        _should_equal({c.provider for c in result.usage_by_call}, {"anthropic"}, "provider")
+
+    @keyword
+    def every_call_should_estimate_the_prompt_and_keep_the_anthropic_output(self) -> None:
+        """The endpoint sent the input usage only in message_start, which langchain-anthropic
+        reads as 0 prompt tokens: each call is flagged estimated with a non-zero prompt, and
+        keeps the output count the endpoint reported."""
+        result, billed = self._result(), self._anthropic_endpoint().billed
+        _should_equal(len(result.usage_by_call), len(billed), "calls against requests")
+        for call, bill in zip(result.usage_by_call, billed, strict=True):
+            _should_equal(call.usage.estimated, True, f"call {call.index} estimated")
+            _should_equal(call.usage.completion_tokens, bill.output_tokens, "output tokens")
+            if call.usage.prompt_tokens <= 0:
+                raise AssertionError(f"call {call.index} was billed no prompt: {call}")
+
+    def _anthropic_endpoint(self) -> ScriptedAnthropicEndpoint:
+        if self._anthropic is None:
+            raise RuntimeError("Load Actor Over The Anthropic Wire first")
+        return self._anthropic
 
     @keyword
     def load_chatopenai_built_in_code(self, actor_file: str) -> None:

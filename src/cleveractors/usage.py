@@ -6,9 +6,10 @@ keeps each call with its purpose, and `UsageLedger` sums them when asked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -73,9 +74,20 @@ class TokenUsage(BaseModel):
             prompt_tokens=metadata["input_tokens"],
             completion_tokens=metadata["output_tokens"],
             cache_read_tokens=prompt.get("cache_read") or 0,
-            cache_write_tokens=prompt.get("cache_creation") or 0,
+            cache_write_tokens=_cache_writes(prompt),
             reasoning_tokens=completion.get("reasoning") or 0,
         )
+
+
+def _cache_writes(details: Mapping[str, Any]) -> int:
+    """langchain-anthropic reports cache writes by lifetime when Anthropic does
+    (`ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`) and then sets `cache_creation` to 0
+    so they are not counted twice."""
+    by_lifetime = sum(details.get(key) or 0 for key in _CACHE_WRITE_LIFETIMES)
+    return by_lifetime or details.get("cache_creation") or 0
+
+
+_CACHE_WRITE_LIFETIMES = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 
 
 class LLMCallUsage(BaseModel):
