@@ -12,16 +12,25 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-from genai_prices import Usage
-from genai_prices.data_snapshot import DataSnapshot
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
 from cleveractors.usage import TokenUsage
 
-__all__ = ["CallPricer", "ModelPrices", "is_priceable", "price_call", "price_table_provider"]
+if TYPE_CHECKING:
+    from genai_prices.data_snapshot import DataSnapshot
+
+__all__ = [
+    "CallPricer",
+    "ModelPrices",
+    "is_priceable",
+    "price_call",
+    "price_table_provider",
+    "warm_up",
+]
 
 _PER_MTOK = Decimal(1_000_000)
 
@@ -80,9 +89,17 @@ class ModelPrices(BaseModel):
 
 @functools.cache
 def _bundled_table() -> DataSnapshot:
-    from genai_prices.data import providers  # the large table: loaded on first use only
+    # Imported on first use: genai-prices takes most of a second to import, which neither an
+    # offline stub actor nor `import cleveractors` should pay.
+    from genai_prices.data import providers
+    from genai_prices.data_snapshot import DataSnapshot
 
     return DataSnapshot(providers=providers, from_auto_update=False)
+
+
+def warm_up() -> None:
+    """Load the price table now, so no run pays for it inside the event loop."""
+    _bundled_table()
 
 
 def price_table_provider(provider: str | None) -> str | None:
@@ -104,6 +121,8 @@ def price_call(
     table_provider = price_table_provider(provider)
     if table_provider is None:
         return None
+    from genai_prices import Usage
+
     tokens = Usage(
         input_tokens=usage.prompt_tokens,
         cache_read_tokens=usage.cache_read_tokens,
@@ -151,11 +170,14 @@ class CallPricer:
         """Read provider and model from the chat model where not given (LangChain's tracing
         parameters, which every integration fills in)."""
         traced = chat_model._get_ls_params()
-        return cls(
+        pricer = cls(
             provider=provider or traced.get("ls_provider"),
             model=model or traced.get("ls_model_name"),
             override=override,
         )
+        if override is None and price_table_provider(pricer.provider) is not None:
+            warm_up()
+        return pricer
 
     def answering_model(self, reply: AIMessage | None) -> str | None:
         """The model the provider reports in the reply, else the configured one. The key differs
