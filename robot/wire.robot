@@ -49,9 +49,12 @@ Provider Anthropic From Config Reports The Cache Tokens And Cost The Endpoint Bi
     ...    request, each call's prompt is uncached + cache reads + cache writes as billed, and its
     ...    cost is what claude-sonnet-4's published prices (USD 3.00 input, 0.30 cache read, 3.75
     ...    cache write, 15.00 output per million tokens) make of the bill.
+    ...    One-hour cache writes are priced at their own USD 6.00.
     [Template]    Anthropic Usage And Cost Should Equal The Bill
-    blocking
-    streaming
+    blocking     5m    3.75
+    streaming    5m    3.75
+    blocking     1h    6.00
+    streaming    1h    6.00
 
 The Older Anthropic Event Form Is Estimated And Flagged, Not Billed As Zero Prompt Tokens
     [Documentation]    Input usage only in message_start: langchain-anthropic reports 0 input
@@ -136,12 +139,13 @@ ${SERVER ERROR}     OpenAIAPIError: Error code: 500 - The scripted provider is d
 
 *** Keywords ***
 Anthropic Usage And Cost Should Equal The Bill
-    [Arguments]    ${mode}
-    Load Actor Over The Anthropic Wire    wire_anthropic.yaml
+    [Arguments]    ${mode}    ${cache_ttl}    ${cache_write_price}
+    Load Actor Over The Anthropic Wire    wire_anthropic.yaml    cache_ttl=${cache_ttl}
     Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
     Anthropic Requests Should Carry    max_tokens    2048
     Anthropic Requests Should Carry    top_k    5
-    Usage And Cost Should Equal Anthropic Bill    3.00    0.30    3.75    15.00
+    Usage And Cost Should Equal Anthropic Bill    3.00    0.30    ${cache_write_price}    15.00
+    Stop Scripted OpenAI Servers
 
 Three Calls Should Run In Order And Be Answered Once
     [Arguments]    ${mode}

@@ -520,14 +520,17 @@ class CleverActorsLibrary:
 
     @keyword
     def load_actor_over_the_anthropic_wire(
-        self, actor_file: str, usage_in_message_start_only: bool = False
+        self, actor_file: str, usage_in_message_start_only: bool = False, cache_ttl: str = "5m"
     ) -> None:
         """Serves the actor file's `script:` from a scripted Anthropic endpoint on 127.0.0.1 and
         loads the actor as written (`provider: anthropic`, its `model_options`), pointed at it
-        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`."""
+        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The endpoint reports every
+        cache write with lifetime `cache_ttl` (`5m` or `1h`)."""
         config = _read_actor(actor_file)
         endpoint = ScriptedAnthropicEndpoint(
-            _script_of(config), usage_in_message_start_only=usage_in_message_start_only
+            _script_of(config),
+            usage_in_message_start_only=usage_in_message_start_only,
+            cache_ttl=cache_ttl,
         )
         endpoint.start()
         self._anthropic = endpoint

@@ -5,8 +5,9 @@ events the real API streams (message_start, content_block_start/delta/stop with 
 `input_json_delta`, message_delta with the usage, message_stop). A reply's `prompt_tokens` is the
 whole prompt; like the real API, `input_tokens` on the wire is only its uncached part, beside
 `cache_read_input_tokens` and `cache_creation_input_tokens`. It records every request body and
-what it billed. With `usage_in_message_start_only`, the stream reports the input usage only in
-`message_start` (the older event form), as some providers still do.
+what it billed. Cache writes are also reported by lifetime (`cache_creation`), all with
+`cache_ttl` ("5m" or "1h"). With `usage_in_message_start_only`, the stream reports the input usage
+only in `message_start` (the older event form), as some providers still do.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class AnthropicBill:
     cache_write_tokens: int
     output_tokens: int
     model: str
+    cache_ttl: str = "5m"
 
     @property
     def prompt_tokens(self) -> int:
@@ -43,10 +45,15 @@ class ScriptedAnthropicEndpoint:
     """Serves `replies` in order; `requests` and `billed` record what happened."""
 
     def __init__(
-        self, replies: Sequence[ScriptedReply], *, usage_in_message_start_only: bool = False
+        self,
+        replies: Sequence[ScriptedReply],
+        *,
+        usage_in_message_start_only: bool = False,
+        cache_ttl: str = "5m",
     ) -> None:
         self._replies = list(replies)
         self.usage_in_message_start_only = usage_in_message_start_only
+        self.cache_ttl = cache_ttl
         self.requests: list[dict[str, Any]] = []
         self.billed: list[AnthropicBill] = []
         self._lock = threading.Lock()
@@ -78,6 +85,7 @@ class ScriptedAnthropicEndpoint:
                 cache_write_tokens=reply.cache_write_tokens,
                 output_tokens=reply.completion_tokens or 0,
                 model=reply.model_name or str(body.get("model", "")),
+                cache_ttl=self.cache_ttl,
             )
             self.billed.append(bill)
         return reply, bill
@@ -90,6 +98,10 @@ def _usage(bill: AnthropicBill, *, with_input: bool = True) -> dict[str, Any]:
             "input_tokens": bill.input_tokens,
             "cache_read_input_tokens": bill.cache_read_tokens,
             "cache_creation_input_tokens": bill.cache_write_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": bill.cache_write_tokens * (bill.cache_ttl == "5m"),
+                "ephemeral_1h_input_tokens": bill.cache_write_tokens * (bill.cache_ttl == "1h"),
+            },
         }
     return usage
 

@@ -62,7 +62,8 @@ _TABLE_PROVIDERS: dict[str, str] = {
 class ModelPrices(BaseModel):
     """Your own prices for a model, in US dollars per million tokens (`agent.pricing`).
 
-    Cache reads and writes default to the input price when not given.
+    Cache reads and writes default to the input price when not given; every cache write, of
+    whatever lifetime, costs `cache_write_per_mtok`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,6 +128,7 @@ def price_call(
         input_tokens=usage.prompt_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
         output_tokens=usage.completion_tokens,
     )
     for model in models:

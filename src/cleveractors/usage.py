@@ -43,6 +43,8 @@ class TokenUsage(BaseModel):
     """Prompt tokens read from the provider's prompt cache (billed at the cache-read price)."""
     cache_write_tokens: int = 0
     """Prompt tokens written to the provider's prompt cache (Anthropic bills them above input)."""
+    cache_write_1h_tokens: int = 0
+    """Of the cache writes, those kept for an hour (Anthropic bills them above 5-minute ones)."""
     reasoning_tokens: int = 0
     """Completion tokens the model spent thinking: billed as output, never shown."""
     estimated: bool = False
@@ -58,6 +60,7 @@ class TokenUsage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             estimated=self.estimated or other.estimated,
         )
@@ -75,6 +78,7 @@ class TokenUsage(BaseModel):
             completion_tokens=metadata["output_tokens"],
             cache_read_tokens=prompt.get("cache_read") or 0,
             cache_write_tokens=_cache_writes(prompt),
+            cache_write_1h_tokens=prompt.get("ephemeral_1h_input_tokens") or 0,
             reasoning_tokens=completion.get("reasoning") or 0,
         )
 

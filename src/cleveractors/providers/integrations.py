@@ -235,4 +235,3 @@ def _pass_through(config: LLMAgentConfig, integration: Integration) -> dict[str,
             "(model, api_key_env, base_url)"
         )
     return dict(config.model_options)
-
