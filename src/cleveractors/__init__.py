@@ -1,6 +1,13 @@
 """cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
 
-from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream, ToolAgent
+from cleveractors.agents import (
+    EventStream,
+    LLMAgent,
+    LoopLimits,
+    RetryPolicy,
+    TextStream,
+    ToolAgent,
+)
 from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
 from cleveractors.errors import (
     CleverActorsError,
@@ -29,6 +36,7 @@ __all__ = [
     "LoopLimits",
     "ModelPrices",
     "ResultCallback",
+    "RetryPolicy",
     "TextStream",
     "TokenUsage",
     "Tool",

@@ -94,7 +94,12 @@ class LLMAgentConfig(_Frozen):
     """Passed through to the provider's chat model class, e.g. Anthropic's `thinking` and
     `max_tokens`, or OpenAI's `reasoning_effort`."""
     temperature: NonNegativeFloat | None = None
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """The loop's retries of a failed LLM call (HTTP 408/409/429/5xx, connection errors, cut-off
+    streams, timeouts), each attempt billed and evented; the model's own client never retries."""
+    retry_backoff_s: NonNegativeFloat = 0.5
+    """The wait before the first retry when the provider sends no `Retry-After`; each next one
+    waits twice as long (at most 8 s), shortened by up to 25 % at random."""
     request_timeout_s: PositiveFloat | None = None
     system_prompt: str | None = None
     tool_max_rounds: PositiveInt = 10

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
 __all__ = [
+    "AttemptStatus",
     "CallPurpose",
     "LLMCallUsage",
     "TokenUsage",
@@ -24,6 +25,10 @@ __all__ = [
 
 CallPurpose = Literal["round", "synthesis", "pruning"]
 """Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
+
+AttemptStatus = Literal["ok", "failed", "cancelled"]
+"""How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error
+reached the caller), or the run was cancelled while it was under way."""
 
 
 class TokenUsage(BaseModel):
@@ -111,6 +116,12 @@ class LLMCallUsage(BaseModel):
     """The model the provider says answered (e.g. a dated snapshot), else the one configured."""
     cost_usd: Decimal | None = None
     """The call's price in US dollars, or None when the model's prices are unknown."""
+    attempt: int = 1
+    """Which attempt at this call the record is, from 1: the loop's retries are records too."""
+    status: AttemptStatus = "ok"
+    """`ok`, `failed` or `cancelled`. A failed attempt refused with an HTTP error status costs 0
+    (the provider did no work); one that may have been billed (cut off, timed out, dropped after
+    sending) carries an estimate, flagged `estimated`."""
 
 
 class UsageLedger:
@@ -132,6 +143,8 @@ class UsageLedger:
         provider: str | None = None,
         model: str | None = None,
         cost_usd: Decimal | None = None,
+        attempt: int = 1,
+        status: AttemptStatus = "ok",
     ) -> LLMCallUsage:
         call = LLMCallUsage(
             index=len(self._calls) + 1,
@@ -141,6 +154,8 @@ class UsageLedger:
             provider=provider,
             model=model,
             cost_usd=cost_usd,
+            attempt=attempt,
+            status=status,
         )
         self._calls.append(call)
         self._total += usage

@@ -40,6 +40,7 @@ from cleveractors.agents._loop import (
     decide,
     discard_event,
 )
+from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
@@ -58,7 +59,7 @@ from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
 from cleveractors.usage import CallPurpose, last_token_usage_var
 
-__all__ = ["LLMAgent", "LoopLimits"]
+__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
+_NO_RETRIES = RetryPolicy()
+"""A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
     "user's message {message!r}. Keep facts, numbers and names exactly; drop everything else. "
@@ -110,6 +113,9 @@ class LLMAgent(Agent):
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
+        retry: The loop's retries of a failed LLM call, each attempt billed and evented. Off by
+            default: a model built in code keeps its own client's retries, which the loop cannot
+            see or bill; turn those off (e.g. `ChatOpenAI(max_retries=0)`) when you turn these on.
         provider: LangChain's provider name for usage records and prices (`openai`,
             `anthropic`, ...); read from the model when omitted.
         model_name: The model's name for usage records and prices; read from the model when
@@ -133,6 +139,7 @@ class LLMAgent(Agent):
         provider: str | None = None,
         model_name: str | None = None,
         pricing: ModelPrices | None = None,
+        retry: RetryPolicy = _NO_RETRIES,
     ) -> None:
         self.name = name
         model = _with_streamed_usage(model)
@@ -147,6 +154,7 @@ class LLMAgent(Agent):
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
+        self.retry = retry
         self.tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
@@ -189,6 +197,7 @@ class LLMAgent(Agent):
             provider=config.provider,
             model_name=config.model,
             pricing=config.pricing,
+            retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -302,8 +311,23 @@ class LLMAgent(Agent):
         tools_bound: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
-        """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
         sent = run.messages if messages is None else messages
+
+        def attempt() -> Awaitable[AIMessage]:
+            return self._model_attempt(run, purpose, sent, tools_bound=tools_bound)
+
+        return await call_with_retries(run, self.retry, attempt)
+
+    async def _model_attempt(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        sent: Sequence[BaseMessage],
+        *,
+        tools_bound: bool,
+    ) -> AIMessage:
+        """Ask the model once; streams text deltas when the run streams. Records the usage."""
         model = self._model_with_tools if tools_bound else self.model
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"

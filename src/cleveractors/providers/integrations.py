@@ -18,6 +18,7 @@ from pydantic import SecretStr, ValidationError
 
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import ConfigurationError
+from cleveractors.providers._client import CLIENT_MAX_RETRIES
 
 __all__ = ["INTEGRATIONS", "Integration", "make_integration_model", "read_api_key"]
 
@@ -219,7 +220,7 @@ def _settings(config: LLMAgentConfig, integration: Integration) -> dict[str, Any
     if config.temperature is not None:
         settings["temperature"] = config.temperature
     if integration.has_client_options:
-        settings["max_retries"] = config.max_retries
+        settings["max_retries"] = CLIENT_MAX_RETRIES  # the loop retries, and bills each attempt
         if config.request_timeout_s is not None:
             settings["timeout"] = config.request_timeout_s
     return settings
