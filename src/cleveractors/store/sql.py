@@ -403,7 +403,13 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "prompt_tokens": call.usage.prompt_tokens,
         "completion_tokens": call.usage.completion_tokens,
         "estimated": call.usage.estimated,
+        "cost_usd": _money(call.cost_usd),
     }
+
+
+def _money(cost: Decimal | None) -> str | None:
+    """A cost as exact decimal text (the column is a string: no float ever holds money)."""
+    return None if cost is None else str(cost)
 
 
 def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
@@ -416,6 +422,7 @@ def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             estimated=result.usage_estimated,
+            cost_usd=_money(result.cost_usd),
         )
     )
 
