@@ -122,6 +122,11 @@ def price_call(
     table_provider = price_table_provider(provider)
     if table_provider is None:
         return None
+    known = [
+        model for model in dict.fromkeys(models) if model and _is_in_table(table_provider, model)
+    ]
+    if not known:
+        return None
     from genai_prices import Usage
 
     tokens = Usage(
@@ -131,15 +136,21 @@ def price_call(
         cache_write_1h_tokens=usage.cache_write_1h_tokens,
         output_tokens=usage.completion_tokens,
     )
-    for model in models:
-        if not model:
-            continue
-        try:
-            priced = _bundled_table().calc(tokens, model, table_provider, None, None)
-        except (LookupError, ValueError):  # unknown model, or counts the table cannot price
-            continue
-        return priced.total_price
-    return None
+    try:
+        return _bundled_table().calc(tokens, known[0], table_provider, None, None).total_price
+    except ValueError:  # counts the table cannot price (e.g. more cached than prompt tokens)
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_in_table(table_provider: str, model: str) -> bool:
+    """Whether the table knows the model; remembered, because a miss scans every model of the
+    provider (most of a millisecond) and an unknown model stays unknown for the process."""
+    try:
+        _bundled_table().find_provider_model(model, None, table_provider, None)
+    except LookupError:
+        return False
+    return True
 
 
 def is_priceable(
