@@ -29,7 +29,14 @@ from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["ActorConfig", "LLMAgentConfig", "ProviderName", "ToolConfig", "load_actor_config"]
+__all__ = [
+    "ActorConfig",
+    "LLMAgentConfig",
+    "ProviderName",
+    "StoreConfig",
+    "ToolConfig",
+    "load_actor_config",
+]
 
 ProviderName = Literal[
     "openai",
@@ -128,11 +135,23 @@ class LLMAgentConfig(_Frozen):
         return self
 
 
+class StoreConfig(_Frozen):
+    """Where sessions and the usage ledger are kept (needs `cleveractors[store]`)."""
+
+    url: str = "sqlite:///cleveractors.db"
+    """`sqlite:///path.db`, or `postgresql://user@host/db` (with `cleveractors[postgres]`)."""
+    history_turns: PositiveInt = 50
+    """How many of a session's latest turns go into the prompt."""
+    retention_days: PositiveInt | None = None
+    """`cleveractors store prune` removes sessions untouched for longer; None keeps them."""
+
+
 class ActorConfig(_Frozen):
-    """An actor: a name and its one agent."""
+    """An actor: a name, its one agent, and optionally a store for sessions and the ledger."""
 
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
+    store: StoreConfig | None = None
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

@@ -6,7 +6,7 @@ keeps each call with its purpose, and `UsageLedger` sums them when asked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, Literal
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 __all__ = [
     "AttemptStatus",
     "CallPurpose",
+    "CallRecorder",
     "LLMCallUsage",
     "TokenUsage",
     "UsageLedger",
@@ -175,6 +176,11 @@ class UsageLedger:
     def cost_spent_usd(self) -> Decimal:
         """The cost of the calls that could be priced (what a cost budget is checked against)."""
         return self._cost
+
+
+CallRecorder = Callable[[LLMCallUsage], Awaitable[None]]
+"""Awaited with each LLM call's record as soon as the call ends, before any tool of its round
+runs (a ledger writes it there). A failing recorder fails the run."""
 
 
 last_token_usage_var: ContextVar[TokenUsage | None] = ContextVar(
