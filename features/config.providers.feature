@@ -13,6 +13,7 @@ Feature: Any LangChain provider from config
         provider: anthropic
         model: claude-sonnet-4-20250514
         base_url: http://127.0.0.1:9
+        request_timeout_s: 30
         model_options:
           max_tokens: 4096
           thinking: {type: enabled, budget_tokens: 2048}
@@ -24,6 +25,8 @@ Feature: Any LangChain provider from config
       | max_tokens        | 4096                                         |
       | thinking          | {"type": "enabled", "budget_tokens": 2048}   |
       | anthropic_api_url | http://127.0.0.1:9                           |
+      | default_request_timeout | 30.0                                   |
+      | max_retries       | 0                                            |
       | stream_usage      | true                                         |
     And the actor's calls are recorded as anthropic's claude-sonnet-4-20250514
 

@@ -62,6 +62,15 @@ Feature: Every call names its model, carries its token details and is priced in 
       | openai   | my-private-finetune  |
       | ollama   | llama3.2             |
 
+  Scenario: A call whose counts contradict themselves is unpriced, not mispriced
+    Given the actor's model stands in for "gpt-4o" of openai
+    And the actor's model replies:
+      | text | prompt tokens | completion tokens | cache read |
+      | Hi.  | 100           | 10                | 500        |
+    When the actor is asked "Hello" in blocking mode
+    Then no call has a cost
+    And the result's cost is unknown, with call 1 unpriced
+
   Scenario: The actor's own prices override the table
     Given the actor's model stands in for "llama3.2" of ollama
     And the actor's prices are USD 0.40 input, 0.04 cache read, 0.50 cache write and 1.20 output per million tokens

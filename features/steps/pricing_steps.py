@@ -154,6 +154,13 @@ def _then_cost_unknown(context: Context, first: int, second: int) -> None:
     assert result.model_dump(mode="json")["cost_usd"] is None
 
 
+@then("the result's cost is unknown, with call {index:d} unpriced")
+def _then_one_unpriced(context: Context, index: int) -> None:
+    result: ExecutionResult = context.outcome.result
+    assert result.cost_usd is None, result.cost_usd
+    assert result.unpriced_calls == (index,), result.unpriced_calls
+
+
 @then("the cost spent before the synthesis reached the budget of USD {usd}")
 def _then_cost_budget_reached(context: Context, usd: str) -> None:
     result: ExecutionResult = context.outcome.result
