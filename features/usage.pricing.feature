@@ -5,14 +5,15 @@ Feature: Every call names its model, carries its token details and is priced in 
   calls' costs only when every call was priced; otherwise it is None and the unpriced calls are
   listed. The expected costs below are computed from the published prices written in the tables.
 
-  Scenario Outline: Cache and reasoning counts are on every call and summed over rounds and pruning (<mode>)
+  Scenario Outline: Cache and reasoning counts are on every call and summed over rounds, retries and pruning (<mode>)
     Given the actor declares the demo tools long_report and get_weather
     And tool outputs over 50 tokens are condensed
     And the actor's model replies:
-      | text                             | tool calls                             | prompt tokens | completion tokens | cache read | cache write | reasoning |
-      |                                  | long_report#r1 {"topic": "the Louvre"} | 900           | 120               | 0          | 800         | 100       |
-      | Key fact: the Louvre opens 9:00. |                                        | 400           | 12                | 0          | 0           | 7         |
-      | It opens at nine in the morning. |                                        | 1300          | 30                | 800        | 0           | 10        |
+      | text                             | tool calls                             | prompt tokens | completion tokens | cache read | cache write | reasoning | error      | status |
+      |                                  | long_report#r1 {"topic": "the Louvre"} | 900           | 120               | 0          | 800         | 100       |            |        |
+      | Key fact: the Louvre opens 9:00. |                                        | 400           | 12                | 0          | 0           | 7         |            |        |
+      |                                  |                                        |               |                   |            |             |           | overloaded | 503    |
+      | It opens at nine in the morning. |                                        | 1300          | 30                | 800        | 0           | 10        |            |        |
     When the actor is asked "When does the Louvre open?" in <mode> mode
     Then each call carries the prompt, completion, cache and reasoning counts the model reported
     And the result's counts are the sums over its calls

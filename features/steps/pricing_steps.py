@@ -94,6 +94,9 @@ def _then_details_per_call(context: Context) -> None:
             reply.cache_write_tokens,
             reply.reasoning_tokens,
         )
+        if reply.error is not None:  # refused with an HTTP error: the attempt cost nothing
+            scripted = (0, 0, 0, 0, 0)
+            assert (call.status, call.attempt) == ("failed", 1), call
         assert seen == scripted, f"call {call.index} ({call.purpose}): {seen} != {scripted}"
         assert not usage.estimated, call
 
