@@ -1,11 +1,18 @@
 """cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
 
 from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream, ToolAgent
-from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
+from cleveractors.config import (
+    ActorConfig,
+    LLMAgentConfig,
+    McpServer,
+    ToolConfig,
+    load_actor_config,
+)
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
     ExecutionError,
+    McpServerError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
@@ -26,6 +33,8 @@ __all__ = [
     "LLMAgentConfig",
     "LLMCallUsage",
     "LoopLimits",
+    "McpServer",
+    "McpServerError",
     "TextStream",
     "TokenUsage",
     "Tool",

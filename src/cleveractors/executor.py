@@ -7,6 +7,10 @@
     async for event in executor.execute_events("Weather in Paris?"):  # typed events
         ...
 
+An executor is also an async context manager: `async with ActorExecutor.from_config(path) as
+executor:` opens what the agent holds for its life (the MCP servers' sessions) and closes it on
+leaving, like `await executor.aclose()`. Without it, the first run opens them.
+
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
 """
@@ -15,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from cleveractors import tokens
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
@@ -87,6 +92,32 @@ class ActorExecutor:
             ) from None
         agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
         return cls(agent, name=config.name)
+
+    async def __aenter__(self) -> Self:
+        await self.aopen()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aopen(self) -> None:
+        """Open what the agent holds for its life: connect its MCP servers, fetch their tools.
+
+        Raises:
+            McpServerError: an MCP server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: an MCP tool's name collides with another tool's, or a variable
+                named in a server's env or headers is not set.
+        """
+        await self.agent.aopen()
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions (stdio servers are terminated). A later run opens them again."""
+        await self.agent.aclose()
 
     async def execute(self, message: str, history: History | None = None) -> ExecutionResult:
         """Run a message to its answer.

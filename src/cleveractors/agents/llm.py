@@ -42,7 +42,7 @@ from cleveractors.agents._loop import (
 from cleveractors.agents.base import Agent, History, ResultCallback
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
-from cleveractors.config import LLMAgentConfig
+from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import (
     OutputPruned,
@@ -54,6 +54,7 @@ from cleveractors.events import (
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
+from cleveractors.tools.mcp import McpToolbox
 from cleveractors.usage import CallPurpose, last_token_usage_var
 
 __all__ = ["LLMAgent", "LoopLimits"]
@@ -104,6 +105,9 @@ class LLMAgent(Agent):
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
+        mcp_servers: MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``). They are
+            connected by `aopen()` (an executor's `async with`) or by the first run, and stay
+            connected until `aclose()`.
     """
 
     def __init__(
@@ -115,25 +119,66 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
-        self.tools: dict[str, Tool] = {}
+        self._own_tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
-            if tool.name in self.tools:
+            if tool.name in self._own_tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
-        self._dispatcher = ToolDispatcher(self.tools, agent_name=name)
-        # Bound once: binding converts every schema, which is no work to repeat per round.
+            self._own_tools[tool.name] = tool
+        self._mcp = McpToolbox(mcp_servers, agent_name=name) if mcp_servers else None
+        self._mcp_version = 0
+        self._bind_tools(self._own_tools)
+
+    def _bind_tools(self, tools: dict[str, Tool]) -> None:
+        """Make `tools` the agent's tool set; done once, and again when an MCP server's list
+        changes (binding converts every schema, which is no work to repeat per round)."""
+        self.tools = tools
+        self._dispatcher = ToolDispatcher(tools, agent_name=self.name)
         self._model_with_tools: Runnable[LanguageModelInput, Any] = (
-            model.bind_tools([tool.openai_schema() for tool in self.tools.values()])
-            if self.tools
-            else model
+            self.model.bind_tools([tool.openai_schema() for tool in tools.values()])
+            if tools
+            else self.model
         )
+
+    async def aopen(self) -> None:
+        """Connect the MCP servers and fetch their tools (also done by the first run).
+
+        Raises:
+            McpServerError: a server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: an MCP tool's name collides with another tool's.
+        """
+        await self._sync_mcp_tools()
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
+        if self._mcp is not None:
+            await self._mcp.aclose()
+
+    async def _sync_mcp_tools(self) -> None:
+        """Bind the MCP servers' tools when they are new or changed; before each round."""
+        if self._mcp is None:
+            return
+        mcp_tools, version = await self._mcp.current_tools()
+        if version == self._mcp_version:
+            return
+        tools = dict(self._own_tools)
+        for tool in mcp_tools:
+            if tool.name in tools:
+                raise ConfigurationError(
+                    f"agent {self.name!r}: tool name {tool.name!r} is offered twice: by "
+                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
+                    "'prefix: true' on the server)"
+                )
+            tools[tool.name] = tool
+        self._bind_tools(tools)
+        self._mcp_version = version
 
     @classmethod
     def from_config(
@@ -159,6 +204,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            mcp_servers=config.mcp_servers,
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -217,6 +263,7 @@ class LLMAgent(Agent):
         try:
             run.messages = self._initial_messages(message, history)
             while True:
+                await self._sync_mcp_tools()
                 run.round += 1
                 sink(RoundStarted(round=run.round))
                 reply = await self._model_turn(run, "round", tools_bound=bool(self.tools))
