@@ -132,7 +132,8 @@ Validate Accepts The Demo Actor
     ${demo}    Demo Actor
     Run Cleveractors    validate    ${demo}
     Command Should Succeed
-    Output Should Be    OK: weather-assistant (2 tools)
+    Output Should List Tools    OK: weather-assistant (2 tools)
+    ...    get_weather [python]    convert_temperature [python]
 
 Validate Names A Mistyped Field
     ${actor}    Actor With Mistyped Field And Unimportable Handler

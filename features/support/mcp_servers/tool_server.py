@@ -13,9 +13,10 @@ import signal
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent
 
-server = MCPServer("test-tools")
+server = MCPServer("test-tools", log_level="WARNING")
 
 
 def _log(line: str) -> None:
@@ -57,7 +58,7 @@ def picture() -> CallToolResult:
 @server.tool()
 def fail(reason: str) -> str:
     """Always fails with the reason."""
-    raise ValueError(reason)
+    raise ToolError(reason)
 
 
 @server.tool()

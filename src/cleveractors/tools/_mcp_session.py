@@ -17,16 +17,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections import Counter
 from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
@@ -129,13 +131,14 @@ class McpSession:
             stdio = StdioServerParameters(
                 command=program, args=arguments, env=self.server.resolved_env()
             )
-            return Client(stdio, message_handler=self._on_message, client_info=info, cache=None)
+            transport = stdio_client(stdio, errlog=_server_stderr())
+            return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
         assert self.server.url is not None  # the config allows exactly one of command and url
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=self.server.resolved_headers(), timeout=_HTTP_TIMEOUT)
         )
-        transport = streamable_http_client(self.server.url, http_client=http)
-        return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
+        web = streamable_http_client(self.server.url, http_client=http)
+        return Client(web, message_handler=self._on_message, client_info=info, cache=None)
 
     async def _follow_list_changes(
         self, stack: AsyncExitStack, client: Client, stop: asyncio.Event
@@ -290,6 +293,16 @@ def _output(result: types.CallToolResult, source: str) -> str:
     if result.is_error:
         raise McpCallError(f"{source} reported an error: {output or '(no details)'}")
     return output
+
+
+def _server_stderr() -> TextIO:
+    """Where a stdio server's stderr goes: ours, unless ours is no file (a test runner or a
+    notebook captured it); then the process's own."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr
 
 
 def _describe(exc: BaseException) -> str:
