@@ -9,15 +9,16 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
 
   Scenario Outline: The model calls MCP tools and reads text, structured and partial results (<mode>)
     Given the actor's model replies:
-      | text            | tool calls                                                                                             |
-      |                 | echo#c1 {"text": "hello"} ; add#c2 {"a": 2, "b": 3} ; structured_only#c3 {"city": "Rome"} ; picture#c4 |
-      | All four done.  |                                                                                                        |
+      | text            | tool calls                                                                                                           |
+      |                 | echo#c1 {"text": "hello"} ; add#c2 {"a": 2, "b": 3} ; structured_only#c3 {"city": "Rome"} ; picture#c4 ; nothing#c5 |
+      | All four done.  |                                                                                                                      |
     When the actor is asked "Use the tools." in <mode> mode, with its MCP servers open
     Then the answer is "All four done."
     And the tool call c1 output is "hello"
     And the tool call c2 output is "{\n  \"sum\": 5\n}"
     And the tool call c3 output is "{\"city\": \"Rome\", \"celsius\": 21}"
     And the tool call c4 output is "a red square\n[cleveractors: left out content the model cannot read here: 1 image]"
+    And the tool call c5 output is ""
     And the model's request 1 had the tool structured_only bound
     And the reported tokens are what the model reported for each call
     And 1 stdio server processes were started
@@ -154,3 +155,75 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
   Scenario: Without the mcp package, an actor with MCP servers names the extra to install
     When a program without the mcp package loads the actor
     Then the program printed "pip install 'cleveractors[mcp]'"
+
+  Scenario: A streamable HTTP server that restarted is reconnected on the next call
+    Given the MCP test server "search" over streamable HTTP, its token from $SEARCH_TOKEN
+    And the MCP server "search" has prefix true
+    And the actor's model replies:
+      | text    | tool calls                            |
+      |         | search_echo#c1 {"text": "before"}     |
+      | First.  |                                       |
+      |         | search_echo#c2 {"text": "after"}      |
+      | Second. |                                       |
+    When the actor is asked "One.", its HTTP server is restarted, then it is asked "Two."
+    Then the answer is "Second."
+    And the tool call c2 output is "after"
+
+  Scenario: The web app opens the MCP servers when it starts and closes them when it stops
+    When the web app serving the actor starts and stops
+    Then while it served, the agent offered the tool echo
+    And no MCP server process is left running
+
+  Scenario: A removed tool and a protocol error are errors the model reads
+    Given the actor's model replies:
+      | text      | tool calls                                                                |
+      |           | forget#c1 {"name": "echo"} ; echo#c2 {"text": "x"} ; protocol_error#c3    |
+      |           | add#c4 {"a": 1, "b": 1}                                                   |
+      | Forgot.   |                                                                           |
+    When the actor is asked "Forget." in blocking mode, with its MCP servers open
+    Then the answer is "Forgot."
+    And the model's request 2 carries an error for call c2 mentioning "mcp server 'files' reported an error: Unknown tool: echo"
+    And the model's request 2 carries an error for call c3 mentioning "mcp server 'files' refused the call: the test server refuses this request"
+    And the model's request 3 had no tool echo bound
+
+  Scenario: A server that cannot be reached again is an error the model reads
+    Given the MCP test server "search" over streamable HTTP, its token from $SEARCH_TOKEN
+    And the MCP server "search" has prefix true
+    And the actor's model replies:
+      | text    | tool calls                         |
+      |         | search_echo#c1 {"text": "before"}  |
+      | First.  |                                    |
+      |         | search_echo#c2 {"text": "after"}   |
+      | Gone.   |                                    |
+    When the actor is asked "One.", its HTTP server is stopped, then it is asked "Two."
+    Then the answer is "Gone."
+    And the model's request 4 carries an error for call c2 mentioning "mcp server 'search' is unavailable: mcp server 'search': cannot connect"
+
+  Scenario: Two servers of one agent built in code cannot share a name
+    When an agent is built in code with two MCP servers named "files"
+    Then building it failed with ConfigurationError "mcp server names must be unique; repeated: files"
+
+  Scenario Outline: An MCP server entry with <problem> is refused, and its values are never shown
+    Given an actor config file with this text:
+      """
+      name: weather-assistant
+      agent:
+        provider: stub
+        script: []
+        mcp_servers:
+          - <entry>
+      """
+    When the actor is loaded from it
+    Then loading fails with a ConfigurationError naming the file and "<message>"
+    And the error does not show "hunter2"
+
+    Examples:
+      | problem                      | entry                                                                   | message                                                           |
+      | neither command nor url      | {name: files, env: {A: hunter2}}                                        | give either 'command' (stdio) or 'url' (streamable HTTP)          |
+      | both command and url         | {name: files, command: [x], url: "http://127.0.0.1:1/mcp"}              | give either 'command' (stdio) or 'url' (streamable HTTP)          |
+      | env on an HTTP server        | {name: web, url: "http://127.0.0.1:1/mcp", env: {A: hunter2}}           | 'env' is for a 'command' server                                   |
+      | headers on a command server  | {name: files, command: [x], headers: {X-Trace: hunter2}}                | 'headers' are for a 'url' server                                  |
+      | a literal credential header  | {name: web, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer hunter2"}} | headers.Authorization looks like a credential: give it as '${VARIABLE}' |
+      | a literal credential in env  | {name: files, command: [x], env: {API_TOKEN: hunter2}}                  | env.API_TOKEN looks like a credential                             |
+      | a bad server name            | {name: "my files", command: [x], env: {A: hunter2}}                     | agent.mcp_servers.0.name                                          |
+      | a zero timeout               | {name: files, command: [x], timeout_s: 0, env: {A: hunter2}}            | agent.mcp_servers.0.timeout_s                                     |

@@ -21,8 +21,9 @@ from typing import Any
 from behave import given, then, when
 from behave.runner import Context
 
-from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, McpServer
 from cleveractors.events import ToolCallStarted
+from cleveractors.testing import ScriptedChatModel
 
 _SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
 _GUARD_S = 30.0  # a step that takes this long has hung
@@ -106,6 +107,16 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError(f"the MCP HTTP server never listened on port {port}")
 
 
+def _start_http_server(
+    context: Context, port: int, environment: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, str(_SERVER), "http", str(port)], env=environment)
+    context.add_cleanup(process.wait, 10)
+    context.add_cleanup(process.terminate)
+    _wait_for_port(port, process)
+    return process
+
+
 # -- Given: servers ----------------------------------------------------------------------------
 
 
@@ -130,12 +141,8 @@ def _given_http_server(context: Context, name: str, variable: str) -> None:
     port = _free_port()
     environment = {**os.environ, "MCP_TEST_BEARER": _SECRET}
     environment.pop("MCP_TEST_LOG", None)
-    process = subprocess.Popen(
-        [sys.executable, str(_SERVER), "http", str(port)], env=environment
-    )
-    context.add_cleanup(process.wait, 10)
-    context.add_cleanup(process.terminate)
-    _wait_for_port(port, process)
+    context.http_server = _start_http_server(context, port, environment)
+    context.http_server_command = (port, environment)
     os.environ[variable] = _SECRET
     _servers(context).append(
         {
@@ -151,7 +158,7 @@ def _given_server_setting(context: Context, name: str, setting: str, value: Any)
     _server(context, name)[setting.replace(" ", "_")] = value
 
 
-@given('the environment variable {variable} is unset')
+@given("the environment variable {variable} is unset")
 def _given_unset(context: Context, variable: str) -> None:
     os.environ.pop(variable, None)
 
@@ -195,6 +202,57 @@ def _when_killed_between(context: Context, first: str, second: str) -> None:
 
     context.outcomes = _run(context, work)
     context.outcome = context.outcomes[-1]
+
+
+@when('the actor is asked "{first}", its HTTP server is restarted, then it is asked "{second}"')
+def _when_http_restarted(context: Context, first: str, second: str) -> None:
+    async def work() -> list[_McpOutcome]:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            before = await _ask(executor, first, "blocking")
+            context.http_server.kill()
+            context.http_server.wait()
+            port, environment = context.http_server_command
+            await asyncio.to_thread(_start_http_server, context, port, environment)
+            return [before, await _ask(executor, second, "blocking")]
+
+    context.outcomes = _run(context, work)
+    context.outcome = context.outcomes[-1]
+
+
+@when('the actor is asked "{first}", its HTTP server is stopped, then it is asked "{second}"')
+def _when_http_stopped(context: Context, first: str, second: str) -> None:
+    async def work() -> list[_McpOutcome]:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            before = await _ask(executor, first, "blocking")
+            context.http_server.kill()
+            context.http_server.wait()
+            return [before, await _ask(executor, second, "blocking")]
+
+    context.outcomes = _run(context, work)
+    context.outcome = context.outcomes[-1]
+
+
+@when('an agent is built in code with two MCP servers named "{name}"')
+def _when_built_in_code(context: Context, name: str) -> None:
+    server = McpServer(name=name, command=(sys.executable, str(_SERVER)))
+    context.open_error = None
+    try:
+        LLMAgent(ScriptedChatModel(replies=[]), mcp_servers=[server, server])
+    except Exception as exc:
+        context.open_error = exc
+
+
+@when("the web app serving the actor starts and stops")
+def _when_web_app(context: Context) -> None:
+    from fastapi.testclient import TestClient
+
+    from cleveractors.web import create_app
+
+    executor = ActorExecutor.from_config(context.actor)
+    with TestClient(create_app(executor)):
+        context.offered = sorted(executor.agent.tools)
 
 
 @when('the run of "{message}" is cancelled while the tool {tool} runs')
@@ -286,12 +344,23 @@ def _then_offered(context: Context, names: str) -> None:
     assert context.offered == expected, context.offered
 
 
+@then("while it served, the agent offered the tool {name}")
+def _then_offered_while_serving(context: Context, name: str) -> None:
+    assert name in context.offered, context.offered
+
+
+@then('building it failed with {error_type} "{message}"')
 @then('opening failed with {error_type} "{message}"')
 def _then_open_failed(context: Context, error_type: str, message: str) -> None:
     error = context.open_error
     assert error is not None, "opening succeeded"
     assert type(error).__name__ == error_type, f"{error!r} is not a {error_type}"
     assert message in str(error), str(error)
+
+
+@then('the error does not show "{value}"')
+def _then_value_hidden(context: Context, value: str) -> None:
+    assert value not in str(context.error), str(context.error)
 
 
 @then("the error does not show the secret")

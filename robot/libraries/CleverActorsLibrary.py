@@ -187,8 +187,9 @@ class CleverActorsLibrary:
 
     @keyword
     def record_mcp_server_processes(self) -> None:
-        """MCP test servers started from now on write their pid into a fresh file (the
-        MCP_TEST_LOG variable the actors pass them), for `No MCP Server Process Should Be Running`."""
+        """MCP test servers started from now on write their pid into a fresh file (named by
+        MCP_TEST_LOG, which the actors pass them), for `No MCP Server Process Should Be Running`.
+        """
         handle, path = tempfile.mkstemp(prefix="mcp-robot-", suffix=".log")
         os.close(handle)
         os.environ["MCP_TEST_LOG"] = path

@@ -564,7 +564,7 @@ class CliLibrary:
         order; each tool is given as `name [source]`."""
         lines = self._last().stdout.splitlines()
         assert lines[0] == first_line, f"first line was {lines[0]!r}"
-        listed = [" ".join(line.split()[:2]) for line in lines[1:]]
+        listed = [" ".join(line.split("]")[0].split()) + "]" for line in lines[1:]]
         assert listed == list(tools), f"tools listed: {listed}"
 
     # -- internals --------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent
 
 server = MCPServer("test-tools", log_level="WARNING")
 
@@ -91,6 +92,26 @@ async def grow(name: str, ctx: Context) -> str:
     server.add_tool(lambda: f"{name} ran", name=name, description=f"added by grow ({name})")
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool()
+def protocol_error() -> str:
+    """Answers with a JSON-RPC error instead of a result."""
+    raise MCPError(code=INVALID_PARAMS, message="the test server refuses this request")
+
+
+@server.tool()
+def nothing() -> CallToolResult:
+    """A result with no content at all."""
+    return CallToolResult(content=[])
+
+
+@server.tool()
+async def forget(name: str, ctx: Context) -> str:
+    """Remove the tool called NAME and announce that the tool list changed."""
+    server.remove_tool(name)
+    await ctx.notify_tools_changed()
+    return f"removed {name}"
 
 
 def _serve_http(port: int) -> None:

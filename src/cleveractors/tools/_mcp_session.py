@@ -24,7 +24,6 @@ from functools import partial
 from importlib.metadata import version
 from typing import Any, TextIO
 
-import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
@@ -43,7 +42,6 @@ logger = logging.getLogger(__name__)
 
 _MAX_LIST_PAGES = 100  # a server whose tools/list pages never end cannot hang the connect
 _SESSION_TERMINATED = "Session terminated"  # the SDK's words for an HTTP 404 on a known session
-_CONNECTION_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.HTTPError)
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a response may stream long
 
 
@@ -95,10 +93,18 @@ class McpSession:
         self._has_unreported_list = True
         logger.info("%s: connected, %d tool(s)", self.source, len(self.tools))
 
+    def _usable_client(self) -> Client | None:
+        """The client, if calls can go out now: connected, not found lost, and the owner task
+        still holds the session (an event loop that ended took it down)."""
+        owner = self._owner
+        if self._is_lost or owner is None or owner.done():
+            return None
+        return self._client
+
     async def close(self) -> None:
         """Close the session (a stdio server is terminated, its process group with it)."""
         owner, self._owner, self._client = self._owner, None, None
-        if owner is None:
+        if owner is None or owner.done():
             return
         self._stop.set()
         await asyncio.wait([owner])  # the owner leaves the SDK's scopes in its own task
@@ -147,12 +153,9 @@ class McpSession:
 
         Earlier protocol versions send `notifications/tools/list_changed` unasked (see
         `_on_message`)."""
-        tools = client.server_capabilities.tools
-        if tools is None or not tools.list_changed:
-            return
         try:
             subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
-        except ListenNotSupportedError:
+        except (ListenNotSupportedError, MCPError):  # an earlier protocol, or no such support
             return
         follower = asyncio.create_task(self._read_changes(subscription, stop))
         stack.push_async_callback(_cancel_and_wait, follower)
@@ -178,10 +181,11 @@ class McpSession:
     async def refresh_tools(self) -> bool:
         """Refetch the tools if the server announced a change; True when `tools` is new since
         the last call (also after a connect or reconnect)."""
-        if self._is_list_stale and self._client is not None and not self._is_lost:
+        client = self._usable_client()
+        if self._is_list_stale and client is not None:
             self._is_list_stale = False
             try:
-                self.tools = await self._fetch_tools(self._client)
+                self.tools = await self._fetch_tools(client)
                 self._has_unreported_list = True
             except Exception as exc:  # keep the tools we have; the next round tries again
                 self._is_list_stale = True
@@ -253,23 +257,20 @@ class McpSession:
                     is_session_expired=expired,
                 ) from exc
             raise McpCallError(f"{self.source} refused the call: {exc.message}") from exc
-        except _CONNECTION_ERRORS as exc:
-            self._is_lost = True
-            raise McpCallError(
-                f"{self.source}: the connection was lost during the call: {_describe(exc)}"
-            ) from exc
 
     async def _live_client(self) -> Client:
         """The session's client, reconnected first (once) if the connection was lost."""
         async with self._reconnecting:
-            if self._is_lost or self._client is None:
-                logger.warning("%s: reconnecting", self.source)
-                await self.close()
-                try:
-                    await self.connect()
-                except (McpServerError, ConfigurationError) as exc:
-                    self._is_lost = True
-                    raise McpCallError(f"{self.source} is unavailable: {exc}") from exc
+            client = self._usable_client()
+            if client is not None:
+                return client
+            logger.warning("%s: reconnecting", self.source)
+            await self.close()
+            try:
+                await self.connect()
+            except (McpServerError, ConfigurationError) as exc:
+                self._is_lost = True
+                raise McpCallError(f"{self.source} is unavailable: {exc}") from exc
             assert self._client is not None  # connect() set it or raised
             return self._client
 

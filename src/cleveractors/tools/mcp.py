@@ -13,20 +13,17 @@ The `mcp` package is imported here only when an agent has servers: the library w
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cleveractors.config import McpServer
-from cleveractors.errors import ConfigurationError, McpServerError
+from cleveractors.errors import ConfigurationError
 from cleveractors.tools.spec import Tool
 
 if TYPE_CHECKING:
     from cleveractors.tools._mcp_session import McpSession
 
 __all__ = ["McpToolbox"]
-
-logger = logging.getLogger(__name__)
 
 
 def _import_session_class() -> type[McpSession]:
@@ -101,7 +98,4 @@ class McpToolbox:
 
     async def _close_sessions(self) -> None:
         for session in self._sessions:
-            try:
-                await session.close()
-            except McpServerError as exc:  # one server's failure must not keep the others open
-                logger.warning("agent %s: %s", self._agent_name, exc)
+            await session.close()
