@@ -330,8 +330,12 @@ def _as_json(actor: dict[str, Any]) -> str:
 
 
 async def _wait_for_log_line(context: Context, line: str) -> None:
-    while line not in _log_lines(context):
+    # The server writes the line from its own process: poll the file, boundedly.
+    for _ in range(int(_GUARD_S / 0.05)):
+        if line in _log_lines(context):
+            return
         await asyncio.sleep(0.05)
+    raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
 
 
 # -- Then --------------------------------------------------------------------------------------
@@ -399,7 +403,8 @@ def _then_server_cancelled(context: Context) -> None:
 @then("the cancelled run's tokens are reported")
 def _then_cancelled_tokens(context: Context) -> None:
     result = context.cancelled_result
-    assert result is not None and result.llm_calls == 1, result
+    assert result is not None, "no result was kept"
+    assert result.llm_calls == 1, result
     assert result.total_tokens > 0, result
 
 
