@@ -303,7 +303,7 @@ def _when_without_mcp(context: Context) -> None:
     program = (
         "import json, sys\n"
         "sys.modules['mcp'] = None\n"
-        "import cleveractors\n"
+        "import cleveractors, cleveractors.cli, cleveractors.web\n"
         "from cleveractors import ActorExecutor, ConfigurationError\n"
         "try:\n"
         "    ActorExecutor.from_config(json.loads(sys.argv[1]))\n"
