@@ -70,8 +70,8 @@ class McpSession:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def connect(self) -> None:
-        """Open the session and fetch the tools.
+    async def connect(self) -> Client:
+        """Open the session and fetch the tools; returns the session's client.
 
         Raises:
             McpServerError: the server cannot be reached or its tool list cannot be used.
@@ -84,14 +84,15 @@ class McpSession:
             self._own(ready, self._stop), name=f"cleveractors {self.source}"
         )
         try:
-            self._client = await ready
-            self.tools = await self._fetch_tools(self._client)
+            self._client = client = await ready
+            self.tools = await self._fetch_tools(client)
         except BaseException:
             await self.close()
             raise
         self._is_list_stale = False
         self._has_unreported_list = True
         logger.info("%s: connected, %d tool(s)", self.source, len(self.tools))
+        return client
 
     def _usable_client(self) -> Client | None:
         """The client, if calls can go out now: connected, not found lost, and the owner task
@@ -130,21 +131,21 @@ class McpSession:
 
     async def _new_client(self, stack: AsyncExitStack) -> Client:
         info = types.Implementation(name="cleveractors", version=version("cleveractors"))
-        if self.server.command is not None:
-            program, *arguments = self.server.command
-            # The SDK starts the server in a new session (its own process group) and kills that
-            # group on close; a child without our environment gets only what env names.
-            stdio = StdioServerParameters(
-                command=program, args=arguments, env=self.server.resolved_env()
+        if self.server.url is not None:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=self.server.resolved_headers(), timeout=_HTTP_TIMEOUT)
             )
-            transport = stdio_client(stdio, errlog=_server_stderr())
-            return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
-        assert self.server.url is not None  # the config allows exactly one of command and url
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=self.server.resolved_headers(), timeout=_HTTP_TIMEOUT)
+            web = streamable_http_client(self.server.url, http_client=http)
+            return Client(web, message_handler=self._on_message, client_info=info, cache=None)
+        # The config gives a command whenever it gives no url.
+        program, *arguments = self.server.command or ()
+        # The SDK starts the server in a new session (its own process group) and kills that
+        # group on close; a child without our environment gets only what env names.
+        stdio = StdioServerParameters(
+            command=program, args=arguments, env=self.server.resolved_env()
         )
-        web = streamable_http_client(self.server.url, http_client=http)
-        return Client(web, message_handler=self._on_message, client_info=info, cache=None)
+        transport = stdio_client(stdio, errlog=_server_stderr())
+        return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
 
     async def _follow_list_changes(
         self, stack: AsyncExitStack, client: Client, stop: asyncio.Event
@@ -267,12 +268,10 @@ class McpSession:
             logger.warning("%s: reconnecting", self.source)
             await self.close()
             try:
-                await self.connect()
+                return await self.connect()
             except (McpServerError, ConfigurationError) as exc:
                 self._is_lost = True
                 raise McpCallError(f"{self.source} is unavailable: {exc}") from exc
-            assert self._client is not None  # connect() set it or raised
-            return self._client
 
 
 def _output(result: types.CallToolResult, source: str) -> str:
