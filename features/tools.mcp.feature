@@ -72,6 +72,19 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
     And the MCP server saw the call cancelled
     And no MCP server process is left running
 
+  Scenario: A concurrent server's calls of one batch run at the same time on its one session
+    Given the MCP server "files" has concurrent true
+    And the actor's model replies:
+      | text      | tool calls                                            |
+      |           | slow#c1 {"seconds": 0.6} ; slow#c2 {"seconds": 0.5}   |
+      | Together. |                                                       |
+    When the actor is asked "Both at once." in blocking mode, with its MCP servers open
+    Then the answer is "Together."
+    And the server started both slow calls before it ended either
+    And the tool call c1 output is "waited 0.6s"
+    And the tool call c2 output is "waited 0.5s"
+    And 1 stdio server processes were started
+
   Scenario: A tool list the server changes is fetched again before the next round
     Given the actor's model replies:
       | text         | tool calls                     |

@@ -400,6 +400,12 @@ def _then_server_cancelled(context: Context) -> None:
     assert "cancelled slow" in _log_lines(context), _log_lines(context)
 
 
+@then("the server started both slow calls before it ended either")
+def _then_overlapped(context: Context) -> None:
+    slow = [line for line in _log_lines(context) if line.startswith("slow ")]
+    assert [line.split()[1] for line in slow] == ["started", "started", "ended", "ended"], slow
+
+
 @then("the cancelled run's tokens are reported")
 def _then_cancelled_tokens(context: Context) -> None:
     result = context.cancelled_result

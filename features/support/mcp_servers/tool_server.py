@@ -64,12 +64,14 @@ def fail(reason: str) -> str:
 
 @server.tool()
 async def slow(seconds: float) -> str:
-    """Wait, then answer; a cancelled call is logged."""
+    """Wait, then answer; its start, end and a cancellation are logged."""
+    _log(f"slow started {seconds:g}")
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
         _log("cancelled slow")
         raise
+    _log(f"slow ended {seconds:g}")
     return f"waited {seconds:g}s"
 
 
