@@ -1,6 +1,13 @@
 """cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
 
-from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream, ToolAgent
+from cleveractors.agents import (
+    EventStream,
+    LLMAgent,
+    LoopLimits,
+    RetryPolicy,
+    TextStream,
+    ToolAgent,
+)
 from cleveractors.config import (
     ActorConfig,
     LLMAgentConfig,
@@ -35,6 +42,7 @@ __all__ = [
     "LoopLimits",
     "McpServer",
     "McpServerError",
+    "RetryPolicy",
     "TextStream",
     "TokenUsage",
     "Tool",
