@@ -8,15 +8,23 @@ from cleveractors.agents import (
     TextStream,
     ToolAgent,
 )
-from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
+from cleveractors.config import (
+    ActorConfig,
+    LLMAgentConfig,
+    McpServer,
+    ToolConfig,
+    load_actor_config,
+)
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
     ExecutionError,
+    McpServerError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ErrorInfo, ExecutionResult, ToolCallRecord
+from cleveractors.pricing import ModelPrices
+from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
 from cleveractors.usage import LLMCallUsage, TokenUsage, last_token_usage_var
 
@@ -33,6 +41,10 @@ __all__ = [
     "LLMAgentConfig",
     "LLMCallUsage",
     "LoopLimits",
+    "McpServer",
+    "McpServerError",
+    "ModelPrices",
+    "ResultCallback",
     "RetryPolicy",
     "TextStream",
     "TokenUsage",

@@ -9,16 +9,13 @@ from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.events import Event
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ExecutionResult, ResultCallback
 from cleveractors.usage import CallRecorder, last_token_usage_var
 
 __all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
 
 History = Sequence[BaseMessage | dict[str, object]]
 """Prior chat turns: LangChain messages, or `{"role": ..., "content": ...}` dicts."""
-
-ResultCallback = Callable[[ExecutionResult], None]
-"""Called once per run with its final result, also when the run failed or was cancelled."""
 
 
 class Agent(ABC):
@@ -36,6 +33,12 @@ class Agent(ABC):
         on_call: CallRecorder | None = None,
     ) -> ExecutionResult:
         """Run the message to its answer; on failure, record the usage, then raise the cause."""
+
+    async def open(self) -> None:  # noqa: B027 (a hook: most agents hold nothing to open)
+        """Acquire what the agent holds for its life (e.g. MCP sessions); a no-op by default."""
+
+    async def aclose(self) -> None:  # noqa: B027 (a hook: most agents hold nothing to close)
+        """Release what `open()` or a run acquired; a no-op by default."""
 
     @abstractmethod
     def stream_message(

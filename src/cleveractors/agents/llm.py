@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -43,7 +44,7 @@ from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
-from cleveractors.config import LLMAgentConfig
+from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import (
     OutputPruned,
@@ -52,10 +53,12 @@ from cleveractors.events import (
     TextDelta,
     ToolCallRequested,
 )
+from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.runs import RunScope, run_scope
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
+from cleveractors.tools.mcp import McpToolbox
 from cleveractors.usage import CallPurpose, CallRecorder
 
 __all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
@@ -70,6 +73,7 @@ _SYNTHESIS_PROMPT = (
 _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "max_rounds": "the limit of tool rounds for this message is reached",
     "budget": "the token budget for this message is spent",
+    "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
 _NO_RETRIES = RetryPolicy()
@@ -88,6 +92,9 @@ class LoopLimits:
     max_tool_rounds: int = 10
     token_budget: int | None = None
     tool_output_max_tokens: int | None = None
+    cost_budget_usd: Decimal | None = None
+    """Checked before each further round against the cost of the calls so far, like
+    `token_budget`; needs a model with a known price (or `pricing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +118,18 @@ class LLMAgent(Agent):
         retry: The loop's retries of a failed LLM call, each attempt billed and evented. Off by
             default: a model built in code keeps its own client's retries, which the loop cannot
             see or bill; turn those off (e.g. `ChatOpenAI(max_retries=0)`) when you turn these on.
+        mcp_servers: MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``). They are
+            connected by `open()` (an executor's `async with`) or by the first run, and stay
+            connected until `aclose()`.
+        provider: LangChain's provider name for usage records and prices (`openai`,
+            `anthropic`, ...); read from the model when omitted.
+        model_name: The model's name for usage records and prices; read from the model when
+            omitted.
+        pricing: Your own prices, instead of genai-prices' table.
+
+    Raises:
+        ConfigurationError: two tools share a name, or `limits.cost_budget_usd` is set for a
+            model whose price is unknown.
     """
 
     def __init__(
@@ -122,27 +141,79 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        provider: str | None = None,
+        model_name: str | None = None,
+        pricing: ModelPrices | None = None,
         retry: RetryPolicy = _NO_RETRIES,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.name = name
+        model = _with_streamed_usage(model)
         self.model = model
+        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
+        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
+            raise ConfigurationError(
+                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
+                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
+                "set agent.pricing (input_per_mtok, output_per_mtok)"
+            )
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
-        self.tools: dict[str, Tool] = {}
+        self._own_tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
-            if tool.name in self.tools:
+            if tool.name in self._own_tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
-        self._dispatcher = ToolDispatcher(self.tools, agent_name=name)
-        # Bound once: binding converts every schema, which is no work to repeat per round.
+            self._own_tools[tool.name] = tool
+        self._mcp = McpToolbox(mcp_servers, agent_name=name) if mcp_servers else None
+        self._mcp_version = 0
+        self._bind_tools(self._own_tools)
+
+    def _bind_tools(self, tools: dict[str, Tool]) -> None:
+        """Make `tools` the agent's tool set; done once, and again when an MCP server's list
+        changes (binding converts every schema, which is no work to repeat per round)."""
+        self.tools = tools
+        self._dispatcher = ToolDispatcher(tools, agent_name=self.name)
         self._model_with_tools: Runnable[LanguageModelInput, Any] = (
-            model.bind_tools([tool.openai_schema() for tool in self.tools.values()])
-            if self.tools
-            else model
+            self.model.bind_tools([tool.openai_schema() for tool in tools.values()])
+            if tools
+            else self.model
         )
+
+    async def open(self) -> None:
+        """Connect the MCP servers and fetch their tools (also done by the first run).
+
+        Raises:
+            McpServerError: a server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: an MCP tool's name collides with another tool's.
+        """
+        await self._sync_mcp_tools()
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
+        if self._mcp is not None:
+            await self._mcp.aclose()
+
+    async def _sync_mcp_tools(self) -> None:
+        """Bind the MCP servers' tools when they are new or changed; before each round."""
+        if self._mcp is None:
+            return
+        mcp_tools, version = await self._mcp.current_tools()
+        if version == self._mcp_version:
+            return
+        tools = dict(self._own_tools)
+        for tool in mcp_tools:
+            if tool.name in tools:
+                raise ConfigurationError(
+                    f"agent {self.name!r}: tool name {tool.name!r} is offered twice: by "
+                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
+                    "'prefix: true' on the server)"
+                )
+            tools[tool.name] = tool
+        self._bind_tools(tools)
+        self._mcp_version = version
 
     @classmethod
     def from_config(
@@ -166,9 +237,14 @@ class LLMAgent(Agent):
                 max_tool_rounds=config.tool_max_rounds,
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
+                cost_budget_usd=config.cost_budget_usd,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            provider=config.provider,
+            model_name=config.model,
+            pricing=config.pricing,
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
+            mcp_servers=config.mcp_servers,
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -238,12 +314,18 @@ class LLMAgent(Agent):
         on_call: CallRecorder | None = None,
     ) -> _ToolLoopResult:
         run = _Run(
-            messages=[], user_message=message, sink=sink, streaming=streaming, recorder=on_call
+            messages=[],
+            user_message=message,
+            sink=sink,
+            streaming=streaming,
+            recorder=on_call,
+            pricer=self.pricer,
         )
         try:
             run.messages = self._initial_messages(message, history)
             run.turn_start = len(run.messages) - 1
             while True:
+                await self._sync_mcp_tools()
                 run.round += 1
                 sink(RoundStarted(round=run.round))
                 reply = await self._model_turn(run, "round", tools_bound=bool(self.tools))
@@ -261,8 +343,8 @@ class LLMAgent(Agent):
                         batch = await self._run_tool_batch(run, tool_reply, calls)
                         if batch.answer is not None:
                             return run.result(AIMessage(content=batch.answer))
-                        if self._budget_spent(run):
-                            return run.result(await self._synthesize(run, "budget"))
+                        if spent := self._budget_spent(run):
+                            return run.result(await self._synthesize(run, spent))
                     case _:
                         assert_never(step)
         except (Exception, asyncio.CancelledError) as exc:
@@ -416,9 +498,14 @@ class LLMAgent(Agent):
 
     # -- step 5: limits ------------------------------------------------------------------------
 
-    def _budget_spent(self, run: _Run) -> bool:
-        budget = self.limits.token_budget
-        return budget is not None and run.ledger.total.total_tokens >= budget
+    def _budget_spent(self, run: _Run) -> SynthesisReason | None:
+        """Which budget, if any, the calls so far have reached."""
+        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        if tokens is not None and run.ledger.total.total_tokens >= tokens:
+            return "budget"
+        if cost is not None and run.ledger.cost_spent_usd >= cost:
+            return "cost_budget"
+        return None
 
     async def _synthesize(self, run: _Run, reason: SynthesisReason) -> AIMessage:
         run.synthesis_reason = reason
@@ -430,6 +517,19 @@ class LLMAgent(Agent):
 
 def _named(result: ExecutionResult, scope: RunScope) -> ExecutionResult:
     return result.model_copy(update={"run_id": scope.id})
+
+
+def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
+    """The model with streamed usage requested. Integrations with a `stream_usage` switch
+    (ChatOpenAI, AzureChatOpenAI, ChatAnthropic, ...) may leave it off: ChatOpenAI turns it on only
+    for OpenAI's own URL, so a model built in code for another server would bill streamed calls
+    by estimate only. A copy shares the model's clients."""
+    if (
+        "stream_usage" in type(model).model_fields
+        and getattr(model, "stream_usage", None) is not True
+    ):
+        return model.model_copy(update={"stream_usage": True})
+    return model
 
 
 def _as_ai_message(reply: object) -> AIMessage:

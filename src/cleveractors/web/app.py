@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import html
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, Response
 
 from cleveractors.executor import ActorExecutor
-from cleveractors.web.router import UsageCallback, create_chat_router
+from cleveractors.result import ResultCallback
+from cleveractors.web.router import create_chat_router
 
 __all__ = ["create_app"]
 
@@ -27,7 +30,7 @@ _CACHED = {"Cache-Control": "public, max-age=3600"}
 def create_app(
     executor: ActorExecutor,
     *,
-    on_usage: UsageCallback | None = None,
+    on_usage: ResultCallback | None = None,
     max_body_bytes: int = 1_000_000,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
@@ -38,7 +41,14 @@ def create_app(
             `create_chat_router`.
         max_body_bytes: Larger request bodies are refused with 413.
     """
-    app = FastAPI(title=f"{executor.name} (cleveractors)")
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # The executor's MCP sessions live as long as the app serves.
+        async with executor:
+            yield
+
+    app = FastAPI(title=f"{executor.name} (cleveractors)", lifespan=lifespan)
     app.include_router(
         create_chat_router(lambda: executor, on_usage, max_body_bytes=max_body_bytes)
     )
