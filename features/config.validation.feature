@@ -18,7 +18,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
       | an unknown provider              | agent.provider        | llamahub   | agent.provider ; 'openai', 'stub', 'anthropic' ; (got 'llamahub') |
       | an unknown key                   | agent.colour          | blue       | agent.colour: unknown key                                        |
-      | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: unknown key; did you mean 'timeout_s'?    |
+      | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: unknown key                               |
       | a malformed handler path         | agent.tools.0.handler | get_weather | agent.tools.0.handler ; (got 'get_weather')                     |
       | a tool name OpenAI refuses       | agent.tools.0.name    | get weather | agent.tools.0.name ; (got 'get weather')                        |
       | an empty name                    | name                  | ""         | name ; (got '')                                                  |

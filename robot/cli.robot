@@ -310,7 +310,7 @@ A Handler Beside The YAML Validates And Runs From Another Folder
     ${elsewhere}    Another Folder
     Run Cleveractors In Folder    ${elsewhere}    validate    ${actor}
     Command Should Succeed
-    Output Should Be    OK: calculator (1 tools)
+    Output Should Show Line    OK: calculator (1 tools)
     Run Cleveractors In Folder    ${elsewhere}    run    ${actor}    What is 2 + 3?    --no-stream
     Command Should Succeed
     Output Should Show Finished Tool Call    add    a=${2}    b=${3}

@@ -189,11 +189,20 @@ def _when_opened(context: Context) -> None:
         context.open_error = exc
 
 
+def _one_script_across_runs(executor: ActorExecutor) -> ScriptedChatModel:
+    """These scenarios script two runs as one conversation: the stub's model plays its script
+    once across the runs, rather than from its first reply for each run."""
+    model = executor.agent.model
+    assert isinstance(model, ScriptedChatModel)
+    model.replay_per_run = False
+    return model
+
+
 @when('the actor is asked "{first}", its stdio server is killed, then it is asked "{second}"')
 def _when_killed_between(context: Context, first: str, second: str) -> None:
     async def work() -> list[_McpOutcome]:
         async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = executor.agent.model
+            context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
             for pid in _server_pids(context):
                 os.kill(pid, signal.SIGKILL)
@@ -208,7 +217,7 @@ def _when_killed_between(context: Context, first: str, second: str) -> None:
 def _when_http_restarted(context: Context, first: str, second: str) -> None:
     async def work() -> list[_McpOutcome]:
         async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = executor.agent.model
+            context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
             context.http_server.kill()
             context.http_server.wait()
@@ -224,7 +233,7 @@ def _when_http_restarted(context: Context, first: str, second: str) -> None:
 def _when_http_stopped(context: Context, first: str, second: str) -> None:
     async def work() -> list[_McpOutcome]:
         async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = executor.agent.model
+            context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
             context.http_server.kill()
             context.http_server.wait()
