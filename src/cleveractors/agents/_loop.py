@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -21,6 +21,8 @@ from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.usage import CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
 
 EventSink = Callable[[Event], None]
+Pace = Callable[[], Awaitable[None]]
+"""Waits while a streamed run is ahead of its consumer (`EventChannel.wait_for_room`)."""
 
 
 def discard_event(event: Event) -> None:
@@ -142,6 +144,27 @@ class _Run:
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
     in_flight: _InFlightCall | None = None
+    pace: Pace | None = None
+    _task: asyncio.Task[object] | None = field(default_factory=asyncio.current_task, init=False)
+    _cancels_at_start: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self._task is not None:
+            self._cancels_at_start = self._task.cancelling()
+
+    async def checkpoint(self) -> None:
+        """Where the run may stop or wait: before and after each model call, after each streamed
+        chunk, before each tool.
+
+        A run whose task was asked to cancel ends here even if a library swallowed the
+        CancelledError: Python 3.11's `asyncio.wait_for`, through which langchain-openai reads
+        every chunk, does when the chunk completes as the cancellation arrives. The task's
+        cancel count, not the exception, records the request (as for `asyncio.timeout()`).
+        Then a streamed run waits while its consumer is behind."""
+        if self._task is not None and self._task.cancelling() > self._cancels_at_start:
+            raise asyncio.CancelledError
+        if self.pace is not None:
+            await self.pace()
 
     def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
         call = self.ledger.record(purpose=purpose, round=self.round, usage=usage)

@@ -29,6 +29,7 @@ from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
 from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._loop import (
     EventSink,
+    Pace,
     _CallTools,
     _Finish,
     _InFlightCall,
@@ -40,7 +41,7 @@ from cleveractors.agents._loop import (
     discard_event,
 )
 from cleveractors.agents.base import Agent, History, ResultCallback
-from cleveractors.agents.stream import EventStream, RunOutcome
+from cleveractors.agents.stream import EventChannel, EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import ConfigurationError
@@ -194,16 +195,26 @@ class LLMAgent(Agent):
     ) -> EventStream:
         """Run a message, streaming its events (text deltas as the provider sends them)."""
 
-        def run(sink: EventSink) -> Awaitable[RunOutcome]:
-            return self._run(message, history, sink, streaming=True)
+        def run(channel: EventChannel) -> Awaitable[RunOutcome]:
+            return self._run(
+                message, history, channel.put, streaming=True, pace=channel.wait_for_room
+            )
 
         return EventStream(run, on_result=on_result)
 
     async def _run(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+        self,
+        message: str,
+        history: History | None,
+        sink: EventSink,
+        *,
+        streaming: bool,
+        pace: Pace | None = None,
     ) -> RunOutcome:
         try:
-            finished = await self._execute_tool_loop(message, history, sink, streaming=streaming)
+            finished = await self._execute_tool_loop(
+                message, history, sink, streaming=streaming, pace=pace
+            )
         except _ToolLoopError as failure:
             return RunOutcome(failure.execution_result(), failure.cause)
         return RunOutcome(finished.execution_result())
@@ -211,9 +222,15 @@ class LLMAgent(Agent):
     # -- the loop ------------------------------------------------------------------------------
 
     async def _execute_tool_loop(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+        self,
+        message: str,
+        history: History | None,
+        sink: EventSink,
+        *,
+        streaming: bool,
+        pace: Pace | None = None,
     ) -> _ToolLoopResult:
-        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming)
+        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming, pace=pace)
         try:
             run.messages = self._initial_messages(message, history)
             while True:
@@ -271,6 +288,7 @@ class LLMAgent(Agent):
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        await run.checkpoint()
         sent = run.messages if messages is None else messages
         model = self._model_with_tools if tools_bound else self.model
         # A condensed tool output is for the model, never for the user's screen.
@@ -285,6 +303,7 @@ class LLMAgent(Agent):
             if shows_text and reply.text and not reply.tool_calls:
                 run.sink(TextDelta(round=run.round, text=reply.text))
         run.record_reply(purpose, reply, sent)
+        await run.checkpoint()
         return reply
 
     @staticmethod
@@ -298,6 +317,7 @@ class LLMAgent(Agent):
         async for chunk in model.astream(messages):
             if text := fold.add(chunk):
                 sink(TextDelta(round=round_number, text=text))
+            await run.checkpoint()
         return fold.message()
 
     # -- step 4: tools -------------------------------------------------------------------------
