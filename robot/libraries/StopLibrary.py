@@ -241,6 +241,21 @@ class StopLibrary:
         raise AssertionError("the stream ended before a tool started")
 
     @keyword
+    def server_cpu_seconds(self, base_url: str) -> float:
+        """The CPU time (user + system) used so far by the server this test run started at
+        `base_url` (a child process listening on its port), read from /proc."""
+        port = base_url.rsplit(":", 1)[1].strip("/")
+        for process in Path("/proc").iterdir():
+            try:
+                command = (process / "cmdline").read_bytes().split(b"\0")
+                stat = (process / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, NotADirectoryError, PermissionError, ProcessLookupError):
+                continue
+            if int(stat[1]) == os.getpid() and b"--port" in command and port.encode() in command:
+                return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        raise RuntimeError(f"no server started by this test run listens at {base_url}")
+
+    @keyword
     def hang_up(self, response: httpx.Response) -> None:
         """Closes the connection of a response opened by `Open Chat Until A Tool Starts`."""
         response.close()

@@ -143,16 +143,6 @@ class WebLibrary:
                 logger.warn(f"server {server.name} did not stop on SIGINT; killed")
             logger.info(f"{server.name} output:\n{server.log_path.read_text(errors='replace')}")
 
-    @keyword
-    def server_cpu_seconds(self, base_url: str) -> float:
-        """The CPU time (user + system) the server at BASE_URL has used so far, read from /proc."""
-        for server in self._servers:
-            if server.base_url == base_url:
-                fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1]
-                user, system = fields.split()[11:13]
-                return (int(user) + int(system)) / os.sysconf("SC_CLK_TCK")
-        raise RuntimeError(f"no server of this suite answers at {base_url}")
-
     def _start(self, name: str, command: list[str], port: int, env: dict[str, str]) -> str:
         log_dir = Path(BuiltIn().get_variable_value("${OUTPUT DIR}")) / "servers"
         log_dir.mkdir(parents=True, exist_ok=True)
