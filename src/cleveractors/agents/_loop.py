@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -21,8 +21,6 @@ from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.usage import CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
 
 EventSink = Callable[[Event], None]
-Pace = Callable[[], Awaitable[None]]
-"""Waits while a streamed run is ahead of its consumer (`EventChannel.wait_for_room`)."""
 
 
 def discard_event(event: Event) -> None:
@@ -144,7 +142,8 @@ class _Run:
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
     in_flight: _InFlightCall | None = None
-    pace: Pace | None = None
+    room: asyncio.Event | None = None
+    """A streamed run's room in its consumer's buffer: set while it may emit more events."""
     _task: asyncio.Task[object] | None = field(default_factory=asyncio.current_task, init=False)
     _cancels_at_start: int = field(default=0, init=False)
 
@@ -163,8 +162,8 @@ class _Run:
         Then a streamed run waits while its consumer is behind."""
         if self._task is not None and self._task.cancelling() > self._cancels_at_start:
             raise asyncio.CancelledError
-        if self.pace is not None:
-            await self.pace()
+        if self.room is not None and not self.room.is_set():
+            await self.room.wait()
 
     def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
         call = self.ledger.record(purpose=purpose, round=self.round, usage=usage)

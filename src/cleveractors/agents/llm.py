@@ -29,7 +29,6 @@ from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
 from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._loop import (
     EventSink,
-    Pace,
     _CallTools,
     _Finish,
     _InFlightCall,
@@ -196,9 +195,7 @@ class LLMAgent(Agent):
         """Run a message, streaming its events (text deltas as the provider sends them)."""
 
         def run(channel: EventChannel) -> Awaitable[RunOutcome]:
-            return self._run(
-                message, history, channel.put, streaming=True, pace=channel.wait_for_room
-            )
+            return self._run(message, history, channel.put, streaming=True, room=channel.has_room)
 
         return EventStream(run, on_result=on_result)
 
@@ -209,11 +206,11 @@ class LLMAgent(Agent):
         sink: EventSink,
         *,
         streaming: bool,
-        pace: Pace | None = None,
+        room: asyncio.Event | None = None,
     ) -> RunOutcome:
         try:
             finished = await self._execute_tool_loop(
-                message, history, sink, streaming=streaming, pace=pace
+                message, history, sink, streaming=streaming, room=room
             )
         except _ToolLoopError as failure:
             return RunOutcome(failure.execution_result(), failure.cause)
@@ -228,9 +225,9 @@ class LLMAgent(Agent):
         sink: EventSink,
         *,
         streaming: bool,
-        pace: Pace | None = None,
+        room: asyncio.Event | None = None,
     ) -> _ToolLoopResult:
-        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming, pace=pace)
+        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming, room=room)
         try:
             run.messages = self._initial_messages(message, history)
             while True:

@@ -58,33 +58,28 @@ class EventChannel:
 
     The run's sink is a plain callable called deep inside the loop, so `put` never waits; the
     run waits instead at its checkpoints (after each streamed chunk, before each model call and
-    tool) in `wait_for_room`, while `max_buffered` events are unread. The buffer thus exceeds
-    `max_buffered` by at most the few events emitted between two checkpoints.
+    tool) while `has_room` is clear, that is while `max_buffered` events are unread. The buffer
+    thus exceeds `max_buffered` by at most the few events emitted between two checkpoints.
     """
 
     def __init__(self, max_buffered: int = MAX_BUFFERED_EVENTS) -> None:
         self._events: asyncio.Queue[Event | _End] = asyncio.Queue()
         self._max_buffered = max_buffered
-        self._has_room = asyncio.Event()
-        self._has_room.set()
+        self.has_room = asyncio.Event()
+        self.has_room.set()
 
     def put(self, event: Event | _End) -> None:
         """Buffer an event for the consumer; never waits."""
         self._events.put_nowait(event)
         if self._events.qsize() >= self._max_buffered:
-            self._has_room.clear()
+            self.has_room.clear()
 
     async def get(self) -> Event | _End:
         """The next event, waiting for one."""
         event = await self._events.get()
         if self._events.qsize() < self._max_buffered:
-            self._has_room.set()
+            self.has_room.set()
         return event
-
-    async def wait_for_room(self) -> None:
-        """Return once the consumer has fewer than `max_buffered` events to read."""
-        if not self._has_room.is_set():
-            await self._has_room.wait()
 
 
 RunWithSink = Callable[[EventChannel], Awaitable[RunOutcome]]
