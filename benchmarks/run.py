@@ -34,6 +34,7 @@ from cpu import (
     server_process,
 )
 from latency import measure_latency
+from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
@@ -50,6 +51,7 @@ class Settings:
     concurrency_repetitions: int
     profile_turns: int
     disconnects: int
+    ledger_writes: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -60,6 +62,7 @@ class Settings:
             concurrency_repetitions=7,
             profile_turns=40,
             disconnects=50,
+            ledger_writes=500,
         )
 
     @classmethod
@@ -71,6 +74,7 @@ class Settings:
             concurrency_repetitions=2,
             profile_turns=10,
             disconnects=10,
+            ledger_writes=50,
         )
 
     @property
@@ -124,6 +128,9 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
     with _section("stops (a storm of disconnects, a stalled reader)"):
         stop_rows, outcome.samples["stops"] = await measure_stops(settings.disconnects)
         outcome.rows.extend(stop_rows)
+    with _section("ledger (SQLite file, WAL)"):
+        ledger_rows, outcome.samples["ledger"] = await measure_ledger(settings.ledger_writes)
+        outcome.rows.extend(ledger_rows)
     return outcome
 
 

@@ -18,6 +18,7 @@ from types import AsyncGeneratorType
 from typing import Any, Self, cast
 
 import anyio
+from langchain_core.messages import BaseMessage
 
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
@@ -42,10 +43,12 @@ event per provider chunk). Enough that a consumer keeping up never makes the run
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """How a run ended: its result, and the exception to raise if it failed."""
+    """How a run ended: its result, the exception to raise if it failed, and, if it answered,
+    the turn as the transcript holds it (the user's message, tool calls and results, answer)."""
 
     result: ExecutionResult
     error: BaseException | None = None
+    turn: tuple[BaseMessage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +59,10 @@ class _End:
 class EventChannel:
     """The bounded link from a run to its consumer.
 
-    The run's sink is a plain callable called deep inside the loop, so `put` never waits; the
-    run waits instead at its checkpoints (after each streamed chunk, before each model call and
-    tool) while `has_room` is clear, that is while `max_buffered` events are unread. The buffer
-    thus exceeds `max_buffered` by at most the few events emitted between two checkpoints.
+    The channel is the run's sink, a plain callable called deep inside the loop, so it never
+    waits; the run waits instead at its checkpoints (after each streamed chunk, before each model
+    call and tool) while `has_room` is clear, that is while `max_buffered` events are unread. The
+    buffer thus exceeds `max_buffered` by at most the few events emitted between two checkpoints.
     """
 
     def __init__(self, max_buffered: int = MAX_BUFFERED_EVENTS) -> None:
@@ -68,8 +71,12 @@ class EventChannel:
         self.has_room = asyncio.Event()
         self.has_room.set()
 
+    def __call__(self, event: Event) -> None:
+        """The run's sink: buffer an event for the consumer; never waits."""
+        self.put(event)
+
     def put(self, event: Event | _End) -> None:
-        """Buffer an event for the consumer; never waits."""
+        """Buffer an event (or the end) for the consumer; never waits."""
         self._events.put_nowait(event)
         if self._events.qsize() >= self._max_buffered:
             self.has_room.clear()
