@@ -543,8 +543,15 @@ def second_run_held_first_turn(context: Context, message: str) -> None:
     assert sent[-1].content == message, sent[-1]
 
 
-def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
-    return (usage.prompt_tokens, usage.completion_tokens, usage.estimated)
+def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, int, int, int, bool]:
+    return (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        usage.estimated,
+    )
 
 
 @then('the ledger for session "{session_id}" holds every call of both runs, as billed')
@@ -552,11 +559,13 @@ def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
 def ledger_matches_results(context: Context, session_id: str) -> None:
     report = _with_store(context, lambda store: store.usage(session_id=session_id))
     billed = [
-        (c.index, c.attempt, c.status, *_tokens(c.usage))
+        (c.index, c.attempt, c.status, c.provider, c.model, *_tokens(c.usage))
         for _executor, result in context.runs
         for c in result.usage_by_call
     ]
-    found = [(r.call_index, r.attempt, r.status, *_tokens(r)) for r in report.rows]
+    found = [
+        (r.call_index, r.attempt, r.status, r.provider, r.model, *_tokens(r)) for r in report.rows
+    ]
     assert found == billed, f"ledger {found} != results {billed}"
     assert billed, "the runs billed nothing"
 

@@ -527,6 +527,11 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "prompt_tokens": call.usage.prompt_tokens,
         "completion_tokens": call.usage.completion_tokens,
         "estimated": call.usage.estimated,
+        "cache_read_tokens": call.usage.cache_read_tokens,
+        "cache_write_tokens": call.usage.cache_write_tokens,
+        "reasoning_tokens": call.usage.reasoning_tokens,
+        "provider": call.provider,
+        "model": call.model,
         "cost_usd": _money(call.cost_usd),
     }
 
@@ -591,6 +596,11 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
         estimated=row.estimated,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_tokens=row.cache_write_tokens,
+        reasoning_tokens=row.reasoning_tokens,
+        provider=row.provider,
+        model=row.model,
         cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
     )
 
