@@ -2,7 +2,8 @@
 
 `create_usage_app()` serves the actor named by $CLEVERACTORS_WEB_ACTOR with
 `create_app(..., on_usage=...)`, where `on_usage` appends each result as one JSON line to
-$CLEVERACTORS_WEB_USAGE_FILE.
+$CLEVERACTORS_WEB_USAGE_FILE. $CLEVERACTORS_WEB_SEND_TIMEOUT_S, when set, is the app's
+`send_timeout_s`.
 Run it with `python -m uvicorn --factory web_usage_app:create_usage_app --app-dir robot/libraries`.
 """
 
@@ -15,9 +16,11 @@ from fastapi import FastAPI
 
 from cleveractors import ActorExecutor, ExecutionResult
 from cleveractors.web import create_app
+from cleveractors.web.router import DEFAULT_SEND_TIMEOUT_S
 
 ACTOR_VARIABLE = "CLEVERACTORS_WEB_ACTOR"
 USAGE_FILE_VARIABLE = "CLEVERACTORS_WEB_USAGE_FILE"
+SEND_TIMEOUT_VARIABLE = "CLEVERACTORS_WEB_SEND_TIMEOUT_S"
 
 
 def create_usage_app() -> FastAPI:
@@ -28,4 +31,5 @@ def create_usage_app() -> FastAPI:
         with usage_file.open("a", encoding="utf-8") as lines:
             lines.write(result.model_dump_json() + "\n")
 
-    return create_app(executor, on_usage=record_usage)
+    send_timeout_s = float(os.environ.get(SEND_TIMEOUT_VARIABLE) or DEFAULT_SEND_TIMEOUT_S)
+    return create_app(executor, on_usage=record_usage, send_timeout_s=send_timeout_s)
