@@ -1,7 +1,7 @@
 Feature: The web routes refuse conversations longer than their limits, naming the limit
   A long history costs server CPU on the event loop (every turn is converted for the provider),
   so `create_chat_router()` takes `max_history_turns` (default 200) and `max_turn_chars`
-  (default 32000) and refuses what goes beyond them with 422 before running anything.
+  (default 16000) and refuses what goes beyond them with 422 before running anything.
 
   Scenario Outline: A history at the limits is run (<path>)
     Given the web app serves an actor answering "Hello there."
@@ -42,14 +42,14 @@ Feature: The web routes refuse conversations longer than their limits, naming th
       | /chat                | history | 10      | 11   | history.0  |
       | /v1/chat/completions | history | 10      | 11   | messages.0 |
 
-  Scenario: The defaults are 200 turns of 32000 characters
+  Scenario: The defaults are 200 turns of 16000 characters
     Given the web app serves an actor answering "Hello there."
-    And the web app accepts bodies of 8000000 bytes
-    When the web app is sent a message of 10 characters to /chat with 200 history turns of 32000 characters
+    And the web app accepts bodies of 4000000 bytes
+    When the web app is sent a message of 10 characters to /chat with 200 history turns of 16000 characters
     Then the web app answered 200
     When the web app is sent a message of 10 characters to /chat with 201 history turns of 10 characters
     Then the web app answered 422
     And the web app's refusal says "history: 201 earlier turns; at most 200 are accepted (max_history_turns)"
-    When the web app is sent a message of 32001 characters to /chat with 0 history turns of 10 characters
+    When the web app is sent a message of 16001 characters to /chat with 0 history turns of 10 characters
     Then the web app answered 422
-    And the web app's refusal says "message: 32001 characters; at most 32000 are accepted per turn (max_turn_chars)"
+    And the web app's refusal says "message: 16001 characters; at most 16000 are accepted per turn (max_turn_chars)"

@@ -68,8 +68,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_HISTORY_TURNS = 200
-DEFAULT_MAX_TURN_CHARS = 32_000
-"""About 8k tokens of English: a long pasted document fits; a turn is not a file upload."""
+DEFAULT_MAX_TURN_CHARS = 16_000
+"""About 4k tokens of English: a long pasted text fits; a turn is not a file upload. Sized with
+the event loop in mind: every turn is converted for the provider on it, at every model call."""
 DEFAULT_SEND_TIMEOUT_S = 30.0
 _JSON = "application/json"
 
@@ -193,7 +194,7 @@ def create_chat_router(
                 status_code=rejected.status_code,
                 headers=rejected.headers,
             )
-        history = [turn.model_dump() for turn in body.history]
+        history = _as_provider_history([turn.model_dump() for turn in body.history])
         stream = executor_factory().execute_events(body.message, history)
         request_id = _request_id()
         return _RunStreamResponse(
@@ -218,7 +219,8 @@ def create_chat_router(
                 code=rejected.code,
             )
             return _openai_error(problem, rejected.status_code, rejected.headers)
-        stream = executor_factory().execute_events(body.message, body.history)
+        history = _as_provider_history(body.history)
+        stream = executor_factory().execute_events(body.message, history)
         reply = CompletionReply(model=body.model)
         billed = _billed_run(stream, on_usage)
         request_id = _request_id()
@@ -452,6 +454,18 @@ def _check_history(
                 "are accepted per turn (max_turn_chars)",
                 param=name,
             )
+
+
+def _as_provider_history(turns: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The history with each assistant turn's text as one text block: langchain-openai looks at
+    a plain-string assistant content character by character (its audio-block check), which at
+    200 turns of 32k characters blocked the event loop for 2.5 s; one block costs one look."""
+    return [
+        {**turn, "content": [{"type": "text", "text": turn["content"]}]}
+        if turn["role"] == "assistant"
+        else turn
+        for turn in turns
+    ]
 
 
 def _too_large(max_bytes: int) -> _RequestRejected:
