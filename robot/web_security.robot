@@ -96,8 +96,11 @@ A Non-Streamed Client Leaving Mid-Run Stops The Run
     Usage Lines Should Stay    ${SLOW USAGE}    ${before + 1}    seconds=1.0
 
 300 Concurrent Streamed Chats With 50 Hang-Ups Are Each Billed Once, As The Provider Billed
-    ${scripted}=    Start Scripted Lookup Server    lookup_s=0.5
-    ${actor}=    Write Lookup Actor Over The Wire    ${OUTPUT DIR}/web-lookup-actor.yaml    ${scripted}
+    # The hang-ups come while the lookup runs; it is long enough that a loaded server notices
+    # them before the next model call, so every call is billed in full on both sides.
+    ${scripted}=    Start Scripted Lookup Server    lookup_s=2.0
+    ${actor}=    Write Actor Over The Wire    ${OUTPUT DIR}/web-lookup-actor.yaml    ${scripted}
+    ...    lookup_tool=${True}
     ${usage}=    Set Variable    ${OUTPUT DIR}/web-storm-usage-${{time.time_ns()}}.jsonl
     ${storm}=    Start Usage Recording Server    ${actor}    ${usage}
     ${outcomes}=    Send Concurrent Chats    ${storm}    300    hang_ups=50
@@ -114,7 +117,7 @@ Start Guarded Servers
     ${keyed}=    Start Actor Server    ${WEATHER ACTOR}    api_keys=k-first,k-second
     ${open}=    Start Actor Server    ${WEATHER ACTOR}
     ${leaky}=    Start Actor Server    ${LEAKY ACTOR}
-    ${long actor}=    Write Long Answer Actor    ${OUTPUT DIR}/web-long-answer.yaml
+    ${long actor}=    Write Long Answer Actor    ${OUTPUT DIR}/web-long-answer.json
     ...    words=3000    word_length=4000
     ${silent usage}=    Set Variable    ${OUTPUT DIR}/web-silent-usage-${{time.time_ns()}}.jsonl
     ${silent}=    Start Usage Recording Server    ${long actor}    ${silent usage}    send_timeout_s=1

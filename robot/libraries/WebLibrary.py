@@ -560,19 +560,19 @@ class WebLibrary:
 
     @keyword
     def write_long_answer_actor(self, path: str, words: int, word_length: int) -> str:
-        """Write an actor (stub provider) whose every answer is WORDS words of WORD_LENGTH
-        letters, streamed a word every 2 ms; returns PATH."""
+        """Write an actor (stub provider, as JSON) whose every answer is WORDS words of
+        WORD_LENGTH letters, streamed a word every 2 ms; returns PATH."""
         answer = {
-            "text": " ".join("w" * int(word_length) for _ in range(int(words))),
+            "text": " ".join("w" * word_length for _ in range(words)),
             "chunk_delay_s": 0.002,
             "prompt_tokens": 10,
-            "completion_tokens": int(words),
+            "completion_tokens": words,
         }
         config = {
             "name": "web-long-answer",
             "agent": {"type": "llm", "provider": "stub", "script": [answer] * 3},
         }
-        Path(path).write_text(yaml.safe_dump(config), encoding="utf-8")
+        Path(path).write_text(json.dumps(config), encoding="utf-8")
         return path
 
     @keyword
@@ -606,22 +606,33 @@ class WebLibrary:
         lookup = ScriptedToolCall(
             name="slow_lookup", args={"query": "weather", "seconds": lookup_s}
         )
-        script = [
-            ScriptedReply(tool_calls=(lookup,)),
-            ScriptedReply(text="It is sunny and mild today, with a light breeze from the west."),
-        ]
+        return self._start_scripted_server(
+            [
+                ScriptedReply(tool_calls=(lookup,)),
+                ScriptedReply(
+                    text="It is sunny and mild today, with a light breeze from the west."
+                ),
+            ]
+        )
+
+    def _start_scripted_server(self, script: list[ScriptedReply]) -> str:
         server = ScriptedOpenAIServer(script, per_conversation=True)
         server.start()
         self._scripted_servers.append(server)
         return server.base_url
 
     @keyword
-    def write_lookup_actor_over_the_wire(self, path: str, base_url: str) -> str:
-        """Write an actor (provider `openai`, ChatOpenAI) against the scripted server at
-        BASE_URL, with the `slow_lookup` tool; returns PATH."""
+    def write_actor_over_the_wire(self, path: str, base_url: str, lookup_tool: bool = False) -> str:
+        """Write an actor (provider `openai`, i.e. ChatOpenAI) against the scripted server at
+        BASE_URL, with the `slow_lookup` tool when LOOKUP_TOOL; returns PATH."""
         os.environ[_PROVIDER_KEY_VARIABLE] = "sk-scripted"
+        tool = {
+            "name": "slow_lookup",
+            "description": "Look something up; takes a while.",
+            "handler": "cleveractors.testing.demo_tools:slow_lookup",
+        }
         config = {
-            "name": "web-lookup-over-the-wire",
+            "name": "web-actor-over-the-wire",
             "agent": {
                 "type": "llm",
                 "provider": "openai",
@@ -629,13 +640,7 @@ class WebLibrary:
                 "base_url": base_url,
                 "api_key_env": _PROVIDER_KEY_VARIABLE,
                 "max_retries": 0,
-                "tools": [
-                    {
-                        "name": "slow_lookup",
-                        "description": "Look something up; takes a while.",
-                        "handler": "cleveractors.testing.demo_tools:slow_lookup",
-                    }
-                ],
+                "tools": [tool] if lookup_tool else [],
             },
         }
         Path(path).write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -843,4 +848,6 @@ def _usage_lines(usage_file: str) -> list[dict[str, Any]]:
     path = Path(usage_file)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # A long result may be caught half-written: only lines with their newline are complete.
+    *complete, _partial = path.read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in complete]
