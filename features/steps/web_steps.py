@@ -51,7 +51,12 @@ class _WebWorld:
         executor = ActorExecutor.from_config(
             {
                 "name": self.actor_name,
-                "agent": {"type": "llm", "provider": "stub", "script": self.script},
+                "agent": {
+                    "type": "llm",
+                    "provider": "stub",
+                    "max_retries": 0,  # a scripted failure reaches the client, not retried
+                    "script": self.script,
+                },
             }
         )
 
