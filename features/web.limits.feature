@@ -53,3 +53,6 @@ Feature: The web routes refuse conversations longer than their limits, naming th
     When the web app is sent a message of 16001 characters to /chat with 0 history turns of 10 characters
     Then the web app answered 422
     And the web app's refusal says "message: 16001 characters; at most 16000 are accepted per turn (max_turn_chars)"
+
+  Scenario: cleveractors serve uses the router's defaults
+    Then the web app's serve command defaults to 200 turns, 16000 characters and a 30 second send timeout

@@ -9,6 +9,7 @@ check", so none can shadow the steps of the other modules.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 from dataclasses import dataclass, field
@@ -395,3 +396,25 @@ def _errors_in(response: httpx.Response) -> list[dict[str, Any]]:
         if data.get("kind") == "run_failed":
             errors.append(data["result"]["error"])
     return errors
+
+
+@then(
+    "the web app's serve command defaults to {turns:d} turns, {characters:d} characters "
+    "and a {seconds:d} second send timeout"
+)
+def serve_defaults(context: Context, turns: int, characters: int, seconds: int) -> None:
+    from cleveractors.cli import serve
+    from cleveractors.web.router import DEFAULT_SEND_TIMEOUT_S
+
+    options = inspect.signature(serve).parameters
+    defaults = {
+        name: options[name].default
+        for name in ("max_history_turns", "max_turn_chars", "send_timeout_s")
+    }
+    expected = {
+        "max_history_turns": DEFAULT_MAX_HISTORY_TURNS,
+        "max_turn_chars": DEFAULT_MAX_TURN_CHARS,
+        "send_timeout_s": DEFAULT_SEND_TIMEOUT_S,
+    }
+    assert defaults == expected, f"serve: {defaults}, router: {expected}"
+    assert (turns, characters, seconds) == tuple(expected.values()), expected

@@ -11,6 +11,7 @@ the config failed (one line on stderr, never a traceback), 2 usage error or miss
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import sys
@@ -344,7 +345,7 @@ def serve(
     ] = 200,
     max_turn_chars: Annotated[
         int, typer.Option(help="Refuse a message or turn with more characters (422).")
-    ] = 32_000,
+    ] = 16_000,
 ) -> None:
     """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions.
 
@@ -390,9 +391,13 @@ def serve(
 
 def _bound_name(host: str) -> list[str]:
     """A specific address served is a name clients use; a wildcard (0.0.0.0, ::) is not."""
-    if host in ("0.0.0.0", "::", ""):
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return [host]
+    if address.is_unspecified:
         return []
-    return [f"[{host}]" if ":" in host else host]
+    return [f"[{host}]" if address.version == 6 else host]
 
 
 def _api_keys(variable: str | None) -> list[str]:
