@@ -4,11 +4,14 @@
 CleverActorsError                 root of everything this library raises itself
  ├── ConfigurationError           you configured or called us wrong (field, file, value named)
  └── ExecutionError               a run went wrong at run time
+      ├── McpServerError          an MCP server cannot be reached or answered wrongly (named)
       ├── ToolExecutionError      one tool call failed (tool name and call id named);
       │                           the loop turns it into an error ToolMessage, it never escapes
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── SessionBusyError        another run holds the session (in this process or another)
-      └── SessionNotFoundError    no such session for this caller (another's is never shown)
+      ├── SessionNotFoundError    no such session for this caller (another's is never shown)
+      └── StoreError              the store could not write the ledger or the session: the run
+                                  fails (an answer that cannot be billed is not served)
 ```
 
 Model failures are not wrapped: what a chat model raises (for `ChatOpenAI`, langchain-core's
@@ -23,9 +26,11 @@ __all__ = [
     "CleverActorsError",
     "ConfigurationError",
     "ExecutionError",
+    "McpServerError",
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "StoreError",
     "ToolExecutionError",
 ]
 
@@ -43,6 +48,14 @@ class ConfigurationError(CleverActorsError):
 
 class ExecutionError(CleverActorsError):
     """A run failed at run time."""
+
+
+class McpServerError(ExecutionError):
+    """An MCP server cannot be connected, or its answer cannot be used; the server is named.
+
+    Raised when a toolbox opens (e.g. `async with executor:` or `cleveractors validate`); during
+    a run, a failing MCP call becomes an error result the model reads instead.
+    """
 
 
 class ToolExecutionError(ExecutionError):
@@ -70,3 +83,8 @@ class SessionBusyError(ExecutionError):
 class SessionNotFoundError(ExecutionError):
     """No session by that id belongs to this caller. Another caller's session is reported the
     same way, so its existence is never revealed."""
+
+
+class StoreError(ExecutionError):
+    """The store failed to write what a run must keep (a ledger row, the session's new turn).
+    The database's own exception is the `__cause__`; the run's usage is on its result."""

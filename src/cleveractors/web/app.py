@@ -9,7 +9,8 @@ config puts into HTML is escaped. Nothing is loaded from a CDN.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI
@@ -65,8 +66,16 @@ def create_app(
         max_history_turns: See `create_chat_router`.
         max_turn_chars: See `create_chat_router`.
     """
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # The executor's MCP sessions live as long as the app serves.
+        async with executor:
+            yield
+
     app = FastAPI(
         title=f"{executor.name} (cleveractors)",
+        lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
         openapi_url=_OPENAPI_URL if docs else None,
