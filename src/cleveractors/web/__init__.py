@@ -21,14 +21,13 @@ except ImportError as exc:
     ) from exc
 
 from cleveractors.web.app import create_app
-from cleveractors.web.router import ChatRequest, ChatTurn, UsageCallback, create_chat_router
+from cleveractors.web.router import ChatRequest, ChatTurn, create_chat_router
 from cleveractors.web.security import Authenticate, api_key_authenticator, current_caller
 
 __all__ = [
     "Authenticate",
     "ChatRequest",
     "ChatTurn",
-    "UsageCallback",
     "api_key_authenticator",
     "create_app",
     "create_chat_router",

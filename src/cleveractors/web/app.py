@@ -19,11 +19,11 @@ from fastapi.responses import HTMLResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from cleveractors.executor import ActorExecutor
+from cleveractors.result import ResultCallback
 from cleveractors.web.router import (
     DEFAULT_MAX_HISTORY_TURNS,
     DEFAULT_MAX_TURN_CHARS,
     DEFAULT_SEND_TIMEOUT_S,
-    UsageCallback,
     create_chat_router,
 )
 from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate
@@ -37,7 +37,7 @@ _OPENAPI_URL = "/openapi.json"
 def create_app(
     executor: ActorExecutor,
     *,
-    on_usage: UsageCallback | None = None,
+    on_usage: ResultCallback | None = None,
     max_body_bytes: int = 1_000_000,
     authenticate: Authenticate | None = None,
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,

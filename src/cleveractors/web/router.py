@@ -44,7 +44,7 @@ from starlette.types import Receive, Scope, Send
 from cleveractors.agents import EventStream
 from cleveractors.events import RunFailed, RunFinished, TextDelta
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ErrorInfo, ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.web.openai_compat import (
     AnswerText,
     ChatCompletionRequest,
@@ -63,7 +63,6 @@ __all__ = [
     "DEFAULT_SEND_TIMEOUT_S",
     "ChatRequest",
     "ChatTurn",
-    "UsageCallback",
     "create_chat_router",
 ]
 
@@ -74,20 +73,12 @@ the event loop in mind: every turn is converted for the provider on it, at every
 DEFAULT_SEND_TIMEOUT_S = 30.0
 _JSON = "application/json"
 
-UsageCallback = Callable[[ExecutionResult], None]
-"""Called once per request that ran the actor, with the final result, for billing."""
-
 _Body = TypeVar("_Body", bound=BaseModel)
 
 # When the client leaves before the run was ever started (it is started by the first read of
 # its events), nothing was spent; the callback still hears of the request, once.
 _NOTHING_SPENT = ExecutionResult(
     text="",
-    prompt_tokens=0,
-    completion_tokens=0,
-    total_tokens=0,
-    usage_estimated=False,
-    llm_calls=0,
     error=ErrorInfo(type="CancelledError", message="the client left before the run started"),
     cancelled=True,
 )
@@ -148,7 +139,7 @@ class _RequestPolicy:
 
 def create_chat_router(
     executor_factory: Callable[[], ActorExecutor],
-    on_usage: UsageCallback | None = None,
+    on_usage: ResultCallback | None = None,
     *,
     max_body_bytes: int = 1_000_000,
     authenticate: Authenticate | None = None,
@@ -248,7 +239,7 @@ def _request_id() -> str:
 
 @asynccontextmanager
 async def _billed_run(
-    stream: EventStream, on_usage: UsageCallback | None
+    stream: EventStream, on_usage: ResultCallback | None
 ) -> AsyncIterator[EventStream]:
     try:
         yield stream
