@@ -9,7 +9,8 @@ Suite Teardown      Close Browser And Servers
 
 
 *** Variables ***
-${ACTOR}    ${CURDIR}/actors/web_chat_page.yaml
+${ACTOR}            ${CURDIR}/actors/web_chat_page.yaml
+${KEYED ACTOR}      ${CURDIR}/actors/web_weather.yaml
 
 
 *** Test Cases ***
@@ -74,6 +75,21 @@ The Chat Page Has A Favicon And Its Own Copies Of Its Scripts
         Should Start With    ${source}    ${MARKDOWN URL}/    msg=the page loads ${source} from elsewhere
     END
 
+The Chat Page Asks For The API Key Once, When The Server Wants One
+    Go To    ${KEYED URL}
+    Input Text    id:message    What's the weather in Paris?
+    Click Button    id:send
+    Alert Should Be Present    This server needs an API key:    action=LEAVE
+    Input Text Into Alert    k-browser    action=ACCEPT
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${kept}=    Execute Javascript    return sessionStorage.getItem("cleveractors-api-key")
+    Should Be Equal    ${kept}    k-browser
+    Input Text    id:message    And in Rome?
+    Click Button    id:send
+    Element Text Should Be    css:#current-turn .question    And in Rome?
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Alert Should Not Be Present    timeout=0.5s
+
 
 *** Keywords ***
 Start Chat Page Server
@@ -81,6 +97,8 @@ Start Chat Page Server
     Set Suite Variable    ${URL}    ${url}
     ${markdown url}=    Start Actor Server    ${CURDIR}/actors/web_markdown.yaml
     Set Suite Variable    ${MARKDOWN URL}    ${markdown url}
+    ${keyed url}=    Start Actor Server    ${KEYED ACTOR}    api_keys=k-browser
+    Set Suite Variable    ${KEYED URL}    ${keyed url}
 
 Close Browser And Servers
     Close All Browsers
