@@ -3,6 +3,9 @@
     cleveractors run actor.yaml "What's the weather in Paris?"   # live answer, tools, usage
     cleveractors validate actor.yaml
     cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
+    cleveractors run actor.yaml "And tomorrow?" --session s-1      # a stored session
+    cleveractors usage actor.yaml --since 2026-01-01               # the ledger and its totals
+    cleveractors store prune actor.yaml                            # sessions past retention_days
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
 the config failed (one line on stderr, never a traceback), 2 usage error or missing extra.
@@ -14,9 +17,11 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar, cast
 
 try:
     import typer
@@ -34,13 +39,16 @@ except ImportError as _missing:  # the console script is installed even without 
 from langchain_core.exceptions import ModelError
 
 from cleveractors import events as ev
-from cleveractors.config import load_actor_config
+from cleveractors.config import ActorConfig, StoreConfig, load_actor_config
 from cleveractors.errors import CleverActorsError, ConfigurationError, McpServerError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
 from cleveractors.tools import Tool
 
-__all__ = ["EventRenderer", "app", "main", "usage_table"]
+if TYPE_CHECKING:  # the store extra is imported when a command needs it
+    from cleveractors.store import SqlStore, UsageReport
+
+__all__ = ["EventRenderer", "app", "ledger_table", "main", "usage_table"]
 
 # What a run raises for a reason the user can act on; anything else is a bug and keeps its trace.
 _RUN_ERRORS = (CleverActorsError, ModelError)
@@ -220,10 +228,12 @@ def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
     return ActorExecutor.from_config(config, origin=str(actor))
 
 
-async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+async def _run_live(
+    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+) -> ExecutionResult:
     renderer = EventRenderer(_out)
     try:
-        async with executor.execute_events(message) as events:
+        async with executor.execute_events(message, session_id=session) as events:
             async for event in events:
                 if show:
                     renderer.show(event)
@@ -233,18 +243,20 @@ async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> Exe
     return cast(ExecutionResult, events.result)
 
 
-async def _print_events(executor: ActorExecutor, message: str) -> None:
-    async with executor.execute_events(message) as events:
+async def _print_events(executor: ActorExecutor, message: str, session: str | None = None) -> None:
+    async with executor.execute_events(message, session_id=session) as events:
         async for event in events:
             _out.file.write(ev.event_adapter.dump_json(event).decode() + "\n")
             _out.file.flush()
 
 
-async def _run_blocking(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+async def _run_blocking(
+    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+) -> ExecutionResult:
     if not (show and _out.is_terminal):
-        return await executor.execute(message)
+        return await executor.execute(message, session_id=session)
     with _out.status("thinking"):
-        return await executor.execute(message)
+        return await executor.execute(message, session_id=session)
 
 
 @app.command()
@@ -255,6 +267,9 @@ def run(
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     base_url: Annotated[str | None, typer.Option(help="Override the agent's base_url.")] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Continue (or start) this stored session; needs `store:`.")
+    ] = None,
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
     if events and (as_json or no_stream):
@@ -264,10 +279,12 @@ def run(
         executor = _build_executor(actor, base_url)
         opened = executor
         if events:
-            asyncio.run(_opened(opened, lambda: _print_events(opened, message)))
+            asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
             return
         runner = _run_blocking if no_stream else _run_live
-        result = asyncio.run(_opened(opened, lambda: runner(opened, message, show=not as_json)))
+        result = asyncio.run(
+            _opened(opened, lambda: runner(opened, message, show=not as_json, session=session))
+        )
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
         _fail(str(exc) if isinstance(exc, ConfigurationError) else f"{type(exc).__name__}: {exc}")
@@ -329,8 +346,16 @@ def serve(
     actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep sessions and the usage ledger in this database (sqlite:///path.db, "
+            "postgresql://...); overrides the actor's store.url."
+        ),
+    ] = None,
 ) -> None:
-    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions."""
+    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions;
+    with a store (`--store URL` or `store:` in the config) also stored sessions."""
     try:
         import uvicorn
 
@@ -340,7 +365,145 @@ def serve(
             raise
         _fail(f"serve needs {exc.name!r}: pip install 'cleveractors[web]'", code=2)
     try:
-        executor = ActorExecutor.from_config(actor)
+        executor = ActorExecutor.from_config(_with_store(actor, store), origin=str(actor))
     except ConfigurationError as exc:
         _fail(str(exc))
     uvicorn.run(create_app(executor), host=host, port=port)
+
+
+def _with_store(actor: Path, url: str | None) -> ActorConfig:
+    """ACTOR's config, its store at URL when one is given."""
+    config = load_actor_config(actor)
+    if url is None:
+        return config
+    store = (config.store or StoreConfig()).model_copy(update={"url": url})
+    return config.model_copy(update={"store": store})
+
+
+# -- the store: usage and prune -----------------------------------------------------------------
+
+store_app = typer.Typer(help="Look after the actor's store (sessions and the usage ledger).")
+app.add_typer(store_app, name="store")
+
+_STORE_URL_HELP = "The store's database URL; overrides the actor's store.url."
+
+
+def _open_store(actor: Path, url: str | None) -> SqlStore:
+    """The actor's store (its config's `store:`, at URL when given), not yet opened."""
+    try:
+        from cleveractors.store import SqlStore
+    except ModuleNotFoundError as exc:
+        _fail(str(exc), code=2)
+    try:
+        config = _with_store(actor, url)
+        if config.store is None:
+            raise ConfigurationError(
+                f"{actor}: the actor has no store: add `store:` to its config or pass --store URL"
+            )
+        return SqlStore(
+            config.store.url,
+            history_turns=config.store.history_turns,
+            retention_days=config.store.retention_days,
+        )
+    except ConfigurationError as exc:
+        _fail(str(exc))
+
+
+def _moment(option: str, text: str | None) -> datetime | None:
+    """An ISO date or date-time from the command line; one without a zone is UTC."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        _fail(f"{option}: {text!r} is not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)", code=2)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+async def _in_store(store: SqlStore, work: Callable[[], Awaitable[_Result]]) -> _Result:
+    async with store:
+        return await work()
+
+
+@app.command()
+def usage(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    session: Annotated[str | None, typer.Option(help="Only this session's calls.")] = None,
+    since: Annotated[str | None, typer.Option(help="Calls from this date (UTC).")] = None,
+    until: Annotated[str | None, typer.Option(help="Calls before this date (UTC).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+) -> None:
+    """Print the usage ledger of ACTOR's store: one row per LLM call, then the totals."""
+    window = {"since": _moment("--since", since), "until": _moment("--until", until)}
+    store = _open_store(actor, store_url)
+    try:
+        report = asyncio.run(_in_store(store, lambda: store.usage(session_id=session, **window)))
+    except CleverActorsError as exc:
+        _fail(str(exc))
+    if as_json:
+        _out.file.write(report.model_dump_json(indent=2) + "\n")
+        return
+    # Piped or logged, the table keeps its full width rather than cropping every column to 80.
+    console = _out if _out.is_terminal else Console(file=_out.file, width=_WIDE, markup=False)
+    console.print(ledger_table(report))
+
+
+def ledger_table(report: UsageReport) -> Table:
+    """The ledger's rows and their totals; a cost column when any row was priced."""
+    priced = any(row.cost_usd is not None for row in report.rows)
+    table = Table(title="Usage ledger", box=box.SIMPLE_HEAD, title_justify="left")
+    columns = ["recorded (UTC)", "session", "run", "call", "purpose", "attempt", "status"]
+    columns += ["prompt", "completion", "total", "estimated"] + (["cost (USD)"] if priced else [])
+    for column in columns:
+        table.add_column(column, justify="right" if column in _NUMBER_COLUMNS else "left")
+    for row in report.rows:
+        cells = [
+            row.recorded_at.strftime("%Y-%m-%d %H:%M:%S"),
+            row.session_id or "",
+            row.run_id[:12],
+            str(row.call_index),
+            row.purpose,
+            str(row.attempt),
+            row.status,
+            str(row.prompt_tokens),
+            str(row.completion_tokens),
+            str(row.total_tokens),
+            "estimated" if row.estimated else "",
+        ]
+        table.add_row(*cells, *([_cost(row.cost_usd)] if priced else []))
+    table.add_section()
+    calls = f"{len(report.rows)} call{'' if len(report.rows) == 1 else 's'}"
+    totals = [str(report.prompt_tokens), str(report.completion_tokens), str(report.total_tokens)]
+    marker = "estimated" if report.estimated else ""
+    cost = [_cost(report.cost_usd)] if priced else []
+    table.add_row("total", "", "", calls, "", "", "", *totals, marker, *cost, style="bold")
+    return table
+
+
+_WIDE = 160
+_NUMBER_COLUMNS = {"call", "attempt", "prompt", "completion", "total", "cost (USD)"}
+
+
+def _cost(cost: Decimal | None) -> str:
+    return "unpriced" if cost is None else f"{cost:.6f}"
+
+
+@store_app.command()
+def prune(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+) -> None:
+    """Remove the sessions untouched for longer than the store's retention_days (the ledger's
+    rows stay: they are the bill)."""
+    store = _open_store(actor, store_url)
+    if store.retention_days is None:
+        _fail(f"{actor}: store.retention_days is not set, so every session is kept")
+    try:
+        removed = asyncio.run(_in_store(store, store.prune))
+    except CleverActorsError as exc:
+        _fail(str(exc))
+    plural = "" if removed == 1 else "s"
+    _out.print(
+        f"removed {removed} session{plural} untouched for more than {store.retention_days} days"
+    )

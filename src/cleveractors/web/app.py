@@ -16,6 +16,7 @@ from cleveractors.web.router import UsageCallback, create_chat_router
 __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
+_SESSIONS_SLOT = "__SESSIONS__"
 
 
 def create_app(
@@ -25,6 +26,9 @@ def create_app(
     max_body_bytes: int = 1_000_000,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
+
+    With a store on the executor, the chat page keeps its conversation as a stored session (its
+    id in the browser's localStorage) and offers "New chat".
 
     Args:
         executor: The actor every request runs (shared: an executor is safe for concurrent runs).
@@ -43,7 +47,7 @@ def create_app(
     app.include_router(
         create_chat_router(lambda: executor, on_usage, max_body_bytes=max_body_bytes)
     )
-    page = _chat_page(executor.name)
+    page = _chat_page(executor.name, keeps_sessions=executor.store is not None)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def chat_page() -> HTMLResponse:
@@ -52,6 +56,8 @@ def create_app(
     return app
 
 
-def _chat_page(actor_name: str) -> str:
+def _chat_page(actor_name: str, *, keeps_sessions: bool) -> str:
     template = resources.files("cleveractors.web").joinpath("static/index.html")
-    return template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
+    page = template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
+    # With a store, the page keeps a session id and lets the server hold the conversation.
+    return page.replace(_SESSIONS_SLOT, "on" if keeps_sessions else "off")

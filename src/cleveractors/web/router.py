@@ -6,6 +6,11 @@
 - `POST /chat` takes `{"message": ..., "history": [{"role", "content"}]}` and streams the run's
   typed events, one SSE message per event named by its `kind`, ending with `run_finished` or
   `run_failed`, each carrying the `ExecutionResult` with the usage.
+  With a store, `{"message": ..., "session_id": ...}` continues (or starts) a stored session
+  instead: the server holds its history (a `history` beside it is a 422). A session another run
+  holds ends the stream at once with `run_failed` (`error.type` "SessionBusyError"); another
+  caller's session with `run_failed` "SessionNotFoundError". `GET` / `DELETE /sessions/{id}`
+  read and remove the caller's sessions (`cleveractors.web.sessions`).
 - `POST /v1/chat/completions` speaks OpenAI's Chat Completions format, streamed or not (see
   `cleveractors.web.openai_compat` for how a conversation maps to an actor turn). The actor's tool
   rounds run here, server-side; the client only sees text and usage.
@@ -25,11 +30,19 @@ from typing import Literal, TypeVar
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import RunFailed, RunFinished, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult
@@ -42,6 +55,7 @@ from cleveractors.web.openai_compat import (
     error_response,
     run_error_response,
 )
+from cleveractors.web.sessions import add_session_routes
 from cleveractors.web.sse import SSE_LINE_SEPARATOR, data_frame, event_frame
 
 __all__ = ["ChatRequest", "ChatTurn", "UsageCallback", "create_chat_router"]
@@ -82,6 +96,8 @@ class ChatRequest(BaseModel):
 
     message: str
     history: list[ChatTurn] = Field(default_factory=list)
+    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """A stored session to continue (or start); then the server keeps the history."""
 
     @field_validator("message")
     @classmethod
@@ -89,6 +105,12 @@ class ChatRequest(BaseModel):
         if not message.strip():
             raise ValueError("must not be empty")
         return message
+
+    @model_validator(mode="after")
+    def _one_history(self) -> ChatRequest:
+        if self.session_id is not None and self.history:
+            raise ValueError("history cannot be sent with session_id: the session holds it")
+        return self
 
 
 class _RequestRejected(Exception):
@@ -131,7 +153,17 @@ def create_chat_router(
         except _RequestRejected as rejected:
             return JSONResponse({"detail": rejected.message}, status_code=rejected.status_code)
         history = [turn.model_dump() for turn in body.history]
-        stream = executor_factory().execute_events(body.message, history)
+        try:
+            stream = executor_factory().execute_events(
+                body.message,
+                history,
+                session_id=body.session_id,
+                caller=await _caller_of(request),
+            )
+        except ConfigurationError:
+            # The only configuration a request can get wrong: a session on a storeless server.
+            detail = "session_id: this server keeps no sessions (serve it with --store URL)"
+            return JSONResponse({"detail": detail}, status_code=422)
         return _RunStreamResponse(_event_frames(stream), _billed_run(stream, on_usage))
 
     @router.post("/v1/chat/completions", response_model=None)
@@ -153,7 +185,13 @@ def create_chat_router(
         async with billed:
             return await _completion(stream, reply)
 
+    add_session_routes(router, executor_factory, _caller_of)
     return router
+
+
+async def _caller_of(request: Request) -> str | None:
+    """Whose request this is, for the sessions it may see (None: no authentication)."""
+    return None
 
 
 # -- the run a request owns ----------------------------------------------------------------------

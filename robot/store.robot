@@ -1,0 +1,124 @@
+*** Settings ***
+Documentation       Stored sessions and the usage ledger over real HTTP: `cleveractors serve --store`
+...                 on a throwaway PostgreSQL (and SQLite), killed with SIGKILL mid-run, two
+...                 servers sharing one database, and the ledger read back with `cleveractors usage`.
+...                 What the ledger must hold is read from the actors' scripts (their billing record).
+Library             Collections
+Library             StoreLibrary.py
+Suite Teardown      Stop Everything
+
+
+*** Test Cases ***
+A Server Killed Mid-Run Loses No Recorded Call And No Partial Turn, And The Session Goes On
+    ${database}=    New Postgres Database
+    ${actor}=    Write Stored Actor    killed-mid-run    slow tool turn    lease_s=2
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${before}=    Chat Until Then Kill    ${server}    s-killed    Weather in Paris?    text_delta    2
+    Should Contain    ${before.kinds}    tool_call_finished
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${lookup}=    Scripted Call    lookup
+    Length Should Be    ${ledger}[rows]    1
+    Should Be Equal    ${ledger}[rows][0][prompt_tokens]    ${lookup}[prompt_tokens]
+    Should Be Equal    ${ledger}[rows][0][completion_tokens]    ${lookup}[completion_tokens]
+    Should Be Equal    ${ledger}[rows][0][session_id]    s-killed
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${stored}=    Session Turns    ${server}    s-killed
+    Should Be Equal As Integers    ${stored.status_code}    404    the killed run left no turn
+    # The dead run's hold on the session runs out after lease_s; then the session goes on.
+    ${after}=    Wait Until Keyword Succeeds    20 s    0.5 s
+    ...    Chat Finishes    ${server}    s-killed    And tomorrow?
+    ${stored}=    Session Turns    ${server}    s-killed
+    ${turns}=    Set Variable    ${stored.json()}[turns]
+    Length Should Be    ${turns}    1
+    Should Be Equal    ${turns}[0][messages][0][content]    And tomorrow?
+    Should Be Equal    ${turns}[0][messages][1][tool_calls][0][name]    get_weather
+    Should Be Equal    ${turns}[0][messages][2][role]    tool
+    ${ledger}=    Ledger Report    ${actor}    ${database}    --session    s-killed
+    ${answer}=    Scripted Call    slow answer
+    ${billed}=    Evaluate
+    ...    ${lookup}[prompt_tokens] * 2 + ${answer}[prompt_tokens] + ${lookup}[completion_tokens] * 2 + ${answer}[completion_tokens]
+    Length Should Be    ${ledger}[rows]    3
+    Should Be Equal    ${ledger}[total_tokens]    ${billed}
+
+Two Servers On One PostgreSQL Keep 100 Concurrent Sessions Whole And Reject A Busy One
+    ${database}=    New Postgres Database
+    ${actor}=    Write Stored Actor    shared    busy then quick
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${streams}=    Chat While Another Runs    ${first}    ${second}    s-busy
+    Should Be Equal    ${streams[0].last}[kind]    run_finished
+    Should Be Equal    ${streams[1].last}[kind]    run_failed
+    Should Be Equal    ${streams[1].last}[error][type]    SessionBusyError
+    Should Be Equal As Integers    ${streams[1].last}[result][total_tokens]    0
+    ${stored}=    Session Turns    ${second}    s-busy
+    Length Should Be    ${stored.json()}[turns]    1    the rejected run added no turn
+    ${problems}=    Run Concurrent Sessions    ${{ ["${first}", "${second}"] }}    100    3
+    Should Be Empty    ${problems}
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${quick}=    Scripted Call    quick answer
+    ${slow}=    Scripted Call    slow answer
+    Length Should Be    ${ledger}[rows]    301
+    # The rejected run called no model: the second server's first reply, the slow one, went
+    # to the first session it served.
+    ${billed}=    Evaluate    299 * ${quick}[prompt_tokens] + 2 * ${slow}[prompt_tokens]
+    Should Be Equal    ${ledger}[prompt_tokens]    ${billed}
+    ${keys}=    Evaluate    {(row["run_id"], row["call_index"]) for row in $ledger["rows"]}
+    Length Should Be    ${keys}    301    no row doubled
+
+A Stored Session Is Read, Refused Beside A Client History, And Deleted
+    ${database}=    New Sqlite Database    web
+    ${actor}=    Write Stored Actor    web-sessions    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    Chat Finishes    ${server}    s-web    Hello
+    Chat Finishes    ${server}    s-web    Again
+    ${stored}=    Session Turns    ${server}    s-web
+    ${questions}=    Evaluate    [turn["messages"][0]["content"] for turn in $stored.json()["turns"]]
+    Should Be Equal    ${questions}    ${{ ["Hello", "Again"] }}
+    ${refused}=    Post Chat    ${server}
+    ...    ${{ {"message": "Hi", "session_id": "s-web", "history": [{"role": "user", "content": "x"}]} }}
+    Should Be Equal As Integers    ${refused.status_code}    422
+    Should Contain    ${refused.json()}[detail]    session_id
+    ${deleted}=    Delete Stored Session    ${server}    s-web
+    Should Be Equal As Integers    ${deleted}    204
+    ${gone}=    Session Turns    ${server}    s-web
+    Should Be Equal As Integers    ${gone.status_code}    404
+    ${again}=    Delete Stored Session    ${server}    s-web
+    Should Be Equal As Integers    ${again}    404
+
+The CLI Continues A Session, Prints The Ledger And Prunes Old Sessions
+    ${database}=    New Sqlite Database    cli
+    ${actor}=    Write Stored Actor    cli-sessions    quick    store_url=${database}
+    FOR    ${message}    IN    Hello    Again
+        ${ran}=    Run Store Cli    run    ${actor}    ${message}    --session    s-cli
+        Should Be Equal As Integers    ${ran.returncode}    0    ${ran.stderr}
+    END
+    ${table}=    Run Store Cli    usage    ${actor}    --session    s-cli
+    Should Contain    ${table.stdout}    2 calls
+    ${quick}=    Scripted Call    quick answer
+    ${ledger}=    Ledger Report    ${actor}    ${EMPTY}    --session    s-cli    --since    2020-01-01
+    Length Should Be    ${ledger}[rows]    2
+    Should Be Equal    ${ledger}[prompt_tokens]    ${{ 2 * ${quick}[prompt_tokens] }}
+    ${ledger}=    Ledger Report    ${actor}    ${EMPTY}    --until    2020-01-01
+    Length Should Be    ${ledger}[rows]    0
+    ${bad}=    Run Store Cli    usage    ${actor}    --since    yesterday
+    Should Be Equal As Integers    ${bad.returncode}    2
+    Should Contain    ${bad.stderr}    --since
+    Age Sessions    ${database}    31
+    ${pruned}=    Run Store Cli    store    prune    ${actor}
+    Should Contain    ${pruned.stdout}    removed 1 session
+    ${ledger}=    Ledger Report    ${actor}    ${EMPTY}    --session    s-cli
+    Length Should Be    ${ledger}[rows]    2    pruning keeps the bill
+    ${ran}=    Run Store Cli    run    ${actor}    Hello again    --session    s-cli
+    Should Contain    ${ran.stdout}    Noted.    a pruned session starts afresh
+
+
+*** Keywords ***
+Chat Finishes
+    [Arguments]    ${server}    ${session}    ${message}
+    ${stream}=    Chat In Session    ${server}    ${session}    ${message}
+    Should Be Equal    ${stream.last}[kind]    run_finished    ${stream.last}
+    RETURN    ${stream}
+
+Stop Everything
+    Stop Servers
+    Stop Postgres
