@@ -92,7 +92,7 @@ class StoreLibrary(WebLibrary):
             "store": {"retention_days": 30, "lease_s": float(lease_s)},
         }
         if store_url:
-            actor["store"]["url"] = store_url  # type: ignore[index]
+            actor["store"]["url"] = store_url
         path = self._folder / f"{name}.yaml"
         path.write_text(json.dumps(actor), encoding="utf-8")  # JSON is YAML, and quick to parse
         return str(path)
@@ -102,8 +102,8 @@ class StoreLibrary(WebLibrary):
         """The billing record of one scripted call: `lookup`, `slow answer` or `quick answer`."""
         reply = {"lookup": _LOOKUP, "slow answer": _SLOW_ANSWER, "quick answer": _QUICK_ANSWER}
         return {
-            "prompt_tokens": int(reply[which]["prompt_tokens"]),  # type: ignore[call-overload]
-            "completion_tokens": int(reply[which]["completion_tokens"]),  # type: ignore[call-overload]
+            "prompt_tokens": int(reply[which]["prompt_tokens"]),
+            "completion_tokens": int(reply[which]["completion_tokens"]),
         }
 
     # -- servers -------------------------------------------------------------------------------
