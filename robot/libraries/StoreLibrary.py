@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -26,6 +27,10 @@ from WebLibrary import _CLIENT_TIMEOUT_S, ChatStream, WebLibrary, _free_port, _s
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # The Behave suite's PostgreSQL helper, from the test tree's root.
 from features.support.postgres import TemporaryPostgres
+
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+
+_API_KEY_ENV = "CLEVERACTORS_STORE_SUITE_KEY"
 
 _LOOKUP = {
     "text": "Let me look that up.",
@@ -57,6 +62,7 @@ class StoreLibrary(WebLibrary):
         super().__init__()
         self._postgres = TemporaryPostgres()
         self._folder = Path(tempfile.mkdtemp(prefix="cleveractors-store-"))
+        self._provider: ScriptedOpenAIServer | None = None
 
     # -- databases and actors ------------------------------------------------------------------
 
@@ -72,23 +78,52 @@ class StoreLibrary(WebLibrary):
     @keyword
     def stop_postgres(self) -> None:
         self._postgres.stop()
+        if self._provider is not None:
+            self._provider.stop()
+
+    @keyword
+    def start_scripted_openai_server(self, script: str) -> str:
+        """A `ScriptedOpenAIServer` on 127.0.0.1 replaying SCRIPT (see `Write Stored Actor`);
+        its base URL, for an `openai` actor."""
+        replies = [ScriptedReply.model_validate(reply) for reply in _script(script)]
+        self._provider = ScriptedOpenAIServer(replies)
+        self._provider.start()
+        return self._provider.base_url
+
+    @keyword
+    def completed_billed_calls(self) -> list[dict[str, int]]:
+        """The scripted server's billing record of every call it answered in full, in order."""
+        assert self._provider is not None, "no scripted OpenAI server was started"
+        return [
+            {"prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens}
+            for call in self._provider.billed
+            if call.completed
+        ]
 
     @keyword
     def write_stored_actor(
-        self, name: str, script: str, lease_s: float = 30.0, store_url: str = ""
+        self,
+        name: str,
+        script: str,
+        lease_s: float = 30.0,
+        store_url: str = "",
+        base_url: str = "",
     ) -> str:
         """An actor file with a store: script `slow tool turn` (a lookup, then a slow answer;
         the first turn only), `busy then quick` (one slow answer, then 400 quick ones) or
         `quick` (400 quick answers); its store at STORE_URL (else `serve --store` names it).
-        Returns its path."""
-        replies = {
-            "slow tool turn": [_LOOKUP, _SLOW_ANSWER] + [_LOOKUP, _QUICK_ANSWER] * 10,
-            "busy then quick": [_SLOW_ANSWER] + [_QUICK_ANSWER] * 400,
-            "quick": [_QUICK_ANSWER] * 400,
-        }[script]
+        With BASE_URL the actor is an `openai` one (ChatOpenAI) talking to that server, which
+        plays the script; else the `stub` provider plays it. Returns its path."""
+        agent: dict[str, Any] = {"type": "llm", "tools": _TOOLS}
+        if base_url:
+            os.environ[_API_KEY_ENV] = "sk-store-suite"  # inherited by the servers
+            agent |= {"provider": "openai", "model": "gpt-4o-mini", "base_url": base_url}
+            agent |= {"api_key_env": _API_KEY_ENV}
+        else:
+            agent |= {"provider": "stub", "script": _script(script)}
         actor = {
             "name": name,
-            "agent": {"type": "llm", "provider": "stub", "tools": _TOOLS, "script": replies},
+            "agent": agent,
             "store": {"retention_days": 30, "lease_s": float(lease_s)},
         }
         if store_url:
@@ -243,9 +278,15 @@ class StoreLibrary(WebLibrary):
 
 
 def _environment() -> dict[str, str]:
-    import os
-
     return os.environ.copy()
+
+
+def _script(name: str) -> list[dict[str, Any]]:
+    return {
+        "slow tool turn": [_LOOKUP, _SLOW_ANSWER] + [_LOOKUP, _QUICK_ANSWER] * 10,
+        "busy then quick": [_SLOW_ANSWER] + [_QUICK_ANSWER] * 400,
+        "quick": [_QUICK_ANSWER] * 400,
+    }[name]
 
 
 def _chat(base_url: str, body: dict[str, Any]) -> ChatStream:
