@@ -4,6 +4,7 @@ Documentation       Stored sessions and the usage ledger over real HTTP: `clever
 ...                 servers sharing one database, and the ledger read back with `cleveractors usage`.
 ...                 What the ledger must hold is read from the actors' scripts (their billing record).
 Library             Collections
+Library             SeleniumLibrary    timeout=20s    run_on_failure=Capture Page Screenshot
 Library             StoreLibrary.py
 Suite Teardown      Stop Everything
 
@@ -113,7 +114,31 @@ The CLI Continues A Session, Prints The Ledger And Prunes Old Sessions
     Should Contain    ${ran.stdout}    Noted.    a pruned session starts afresh
 
 
+The Chat Page Keeps Its Session Across A Reload And Starts A New One
+    ${database}=    New Sqlite Database    page
+    ${actor}=    Write Stored Actor    chat-page-sessions    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    Open Chat Page In Chromium    ${server}/
+    Send From The Chat Page    Remember me
+    Reload Page
+    Wait Until Element Contains    css:.turn .question    Remember me
+    Element Text Should Be    css:.turn .answer    Noted.
+    Page Should Contain Element    css:.turn    limit=1
+    Click Button    id:new-chat
+    Page Should Not Contain Element    css:.turn
+    Send From The Chat Page    Fresh start
+    Reload Page
+    Wait Until Element Contains    css:.turn .question    Fresh start
+    Page Should Contain Element    css:.turn    limit=1
+
+
 *** Keywords ***
+Send From The Chat Page
+    [Arguments]    ${message}
+    Input Text    id:message    ${message}
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+
 Ledger Should Equal Billing Record
     [Arguments]    ${ledger}    ${billed}
     ${rows}=    Evaluate
@@ -127,5 +152,7 @@ Chat Finishes
     RETURN    ${stream}
 
 Stop Everything
+    Close All Browsers
+    Remove Browser Profiles
     Stop Servers
     Stop Postgres
