@@ -112,6 +112,12 @@ The CLI Continues A Session, Prints The Ledger And Prunes Old Sessions
     Length Should Be    ${ledger}[rows]    2    pruning keeps the bill
     ${ran}=    Run Store Cli    run    ${actor}    Hello again    --session    s-cli
     Should Contain    ${ran.stdout}    Noted.    a pruned session starts afresh
+    ${storeless}=    Run Store Cli    usage    ${CURDIR}/actors/web_weather.yaml
+    Should Be Equal As Integers    ${storeless.returncode}    1
+    Should Contain    ${storeless.stderr}    the actor has no store
+    ${foreign}=    Run Store Cli    store    prune    ${actor}    --store    mysql://db/chat
+    Should Be Equal As Integers    ${foreign.returncode}    1
+    Should Contain    ${foreign.stderr}    unsupported database 'mysql'
 
 
 The Chat Page Keeps Its Session Across A Reload And Starts A New One
