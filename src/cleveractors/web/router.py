@@ -121,7 +121,8 @@ def create_chat_router(
     *,
     max_body_bytes: int = 1_000_000,
 ) -> APIRouter:
-    """Routes that run an actor: `POST /chat` (typed events) and `POST /v1/chat/completions`.
+    """Routes that run an actor: `POST /chat` (typed events) and `POST /v1/chat/completions`;
+    and `GET` / `DELETE /sessions/{id}` for an executor with a store.
 
     Args:
         executor_factory: Returns the executor for a request; called once per request, so it may
