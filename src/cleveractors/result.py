@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    computed_field,
+    model_validator,
+)
 
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
@@ -62,7 +68,7 @@ class ExecutionResult(BaseModel):
     hold everything spent before the failure.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     text: str
     usage_by_call: tuple[LLMCallUsage, ...] = ()
@@ -145,6 +151,26 @@ class ExecutionResult(BaseModel):
     @property
     def is_success(self) -> bool:
         return self.error is None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derived_keys_agree(cls, data: object, build: ModelWrapValidatorHandler[Self]) -> Self:
+        """A dumped result loads back (its derived keys are checked, not stored); a derived key
+        that disagrees with the records, e.g. `prompt_tokens` given without `usage_by_call`, is
+        an error rather than a result that silently bills zero."""
+        if not isinstance(data, Mapping):
+            return build(data)
+        derived = cls.model_computed_fields.keys() & data.keys()
+        result = build({key: value for key, value in data.items() if key not in derived})
+        as_python = result.model_dump(include=set(derived))
+        as_json = result.model_dump(mode="json", include=set(derived))
+        for key in sorted(derived):
+            if data[key] not in (as_python[key], as_json[key]):
+                raise ValueError(
+                    f"{key} is derived from usage_by_call ({as_python[key]!r}), "
+                    f"not given ({data[key]!r})"
+                )
+        return result
 
 
 ResultCallback = Callable[[ExecutionResult], None]
