@@ -87,6 +87,27 @@ A Stored Session Is Read, Refused Beside A Client History, And Deleted
     ${again}=    Delete Stored Session    ${server}    s-web
     Should Be Equal As Integers    ${again}    404
 
+Sessions Are Invisible Across API Keys
+    ${database}=    New Sqlite Database    keys
+    ${actor}=    Write Stored Actor    two-keys    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}    api_keys=key-alpha,key-beta
+    Chat Finishes    ${server}    s-alpha    Hello    key=key-alpha
+    ${theirs}=    Session Turns    ${server}    s-alpha    key=key-beta
+    ${unused}=    Session Turns    ${server}    s-unused    key=key-beta
+    Should Be Equal As Integers    ${theirs.status_code}    404
+    Should Be Equal    ${theirs.json()}[detail]    no session 's-alpha'
+    Should Be Equal    ${unused.json()}[detail]    no session 's-unused'    the same answer
+    ${deleted}=    Delete Stored Session    ${server}    s-alpha    key=key-beta
+    Should Be Equal As Integers    ${deleted}    404
+    ${hijack}=    Chat In Session    ${server}    s-alpha    Hijack    key=key-beta
+    Should Be Equal    ${hijack.last}[kind]    run_failed
+    Should Be Equal    ${hijack.last}[error][type]    SessionNotFoundError
+    ${anonymous}=    Session Turns    ${server}    s-alpha
+    Should Be Equal As Integers    ${anonymous.status_code}    401
+    ${mine}=    Session Turns    ${server}    s-alpha    key=key-alpha
+    Should Be Equal As Integers    ${mine.status_code}    200
+    Length Should Be    ${mine.json()}[turns]    1    neither the hijack nor the delete touched it
+
 The CLI Continues A Session, Prints The Ledger And Prunes Old Sessions
     ${database}=    New Sqlite Database    cli
     ${actor}=    Write Stored Actor    cli-sessions    quick    store_url=${database}
@@ -145,8 +166,8 @@ Ledger Should Equal Billing Record
     Should Be Equal    ${rows}    ${billed}
 
 Chat Finishes
-    [Arguments]    ${server}    ${session}    ${message}
-    ${stream}=    Chat In Session    ${server}    ${session}    ${message}
+    [Arguments]    ${server}    ${session}    ${message}    ${key}=${EMPTY}
+    ${stream}=    Chat In Session    ${server}    ${session}    ${message}    key=${key}
     Should Be Equal    ${stream.last}[kind]    run_finished    ${stream.last}
     RETURN    ${stream}
 

@@ -144,8 +144,9 @@ class StoreLibrary(WebLibrary):
     # -- servers -------------------------------------------------------------------------------
 
     @keyword
-    def start_stored_server(self, actor: str, store_url: str) -> str:
-        """`cleveractors serve ACTOR --store URL` on a free loopback port; its base URL."""
+    def start_stored_server(self, actor: str, store_url: str, api_keys: str = "") -> str:
+        """`cleveractors serve ACTOR --store URL` on a free loopback port, with API_KEYS
+        (comma-separated) when given; its base URL."""
         port = _free_port()
         command = [
             str(Path(sys.executable).with_name("cleveractors")),
@@ -158,7 +159,11 @@ class StoreLibrary(WebLibrary):
             "--store",
             store_url,
         ]
-        return self._start(Path(actor).stem, command, port, _environment())
+        environment = _environment()
+        if api_keys:
+            environment["STORE_SUITE_API_KEYS"] = api_keys
+            command += ["--api-keys-env", "STORE_SUITE_API_KEYS"]
+        return self._start(Path(actor).stem, command, port, environment)
 
     @keyword
     def kill_server(self, base_url: str) -> None:
@@ -171,9 +176,12 @@ class StoreLibrary(WebLibrary):
     # -- sessions over HTTP --------------------------------------------------------------------
 
     @keyword
-    def chat_in_session(self, base_url: str, session_id: str, message: str) -> ChatStream:
-        """POST a message to `/chat` in a stored session and read the whole SSE stream."""
-        return _chat(base_url, {"message": message, "session_id": session_id})
+    def chat_in_session(
+        self, base_url: str, session_id: str, message: str, key: str = ""
+    ) -> ChatStream:
+        """POST a message to `/chat` in a stored session (as the caller of API KEY, if given)
+        and read the whole SSE stream."""
+        return _chat(base_url, {"message": message, "session_id": session_id}, key)
 
     @keyword
     def post_chat(self, base_url: str, body: dict[str, Any]) -> httpx.Response:
@@ -231,15 +239,16 @@ class StoreLibrary(WebLibrary):
         return [first, second]
 
     @keyword
-    def session_turns(self, base_url: str, session_id: str) -> httpx.Response:
-        """`GET /sessions/{id}`."""
-        return httpx.get(f"{base_url}/sessions/{session_id}", timeout=_CLIENT_TIMEOUT_S)
+    def session_turns(self, base_url: str, session_id: str, key: str = "") -> httpx.Response:
+        """`GET /sessions/{id}` (with API KEY, if given)."""
+        url = f"{base_url}/sessions/{session_id}"
+        return httpx.get(url, headers=_bearer(key), timeout=_CLIENT_TIMEOUT_S)
 
     @keyword
-    def delete_stored_session(self, base_url: str, session_id: str) -> int:
-        """`DELETE /sessions/{id}`; the status code."""
+    def delete_stored_session(self, base_url: str, session_id: str, key: str = "") -> int:
+        """`DELETE /sessions/{id}` (with API KEY, if given); the status code."""
         url = f"{base_url}/sessions/{session_id}"
-        return httpx.delete(url, timeout=_CLIENT_TIMEOUT_S).status_code
+        return httpx.delete(url, headers=_bearer(key), timeout=_CLIENT_TIMEOUT_S).status_code
 
     @keyword
     def run_concurrent_sessions(self, urls: list[str], sessions: int, turns: int) -> list[str]:
@@ -289,10 +298,14 @@ def _script(name: str) -> list[dict[str, Any]]:
     }[name]
 
 
-def _chat(base_url: str, body: dict[str, Any]) -> ChatStream:
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _chat(base_url: str, body: dict[str, Any], key: str = "") -> ChatStream:
     stream = ChatStream()
     with (
-        httpx.Client(timeout=_CLIENT_TIMEOUT_S) as client,
+        httpx.Client(timeout=_CLIENT_TIMEOUT_S, headers=_bearer(key)) as client,
         client.stream("POST", f"{base_url}/chat", json=body) as response,
     ):
         response.raise_for_status()
