@@ -141,6 +141,7 @@ class _Run:
     round: int = 0
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
+    synthesis_ignored_tool_calls: tuple[str, ...] = ()
     in_flight: _InFlightCall | None = None
 
     def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
@@ -187,6 +188,7 @@ class _Run:
             tool_records=tuple(self.tool_records),
             rounds=self.round,
             synthesis_reason=self.synthesis_reason,
+            synthesis_ignored_tool_calls=self.synthesis_ignored_tool_calls,
         )
 
 
@@ -213,6 +215,7 @@ class _RunProgress:
     tool_records: tuple[ToolCallRecord, ...]
     rounds: int
     synthesis_reason: SynthesisReason | None
+    synthesis_ignored_tool_calls: tuple[str, ...]
 
     @property
     def usage(self) -> TokenUsage:
@@ -231,6 +234,7 @@ class _RunProgress:
             tool_calls=self.tool_records,
             rounds=self.rounds,
             synthesis_reason=self.synthesis_reason,
+            synthesis_ignored_tool_calls=self.synthesis_ignored_tool_calls,
             budget_exhausted=self.synthesis_reason == "budget",
             error=None if error is None else _error_info(error),
             cancelled=isinstance(error, asyncio.CancelledError),
