@@ -424,7 +424,7 @@ class CleverActorsLibrary:
         self, reason: Literal["max_rounds", "budget", "stuck"]
     ) -> None:
         """The loop stopped for `reason` (max_rounds, budget or stuck) and the synthesis call,
-        made without tools, gave the answer: the script's last reply."""
+        which may call no tool, gave the answer: the script's last reply."""
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
         _should_equal(result.budget_exhausted, reason == "budget", "budget_exhausted")
@@ -433,7 +433,7 @@ class CleverActorsLibrary:
         if self._turn().mode != "blocking":
             _should_equal("".join(self._turn().chunks), result.text, "streamed text")
         last_request = _stub_model(self._loaded_executor()).requests[-1]
-        _should_equal(last_request.tool_names, (), "tools bound to the synthesis call")
+        _should_equal(last_request.may_call_tools, False, "tools callable in the synthesis call")
 
     # -- assertions: tokens -----------------------------------------------------------------
 

@@ -51,6 +51,11 @@ class ScriptedRequest:
     tool_choice: str | dict[str, Any] | None = None
     """The `tool_choice` the tools were bound with (`"none"`: declared, calling forbidden)."""
 
+    @property
+    def may_call_tools(self) -> bool:
+        """Tools were bound, and calling them was not forbidden."""
+        return bool(self.tool_names) and self.tool_choice != "none"
+
 
 @dataclass(frozen=True, slots=True)
 class _Turn:
