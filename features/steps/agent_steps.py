@@ -35,6 +35,7 @@ from cleveractors.events import Event, TextDelta, ToolCallStarted
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.testing.tables import other_running_tasks, scripted_reply
+from model_steps import executor_with_model_settings
 
 register_type(Json=json.loads)
 
@@ -78,7 +79,7 @@ def _executor(context: Context) -> ActorExecutor:
     """The executor a Given built in code, or the one the scenario's actor config describes."""
     executor: ActorExecutor | None = getattr(context, "executor", None)
     if executor is None:
-        executor = ActorExecutor.from_config(context.actor)
+        executor = executor_with_model_settings(context) or ActorExecutor.from_config(context.actor)
         context.executor = executor
     context.model = executor.agent.model
     return executor

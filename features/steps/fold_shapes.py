@@ -179,9 +179,14 @@ def _is_json_object(text: str) -> bool:
 # -- cutting a spec into an integration's chunks ------------------------------------------------
 
 
+def integration_chunks(spec: ReplySpec, shape: Shape) -> list[AIMessageChunk]:
+    """The chunks the integration `shape`'s own `_astream` yields for `spec`."""
+    return list(_BUILDERS[shape](spec))
+
+
 def chunks(spec: ReplySpec, shape: Shape) -> list[AIMessageChunk]:
-    """The chunks `astream()` yields for `spec` through the integration `shape`."""
-    made = list(_BUILDERS[shape](spec))
+    """The chunks `BaseChatModel.astream()` yields for `spec` through the integration `shape`."""
+    made = integration_chunks(spec, shape)
     for chunk in made:
         if chunk.id is None:
             chunk.id = RUN_ID

@@ -1,0 +1,94 @@
+"""Steps that give the actor a chat model with particular streaming behaviour (issue 7).
+
+`the actor's model is built with <setting>` makes `agent_steps` build the executor in code,
+around a `StreamingScriptedChatModel` with that setting and the scenario's script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from behave import given, then
+from behave.runner import Context
+from fold_shapes import CallSpec, ReplySpec
+from langchain_core.messages import AIMessage, ToolMessage
+from shaped_models import ShapedChatModel, StreamingScriptedChatModel
+
+from cleveractors import ActorExecutor, LLMAgent
+from cleveractors.config import load_actor_config
+from cleveractors.testing import demo_tools
+
+_SETTINGS: dict[str, dict[str, Any]] = {
+    "disable_streaming=True": {"disable_streaming": True},
+    'disable_streaming="tool_calling"': {"disable_streaming": "tool_calling"},
+    "streaming=True": {"streaming": True},
+}
+
+_THINKING = ReplySpec(
+    thinking_pieces=("The user wants ", "the weather; ", "I should call get_weather."),
+    signature="EqQBCkgIARABGAIiQL2xsigSIGNATURE==",
+    redacted_thinking="EmwKAhgBEgy3va3pzix/LafPsn4a",
+    text_pieces=("Let me ", "check."),
+    citation=None,
+    calls=(CallSpec("toolu_01", "get_weather", ('{"city": ', '"Paris"}')),),
+    input_tokens=120,
+    output_tokens=45,
+    cache_read=0,
+    reasoning_tokens=30,
+)
+_ANSWER = ReplySpec(
+    thinking_pieces=("It rains.",),
+    signature="EqQBCkgIARABGAIiQANSWER==",
+    redacted_thinking=None,
+    text_pieces=("Paris: 18 C ", "and light rain."),
+    citation=None,
+    calls=(),
+    input_tokens=190,
+    output_tokens=20,
+    cache_read=100,
+    reasoning_tokens=5,
+)
+
+
+def executor_with_model_settings(context: Context) -> ActorExecutor | None:
+    """The executor for a scenario that set the model's streaming behaviour, else None."""
+    settings: dict[str, Any] | None = getattr(context, "model_settings", None)
+    if settings is None:
+        return None
+    config = load_actor_config(context.actor)
+    model = StreamingScriptedChatModel(replies=list(config.agent.script or ()), **settings)
+    return ActorExecutor(LLMAgent.from_config(config.agent, model=model, name=config.name))
+
+
+@given("the actor's model is built with {setting}")
+def _given_model_setting(context: Context, setting: str) -> None:
+    context.model_settings = _SETTINGS[setting]
+
+
+@given("the actor's model streams like langchain-anthropic: it thinks, calls get_weather, answers")
+def _given_anthropic_shaped(context: Context) -> None:
+    model = ShapedChatModel(replies=[_THINKING, _ANSWER], shape="anthropic")
+    context.executor = ActorExecutor(LLMAgent(model, tools=[demo_tools.get_weather]))
+
+
+@then("the model's request 2 carries its first reply exactly as ainvoke returns it")
+def _then_reply_as_ainvoke(context: Context) -> None:
+    model: ShapedChatModel = context.model
+    sent = model.requests[1]
+    assert isinstance(sent[-1], ToolMessage), sent[-1]
+    reply = sent[-2]
+    assert reply == model.provider_reply(1), f"sent {reply!r}\nainvoke {model.provider_reply(1)!r}"
+
+
+@then("that reply starts with its thinking block and exact signature, then the redacted thinking")
+def _then_thinking_first(context: Context) -> None:
+    reply = context.model.requests[1][-2]
+    assert isinstance(reply, AIMessage)
+    thinking, redacted = reply.content[0], reply.content[1]
+    assert isinstance(thinking, dict)
+    assert isinstance(redacted, dict)
+    assert thinking["type"] == "thinking", thinking
+    assert thinking["thinking"] == _THINKING.thinking, thinking
+    assert thinking["signature"] == _THINKING.signature, thinking
+    assert redacted["type"] == "redacted_thinking", redacted
+    assert redacted["data"] == _THINKING.redacted_thinking, redacted
