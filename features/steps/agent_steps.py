@@ -21,6 +21,7 @@ from typing import Any
 
 from behave import given, register_type, then, when
 from behave.runner import Context
+from model_steps import executor_with_model_settings
 
 from cleveractors import (
     ActorExecutor,
@@ -35,7 +36,6 @@ from cleveractors.events import Event, TextDelta, ToolCallStarted
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.testing.tables import other_running_tasks, scripted_reply
-from model_steps import executor_with_model_settings
 
 register_type(Json=json.loads)
 
