@@ -21,7 +21,7 @@ from typing import Any
 
 from behave import given, register_type, then, when
 from behave.runner import Context
-from model_steps import executor_with_model_settings
+from support.shaped_models import executor_with_model
 
 from cleveractors import (
     ActorExecutor,
@@ -79,7 +79,12 @@ def _executor(context: Context) -> ActorExecutor:
     """The executor a Given built in code, or the one the scenario's actor config describes."""
     executor: ActorExecutor | None = getattr(context, "executor", None)
     if executor is None:
-        executor = executor_with_model_settings(context) or ActorExecutor.from_config(context.actor)
+        settings = getattr(context, "model_settings", None)
+        executor = (
+            ActorExecutor.from_config(context.actor)
+            if settings is None
+            else executor_with_model(context.actor, settings)
+        )
         context.executor = executor
     context.model = executor.agent.model
     return executor

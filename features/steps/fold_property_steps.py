@@ -1,7 +1,7 @@
 """Steps of streaming.fold_property.feature: the fold equals langchain-core's merge (issue 7).
 
 Each step starts with "the fold property" or "streamed replies shaped", so it cannot collide
-with other step files. The chunk shapes live in `fold_shapes` beside this file.
+with other step files. The chunk shapes live in `features/support/fold_shapes.py`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 import hypothesis
 from behave import given, then, when
 from behave.runner import Context
-from fold_shapes import SHAPES, ReplySpec, Shape, chunks, reply_specs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
+from support.fold_shapes import SHAPES, ReplySpec, Shape, chunks, reply_specs
 
 from cleveractors.agents._fold import ReplyFold
 

@@ -1,7 +1,8 @@
 """Steps that give the actor a chat model with particular streaming behaviour (issue 7).
 
-`the actor's model is built with <setting>` makes `agent_steps` build the executor in code,
-around a `StreamingScriptedChatModel` with that setting and the scenario's script.
+`the actor's model is built with <setting>` makes `agent_steps` build the executor in code
+(`support.shaped_models.executor_with_model`), around a `StreamingScriptedChatModel` with that
+setting and the scenario's script.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from typing import Any
 
 from behave import given, then
 from behave.runner import Context
-from fold_shapes import CallSpec, ReplySpec
 from langchain_core.messages import AIMessage, ToolMessage
-from shaped_models import ShapedChatModel, StreamingScriptedChatModel
+from support.fold_shapes import CallSpec, ReplySpec
+from support.shaped_models import ShapedChatModel
 
 from cleveractors import ActorExecutor, LLMAgent
-from cleveractors.config import load_actor_config
 from cleveractors.testing import demo_tools
 
 _SETTINGS: dict[str, dict[str, Any]] = {
@@ -48,16 +48,6 @@ _ANSWER = ReplySpec(
     cache_read=100,
     reasoning_tokens=5,
 )
-
-
-def executor_with_model_settings(context: Context) -> ActorExecutor | None:
-    """The executor for a scenario that set the model's streaming behaviour, else None."""
-    settings: dict[str, Any] | None = getattr(context, "model_settings", None)
-    if settings is None:
-        return None
-    config = load_actor_config(context.actor)
-    model = StreamingScriptedChatModel(replies=list(config.agent.script or ()), **settings)
-    return ActorExecutor(LLMAgent.from_config(config.agent, model=model, name=config.name))
 
 
 @given("the actor's model is built with {setting}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from fold_shapes import ReplySpec, Shape, integration_chunks
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.chat_models import generate_from_stream
@@ -24,11 +23,22 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
+from cleveractors import ActorExecutor, LLMAgent
+from cleveractors.config import load_actor_config
 from cleveractors.testing import ScriptedChatModel
+from support.fold_shapes import ReplySpec, Shape, integration_chunks
 
 
 class StreamingScriptedChatModel(ScriptedChatModel):
     streaming: bool = False
+
+
+def executor_with_model(actor: dict[str, Any], settings: dict[str, Any]) -> ActorExecutor:
+    """The executor of the actor config `actor`, around a `StreamingScriptedChatModel` built
+    with `settings` (such as `disable_streaming=True`) replaying the config's script."""
+    config = load_actor_config(actor)
+    model = StreamingScriptedChatModel(replies=list(config.agent.script or ()), **settings)
+    return ActorExecutor(LLMAgent.from_config(config.agent, model=model, name=config.name))
 
 
 class ShapedChatModel(BaseChatModel):
