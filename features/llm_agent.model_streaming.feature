@@ -77,3 +77,19 @@ Feature: Every chat model streams or falls back cleanly, and both modes send the
       | mode      |
       | blocking  |
       | streaming |
+
+  Scenario Outline: A stream cut off after its thinking bills the thinking it received (<mode>)
+    Given the actor's model streams like langchain-anthropic and is cut off after 7 chunks
+    When the actor is asked "Weather in Paris?" in <mode> mode
+    Then the call failed with ModelConnectionError "stream cut off after 7 chunks"
+    And the cut-off call's completion is the estimate of the thinking and text streamed before it
+    And last_result is the call's own result
+
+    Examples:
+      | mode      |
+      | streaming |
+      | events    |
+
+  Scenario: A stream that mixes chunks and a whole message is refused, naming what came
+    When a stream of a chunk "Hello" and then a whole AIMessage is folded
+    Then folding fails with TypeError "chat model streamed AIMessage after 1 chunks; expected AIMessageChunks, or one whole AIMessage"

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from behave import given, then
+from behave import given, then, when
 from behave.runner import Context
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from support.fold_shapes import CallSpec, ReplySpec
 from support.shaped_models import ShapedChatModel
 
 from cleveractors import ActorExecutor, LLMAgent
+from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.testing import demo_tools
+from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
 _SETTINGS: dict[str, dict[str, Any]] = {
     "disable_streaming=True": {"disable_streaming": True},
@@ -61,6 +63,25 @@ def _given_anthropic_shaped(context: Context) -> None:
     context.executor = ActorExecutor(LLMAgent(model, tools=[demo_tools.get_weather]))
 
 
+@given("the actor's model streams like langchain-anthropic and is cut off after {count:d} chunks")
+def _given_anthropic_cut_off(context: Context, count: int) -> None:
+    model = ShapedChatModel(replies=[_THINKING], shape="anthropic", cut_off_after_chunks=count)
+    context.executor = ActorExecutor(LLMAgent(model, tools=[demo_tools.get_weather]))
+
+
+@then("the cut-off call's completion is the estimate of the thinking and text streamed before it")
+def _then_thinking_estimated(context: Context) -> None:
+    model: ShapedChatModel = context.model
+    assert model.cut_off_after_chunks is not None
+    received = model.reply_chunks(1)[: model.cut_off_after_chunks]
+    written = "".join(output_text(chunk) for chunk in received)
+    assert _THINKING.thinking in written, "the script must stream its thinking before the cut"
+    call = context.outcome.result.usage_by_call[-1]
+    assert call.usage.estimated, call
+    assert call.usage.prompt_tokens == estimate_prompt_tokens(model.requests[-1]), call
+    assert call.usage.completion_tokens == count_tokens(written), (call, written)
+
+
 @then("the model's request 2 carries its first reply exactly as ainvoke returns it")
 def _then_reply_as_ainvoke(context: Context) -> None:
     model: ShapedChatModel = context.model
@@ -82,3 +103,20 @@ def _then_thinking_first(context: Context) -> None:
     assert thinking["signature"] == _THINKING.signature, thinking
     assert redacted["type"] == "redacted_thinking", redacted
     assert redacted["data"] == _THINKING.redacted_thinking, redacted
+
+
+@when('a stream of a chunk "{text}" and then a whole AIMessage is folded')
+def _when_mixed_stream_folded(context: Context, text: str) -> None:
+    fold = ReplyFold()
+    context.fold_error = None
+    try:
+        fold.add(AIMessageChunk(content=text))
+        fold.add(AIMessage(content=text))
+    except TypeError as exc:
+        context.fold_error = exc
+
+
+@then('folding fails with TypeError "{message}"')
+def _then_fold_refused(context: Context, message: str) -> None:
+    assert isinstance(context.fold_error, TypeError), context.fold_error
+    assert str(context.fold_error) == message, str(context.fold_error)

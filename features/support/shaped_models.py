@@ -5,7 +5,7 @@
   (leniently repairing broken tool arguments, and billing nothing for a cut-off stream).
 - `ShapedChatModel`: streams each reply the way a provider's integration does (`fold_shapes`),
   answers `ainvoke` with what langchain-core makes of the same chunks (the provider's own
-  `AIMessage`), and records the messages of every request.
+  `AIMessage`), records the messages of every request, and can break a stream off.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.exceptions import ModelConnectionError
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -44,6 +45,8 @@ def executor_with_model(actor: dict[str, Any], settings: dict[str, Any]) -> Acto
 class ShapedChatModel(BaseChatModel):
     replies: list[ReplySpec]
     shape: Shape = "anthropic"
+    cut_off_after_chunks: int | None = None
+    """Every streamed reply breaks off after this many chunks, as a dropped connection does."""
 
     _position: int = PrivateAttr(default=0)
     _requests: list[tuple[BaseMessage, ...]] = PrivateAttr(default_factory=list)
@@ -104,5 +107,7 @@ class ShapedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         number = self._take(messages)
-        for chunk in self.reply_chunks(number):
+        for sent, chunk in enumerate(self.reply_chunks(number)):
+            if sent == self.cut_off_after_chunks:
+                raise ModelConnectionError(f"stream cut off after {sent} chunks")
             yield ChatGenerationChunk(message=chunk)

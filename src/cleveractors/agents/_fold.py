@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -22,7 +22,7 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 
-__all__ = ["ReplyFold", "ToolCallAssembler"]
+__all__ = ["ReplyFold", "ToolCallAssembler", "output_text"]
 
 
 @dataclass(slots=True)
@@ -152,13 +152,6 @@ class ReplyFold:
         """The provider's usage arrived (it may still be busy finishing the stream)."""
         return self._has_usage
 
-    @property
-    def text(self) -> str:
-        """The visible text received so far."""
-        if self._whole is not None:
-            return self._whole.text
-        return "".join(chunk.text for chunk in self._chunks)
-
     def message(self) -> AIMessage:
         if self._whole is not None:
             return self._whole
@@ -177,3 +170,20 @@ class ReplyFold:
         if self._whole is not None:
             return "a whole AIMessage"
         return f"{len(self._chunks)} chunks"
+
+
+def output_text(message: BaseMessage) -> str:
+    """All the text a reply holds that the provider bills as output, thinking included: visible
+    text, thinking blocks (Anthropic, Gemini) and reasoning summaries (Responses API). Tool
+    arguments are not in it; they are counted from the calls."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(_block_text(block) for block in message.content)
+
+
+def _block_text(block: str | dict[str, Any]) -> str:
+    if isinstance(block, str):
+        return block
+    pieces = [block.get("text"), block.get("thinking")]
+    pieces += [item.get("text") for item in block.get("summary") or () if isinstance(item, dict)]
+    return "".join(piece for piece in pieces if isinstance(piece, str))

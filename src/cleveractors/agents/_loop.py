@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
@@ -155,7 +155,7 @@ class _Run:
         """Record a completed call: the provider's figures, or an estimate if it sent none."""
         reported = TokenUsage.from_message(reply)
         if reported is None:
-            reported = _estimate(sent, reply.text, reply)
+            reported = _estimate(sent, reply)
         self.record_usage(purpose, reported)
 
     def bill_interrupted_call(self, cause: BaseException) -> None:
@@ -171,9 +171,8 @@ class _Run:
             return
         received = call.fold is not None and call.fold.received_any
         if received or isinstance(cause, asyncio.CancelledError):
-            text = call.fold.text if call.fold is not None else ""
             partial = call.fold.message() if call.fold is not None else None
-            self.record_usage(call.purpose, _estimate(call.messages, text, partial))
+            self.record_usage(call.purpose, _estimate(call.messages, partial))
         self.in_flight = None
 
     def result(self, message: AIMessage) -> _ToolLoopResult:
@@ -192,9 +191,12 @@ class _Run:
         )
 
 
-def _estimate(messages: Sequence[BaseMessage], text: str, reply: AIMessage | None) -> TokenUsage:
-    completion = count_tokens(text)
+def _estimate(messages: Sequence[BaseMessage], reply: AIMessage | None) -> TokenUsage:
+    """The documented estimate of a call the provider gave no figures for: the prompt from the
+    messages sent, the completion from the reply received so far, thinking included."""
+    completion = 0
     if reply is not None:
+        completion += count_tokens(output_text(reply))
         completion += sum(count_tokens(str(call["args"])) for call in reply.tool_calls)
         completion += sum(count_tokens(call["args"] or "") for call in reply.invalid_tool_calls)
     return TokenUsage(
