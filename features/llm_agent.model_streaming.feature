@@ -90,6 +90,11 @@ Feature: Every chat model streams or falls back cleanly, and both modes send the
       | streaming |
       | events    |
 
-  Scenario: A stream that mixes chunks and a whole message is refused, naming what came
-    When a stream of a chunk "Hello" and then a whole AIMessage is folded
-    Then folding fails with TypeError "chat model streamed AIMessage after 1 chunks; expected AIMessageChunks, or one whole AIMessage"
+  Scenario Outline: A stream that mixes chunks and a whole message is refused, naming what came
+    When a stream of <pieces> is folded
+    Then folding fails with TypeError "chat model streamed <second> after <first>; expected AIMessageChunks, or one whole AIMessage"
+
+    Examples:
+      | pieces                          | second         | first             |
+      | a chunk, then a whole AIMessage | AIMessage      | 1 chunks          |
+      | a whole AIMessage, then a chunk | AIMessageChunk | a whole AIMessage |

@@ -105,13 +105,19 @@ def _then_thinking_first(context: Context) -> None:
     assert redacted["data"] == _THINKING.redacted_thinking, redacted
 
 
-@when('a stream of a chunk "{text}" and then a whole AIMessage is folded')
-def _when_mixed_stream_folded(context: Context, text: str) -> None:
+_PIECES = {
+    "a chunk": lambda: AIMessageChunk(content="Hello"),
+    "a whole AIMessage": lambda: AIMessage(content="Hello"),
+}
+
+
+@when("a stream of {pieces} is folded")
+def _when_mixed_stream_folded(context: Context, pieces: str) -> None:
     fold = ReplyFold()
     context.fold_error = None
     try:
-        fold.add(AIMessageChunk(content=text))
-        fold.add(AIMessage(content=text))
+        for piece in pieces.split(", then "):
+            fold.add(_PIECES[piece]())
     except TypeError as exc:
         context.fold_error = exc
 

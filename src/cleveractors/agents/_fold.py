@@ -132,7 +132,7 @@ class ReplyFold:
         return content if isinstance(content, str) else reply.text
 
     def _keep(self, piece: BaseMessage) -> AIMessage:
-        if isinstance(piece, AIMessageChunk):
+        if isinstance(piece, AIMessageChunk) and self._whole is None:
             self._chunks.append(piece)
             return piece
         if isinstance(piece, AIMessage) and not self.received_any:
