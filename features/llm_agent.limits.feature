@@ -140,3 +140,21 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
       | blocking  |
       | streaming |
       | events    |
+
+  Scenario Outline: The synthesis request forbids tool calls in the provider's own words (<setting>)
+    Given the actor allows at most 1 tool round
+    And the actor's model is built with <setting>
+    And the actor's model replies:
+      | text                             | tool calls                       |
+      |                                  | get_weather#w1 {"city": "Paris"} |
+      |                                  | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome is unknown. |                                  |
+    When the actor is asked "Weather in Paris and Rome?" in blocking mode
+    Then the answer is "Paris is rainy; Rome is unknown."
+    And the last request to the model declared the tools get_weather with tool_choice <choice>
+
+    Examples:
+      | setting                           | choice           |
+      | ls_provider="anthropic"           | {"type": "none"} |
+      | ls_provider="amazon_bedrock"      | null             |
+      | a bind_tools refusing tool_choice | null             |

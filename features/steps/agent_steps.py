@@ -474,8 +474,8 @@ def _then_tools_bound(context: Context, names: str) -> None:
         assert request.tool_names == expected, f"request {number} bound {request.tool_names}"
 
 
-@then('the last request to the model declared the tools {names} with tool_choice "{choice}"')
-def _then_last_declared(context: Context, names: str, choice: str) -> None:
+@then("the last request to the model declared the tools {names} with tool_choice {choice:Json}")
+def _then_last_declared(context: Context, names: str, choice: Any) -> None:
     request = context.model.requests[-1]
     assert request.tool_names == tuple(re.split(r",\s*|\s+and\s+", names)), request.tool_names
     assert request.tool_choice == choice, f"tool_choice {request.tool_choice!r}"

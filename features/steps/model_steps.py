@@ -24,6 +24,9 @@ _SETTINGS: dict[str, dict[str, Any]] = {
     "disable_streaming=True": {"disable_streaming": True},
     'disable_streaming="tool_calling"': {"disable_streaming": "tool_calling"},
     "streaming=True": {"streaming": True},
+    'ls_provider="anthropic"': {"provider": "anthropic"},
+    'ls_provider="amazon_bedrock"': {"provider": "amazon_bedrock"},
+    "a bind_tools refusing tool_choice": {"refuses_tool_choice": True},
 }
 
 _THINKING = ReplySpec(

@@ -2,7 +2,8 @@
 
 - `StreamingScriptedChatModel`: `ScriptedChatModel` with the `streaming` field ChatOpenAI and
   ChatAnthropic have. Set, `ainvoke` streams and langchain-core folds the chunks itself
-  (leniently repairing broken tool arguments, and billing nothing for a cut-off stream).
+  (leniently repairing broken tool arguments, and billing nothing for a cut-off stream). It can
+  also pose as another provider (`ls_provider`) or refuse any `tool_choice`.
 - `ShapedChatModel`: streams each reply the way a provider's integration does (`fold_shapes`),
   answers `ainvoke` with what langchain-core makes of the same chunks (the provider's own
   `AIMessage`), records the messages of every request, and can break a stream off.
@@ -16,7 +17,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.exceptions import ModelConnectionError
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.language_models.chat_models import generate_from_stream
+from langchain_core.language_models.chat_models import LangSmithParams, generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
@@ -32,6 +33,27 @@ from support.fold_shapes import ReplySpec, Shape, integration_chunks
 
 class StreamingScriptedChatModel(ScriptedChatModel):
     streaming: bool = False
+    provider: str | None = None
+    """Traced under this provider's name (`ls_provider`), so the loop speaks its tool_choice."""
+    refuses_tool_choice: bool = False
+    """`bind_tools` raises on any `tool_choice`, as some integrations do."""
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        if self.provider is not None:
+            params["ls_provider"] = self.provider
+        return params
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        if tool_choice is not None and self.refuses_tool_choice:
+            raise NotImplementedError("tool_choice is not supported by this model")
+        return super().bind_tools(tools, tool_choice=tool_choice, **kwargs)
 
 
 def executor_with_model(actor: dict[str, Any], settings: dict[str, Any]) -> ActorExecutor:
