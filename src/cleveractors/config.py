@@ -27,7 +27,7 @@ from pydantic import (
 from cleveractors.errors import ConfigurationError
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
+__all__ = ["ActorConfig", "LLMAgentConfig", "StoreConfig", "ToolConfig", "load_actor_config"]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
@@ -70,7 +70,12 @@ class LLMAgentConfig(_Frozen):
     api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """The name of the environment variable holding the key (never the key itself)."""
     temperature: NonNegativeFloat | None = None
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """The loop's retries of a failed LLM call (HTTP 408/409/429/5xx, connection errors, cut-off
+    streams, timeouts), each attempt billed and evented; the model's own client never retries."""
+    retry_backoff_s: NonNegativeFloat = 0.5
+    """The wait before the first retry when the provider sends no `Retry-After`; each next one
+    waits twice as long (at most 8 s), shortened by up to 25 % at random."""
     request_timeout_s: PositiveFloat | None = None
     system_prompt: str | None = None
     tool_max_rounds: PositiveInt = 10
@@ -95,11 +100,23 @@ class LLMAgentConfig(_Frozen):
         return self
 
 
+class StoreConfig(_Frozen):
+    """Where sessions and the usage ledger are kept (needs `cleveractors[store]`)."""
+
+    url: str = "sqlite:///cleveractors.db"
+    """`sqlite:///path.db`, or `postgresql://user@host/db` (with `cleveractors[postgres]`)."""
+    history_turns: PositiveInt = 50
+    """How many of a session's latest turns go into the prompt."""
+    retention_days: PositiveInt | None = None
+    """`cleveractors store prune` removes sessions untouched for longer; None keeps them."""
+
+
 class ActorConfig(_Frozen):
-    """An actor: a name and its one agent."""
+    """An actor: a name, its one agent, and optionally a store for sessions and the ledger."""
 
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
+    store: StoreConfig | None = None
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

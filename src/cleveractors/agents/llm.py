@@ -41,7 +41,8 @@ from cleveractors.agents._loop import (
     discard_event,
     tool_call_requests,
 )
-from cleveractors.agents.base import Agent, History, ResultCallback
+from cleveractors.agents._retry import RetryPolicy, call_with_retries
+from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig
@@ -57,9 +58,9 @@ from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER, ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
-from cleveractors.usage import CallPurpose, last_token_usage_var
+from cleveractors.usage import CallPurpose, CallRecorder
 
-__all__ = ["LLMAgent", "LoopLimits"]
+__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "budget": "the token budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
+_NO_RETRIES = RetryPolicy()
+"""A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
     "user's message {message!r}. Keep facts, numbers and names exactly; drop everything else. "
@@ -107,6 +110,9 @@ class LLMAgent(Agent):
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
+        retry: The loop's retries of a failed LLM call, each attempt billed and evented. Off by
+            default: a model built in code keeps its own client's retries, which the loop cannot
+            see or bill; turn those off (e.g. `ChatOpenAI(max_retries=0)`) when you turn these on.
     """
 
     def __init__(
@@ -118,12 +124,14 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        retry: RetryPolicy = _NO_RETRIES,
     ) -> None:
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
+        self.retry = retry
         self.tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
@@ -164,6 +172,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -174,6 +183,7 @@ class LLMAgent(Agent):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer, blocking.
 
@@ -182,13 +192,10 @@ class LLMAgent(Agent):
             Exception: whatever the model raised (e.g. langchain-core's `ModelError` family),
                 unchanged, after the usage spent before it was recorded.
         """
-        outcome = await self._run(message, history, discard_event, streaming=False)
-        last_token_usage_var.set(outcome.result.usage)
-        if on_result is not None:
-            on_result(outcome.result)
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.result
+        outcome = await self.run(
+            message, history=history, sink=discard_event, streaming=False, on_call=on_call
+        )
+        return settle_blocking(outcome, on_result)
 
     def stream_message(
         self,
@@ -196,31 +203,49 @@ class LLMAgent(Agent):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> EventStream:
         """Run a message, streaming its events (text deltas as the provider sends them)."""
 
         def run(sink: EventSink) -> Awaitable[RunOutcome]:
-            return self._run(message, history, sink, streaming=True)
+            return self.run(message, history=history, sink=sink, streaming=True, on_call=on_call)
 
         return EventStream(run, on_result=on_result)
 
-    async def _run(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+    async def run(
+        self,
+        message: str,
+        *,
+        history: History | None,
+        sink: EventSink,
+        streaming: bool,
+        on_call: CallRecorder | None = None,
     ) -> RunOutcome:
         try:
-            finished = await self._execute_tool_loop(message, history, sink, streaming=streaming)
+            finished = await self._execute_tool_loop(
+                message, history, sink, streaming=streaming, on_call=on_call
+            )
         except _ToolLoopError as failure:
             return RunOutcome(failure.execution_result(), failure.cause)
-        return RunOutcome(finished.execution_result())
+        return RunOutcome(finished.execution_result(), turn=finished.turn)
 
     # -- the loop ------------------------------------------------------------------------------
 
     async def _execute_tool_loop(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+        self,
+        message: str,
+        history: History | None,
+        sink: EventSink,
+        *,
+        streaming: bool,
+        on_call: CallRecorder | None = None,
     ) -> _ToolLoopResult:
-        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming)
+        run = _Run(
+            messages=[], user_message=message, sink=sink, streaming=streaming, recorder=on_call
+        )
         try:
             run.messages = self._initial_messages(message, history)
+            run.turn_start = len(run.messages) - 1
             while True:
                 run.round += 1
                 sink(RoundStarted(round=run.round))
@@ -278,11 +303,29 @@ class LLMAgent(Agent):
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
+        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
+        sent = run.messages if messages is None else messages
+
+        def attempt() -> Awaitable[AIMessage]:
+            return self._model_attempt(run, purpose, model, sent, may_call_tools=may_call_tools)
+
+        reply = await call_with_retries(run, self.retry, attempt)
+        await run.flush_calls()  # the ledger has the call before any tool of its round runs
+        return reply
+
+    async def _model_attempt(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        model: Runnable[LanguageModelInput, Any],
+        sent: Sequence[BaseMessage],
+        *,
+        may_call_tools: bool,
+    ) -> AIMessage:
         """Ask the model once and record the usage. Streams when the run streams (text deltas
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
         langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
         broken in both modes."""
-        sent = run.messages if messages is None else messages
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
