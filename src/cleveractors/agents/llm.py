@@ -408,6 +408,7 @@ class LLMAgent(Agent):
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
         langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
         broken in both modes."""
+        await run.checkpoint()
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
@@ -421,6 +422,7 @@ class LLMAgent(Agent):
         if shows_text and not streams_to_caller and reply.text and not reply.tool_calls:
             run.sink(TextDelta(round=run.round, text=reply.text))
         run.record_reply(purpose, reply, sent)
+        await run.checkpoint()
         return reply
 
     @staticmethod
@@ -436,6 +438,7 @@ class LLMAgent(Agent):
         async for piece in model.astream(messages):
             if (text := fold.add(piece)) and shows_text:
                 sink(TextDelta(round=round_number, text=text))
+            await run.checkpoint()
         return fold.message()
 
     # -- step 4: tools -------------------------------------------------------------------------
