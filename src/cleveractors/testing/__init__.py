@@ -5,7 +5,12 @@
   over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
 """
 
-from cleveractors.testing.openai_server import BilledCall, BilledTotal, ScriptedOpenAIServer
+from cleveractors.testing.openai_server import (
+    BilledCall,
+    BilledTotal,
+    ScriptedOpenAIServer,
+    conversation_of,
+)
 from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_words
 from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 
@@ -17,5 +22,6 @@ __all__ = [
     "ScriptedReply",
     "ScriptedRequest",
     "ScriptedToolCall",
+    "conversation_of",
     "count_words",
 ]
