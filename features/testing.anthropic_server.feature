@@ -1,0 +1,130 @@
+Feature: The scripted Anthropic server streams like the Messages API, checked by the official SDK
+  `ScriptedAnthropicServer` replays one scripted reply per `POST /v1/messages` over real HTTP on
+  127.0.0.1. Its wire format is checked with the official `anthropic` SDK: the SDK's own stream
+  accumulator (`messages.stream(...).get_final_message()`) and its blocking parser must rebuild
+  exactly the scripted reply, with the usage the server billed. Faults (HTTP 529, a mid-stream
+  `error` event, a dropped connection) and the API's 400 for a thinking turn without its signed
+  thinking block reach the SDK as the real API's would.
+
+  Background:
+    Given the Anthropic server is started with the replies:
+      | thinking                     | redacted      | text               | tool calls                                                   | cache read | cache write |
+      | The user wants two cities.   | RedactedBlob1 | Checking both now. | get_weather#toolu_p {"city": "Paris"} ; get_weather#toolu_r {"city": "Rome", "unit": "celsius"} | 3          | 2           |
+
+  Scenario Outline: The SDK's accumulated message is the scripted reply, usage as billed (<client>)
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the <client> client with thinking on
+    Then the SDK message starts with a signed thinking block saying "The user wants two cities."
+    And the SDK message then has the redacted thinking "RedactedBlob1" and the text "Checking both now."
+    And the SDK message calls get_weather#toolu_p {"city": "Paris"} ; get_weather#toolu_r {"city": "Rome", "unit": "celsius"}
+    And the SDK message stopped for tool_use
+    And the SDK message's usage is what the server billed, 3 read from and 2 written to the cache
+    And the SDK message reports the words of its thinking as thinking tokens
+
+    Examples:
+      | client                |
+      | sync streaming        |
+      | async streaming       |
+      | sync blocking         |
+      | async blocking        |
+
+  Scenario: Streamed and blocking replies are the same Message apart from its id
+    Given the Anthropic server is given the same reply again
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking on
+    And the Anthropic server is asked "Weather in Paris and Rome?" by the sync blocking client with thinking on
+    Then the two SDK messages are equal apart from their ids and signatures
+
+  Scenario: The stream is framed as the API frames it
+    When the Anthropic server is sent a streamed request with thinking on over plain HTTP
+    Then every event's name is the type of its data
+    And the events are message_start, ping, then start, deltas and stop per block, message_delta, message_stop
+    And message_start reports the input usage with the cache parts and no content
+    And each tool_use block starts with empty input and an empty input_json_delta, then its arguments in several pieces
+    And the thinking block's signature arrives in a signature_delta after its thinking_deltas
+
+  Scenario: Without thinking enabled no thinking block is sent, even if scripted
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking off
+    Then the SDK message's blocks are text, tool_use, tool_use
+
+  Scenario: A tool-use turn echoed with its signed thinking block is accepted
+    Given the Anthropic server is given the reply "Sunny in both."
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking on
+    And the SDK message is sent back with the tool results, unchanged
+    Then the Anthropic server answered "Sunny in both."
+
+  Scenario Outline: A thinking turn that lost or changed its thinking block gets the API's 400 (<change>)
+    Given the Anthropic server is given the reply "Sunny in both."
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking on
+    And the SDK message is sent back with the tool results, <change>
+    Then the SDK client failed with BadRequestError, an invalid_request_error saying "<message>"
+    And the Anthropic server recorded 2 requests, billed 1 and still holds its reply
+
+    Examples:
+      | change                   | message                                                                                 |
+      | without thinking blocks  | messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text` |
+      | with the thinking edited | messages.1.content.0: Invalid `signature` in `thinking` block                           |
+      | with another signature   | messages.1.content.0: Invalid `signature` in `thinking` block                           |
+
+  Scenario: Without thinking enabled the thinking rule does not apply
+    Given the Anthropic server is given the reply "Sunny in both."
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking off
+    And the SDK message is sent back with the tool results, unchanged
+    Then the Anthropic server answered "Sunny in both."
+
+  Scenario Outline: HTTP 529 reaches the SDK as OverloadedError and bills nothing (<client>)
+    Given the Anthropic server's script starts with an overloaded reply
+    When the Anthropic server is asked "Hi" by the <client> client with thinking on
+    Then the SDK client failed with OverloadedError, an overloaded_error saying "Overloaded"
+    And the Anthropic server billed nothing
+
+    Examples:
+      | client         |
+      | sync streaming |
+      | sync blocking  |
+
+  Scenario: An error event mid-stream fails the SDK's stream, and the words sent are billed
+    Given the Anthropic server's script starts with the text "one two three four five" and an error event after 4 events
+    When the Anthropic server is asked "Hi there" by the sync streaming client with thinking off
+    Then the SDK client failed with APIStatusError, an overloaded_error saying "Overloaded"
+    And the Anthropic server billed 2 prompt and 3 completion tokens, not completed
+
+  Scenario: A dropped stream fails the SDK's stream mid-body, and the words sent are billed
+    Given the Anthropic server's script starts with the text "one two three four five" cut off after 3 events
+    When the Anthropic server is asked "Hi there" by the sync streaming client with thinking off
+    Then the SDK client failed with RemoteProtocolError
+    And the Anthropic server billed 2 prompt and 2 completion tokens, not completed
+
+  Scenario: A blocking reply cut off gets no response at all, and bills the prompt
+    Given the Anthropic server's script starts with the text "one two three four five" cut off after 3 events
+    When the Anthropic server is asked "Hi there" by the sync blocking client with thinking off
+    Then the SDK client failed with APIConnectionError
+    And the Anthropic server billed 2 prompt and 0 completion tokens, not completed
+
+  Scenario: Once the script is exhausted every request gets HTTP 500
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync blocking client with thinking on
+    And the Anthropic server is asked "Again?" by the sync blocking client with thinking on
+    Then the SDK client failed with InternalServerError, an api_error saying "ScriptedAnthropicServer: the script is exhausted (request 1)"
+
+  Scenario Outline: A request the server cannot read gets a 400 or 404 and uses up no reply (<path>)
+    When the Anthropic server is sent POST <path> with the body <body>
+    Then the Anthropic server answered <status> with an invalid_request_error or not_found_error saying "<message>"
+    And the Anthropic server recorded 0 requests, billed 0 and still holds its reply
+
+    Examples:
+      | path          | body                                                             | status | message                                                             |
+      | /v1/messages  | not JSON                                                         | 400    | Body must be a JSON object with `model`, `max_tokens` and `messages` |
+      | /v1/messages  | {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}  | 400    | Body must be a JSON object with `model`, `max_tokens` and `messages` |
+      | /v1/messages  | {"model": "m", "max_tokens": 9, "messages": [{"role": "system", "content": "Hi"}]} | 400 | Body must be a JSON object with `model`, `max_tokens` and `messages` |
+      | /v1/complete  | {"model": "m", "max_tokens": 9, "messages": []}                  | 404    | No route for POST /v1/complete                                      |
+
+  Scenario: A reply without usage cannot be scripted: the Messages API always reports usage
+    Then scripting the Anthropic server with a reply without usage fails with "the Messages API always reports usage: omit_usage is not served"
+
+  Scenario Outline: ChatAnthropic reads the server's usage with its cache parts (<mode>)
+    When ChatAnthropic asks the Anthropic server "Weather in Paris and Rome?" with thinking on, <mode>
+    Then ChatAnthropic's usage is what the server billed, with cache_read 3 and cache_creation 2
+    And ChatAnthropic's reply keeps the thinking block with its signature and calls get_weather twice
+
+    Examples:
+      | mode      |
+      | invoked   |
+      | streamed  |
