@@ -2,7 +2,7 @@
 
 Each step starts with "the billing property", so it cannot collide with other step files, and
 needs no hook from environment.py. The conversation strategy, the runner and the expected bill
-live in `cleveractors.testing.faults`; this file holds the steps and the assertions.
+live in `features/support/faults.py`; this file holds the steps and the assertions.
 """
 
 from __future__ import annotations
@@ -19,11 +19,7 @@ from behave import given, then, when
 from behave.runner import Context
 from hypothesis import HealthCheck, settings
 from langchain_core.exceptions import ModelError
-
-from cleveractors.errors import CleverActorsError
-from cleveractors.events import RunFailed, RunFinished, UsageRecorded
-from cleveractors.result import ErrorInfo, ExecutionResult
-from cleveractors.testing.faults import (
+from support.faults import (
     MODES,
     Conversation,
     ConversationRun,
@@ -35,6 +31,10 @@ from cleveractors.testing.faults import (
     run_conversation,
     unanswered_tool_calls,
 )
+
+from cleveractors.errors import CleverActorsError
+from cleveractors.events import RunFailed, RunFinished, UsageRecorded
+from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.tokens import estimate_prompt_tokens
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
