@@ -204,7 +204,9 @@ def _given_error_event(context: Context, text: str, count: int) -> None:
     _serve(context, [failing, *context.scripted])
 
 
-@given('the Anthropic server\'s script starts with the text "{text}" cut off after {count:d} events')
+@given(
+    'the Anthropic server\'s script starts with the text "{text}" cut off after {count:d} events'
+)
 def _given_cut_off(context: Context, text: str, count: int) -> None:
     _serve(context, [ScriptedReply(text=text, cut_off_after_chunks=count), *context.scripted])
 
@@ -276,8 +278,8 @@ def _then_thinking_first(context: Context, thinking: str) -> None:
 @then('the SDK message then has the redacted thinking "{data}" and the text "{text}"')
 def _then_redacted_and_text(context: Context, data: str, text: str) -> None:
     second, third = _message(context).content[1:3]
-    assert second.type == "redacted_thinking" and second.data == data, second
-    assert third.type == "text" and third.text == text, third
+    assert (second.type, second.data) == ("redacted_thinking", data), second
+    assert (third.type, third.text) == ("text", text), third
 
 
 @then("the SDK message calls {calls}")
@@ -360,7 +362,7 @@ def _then_event_order(context: Context) -> None:
 @then("message_start reports the input usage with the cache parts and no content")
 def _then_message_start(context: Context) -> None:
     message = context.raw_events[0][1]["message"]
-    assert message["content"] == [] and message["stop_reason"] is None, message
+    assert (message["content"], message["stop_reason"]) == ([], None), message
     usage = message["usage"]
     prompt = _words("Weather in Paris and Rome?")
     expected = {
@@ -386,14 +388,17 @@ def _then_tool_use_framing(context: Context) -> None:
     ]
     assert len(tool_blocks) == 2, events
     for index, call in zip(tool_blocks, context.scripted[0].tool_calls, strict=True):
-        start = next(e for e in events if e["type"] == "content_block_start" and e["index"] == index)
+        start = next(
+            e for e in events if e["type"] == "content_block_start" and e["index"] == index
+        )
         assert start["content_block"]["input"] == {}, start
         pieces = [
             e["delta"]["partial_json"]
             for e in events
             if e["type"] == "content_block_delta" and e["index"] == index
         ]
-        assert pieces[0] == "" and len(pieces) > 2, pieces
+        assert pieces[0] == "", pieces
+        assert len(pieces) > 2, pieces
         assert json.loads("".join(pieces)) == call.args, pieces
 
 
@@ -405,7 +410,8 @@ def _then_signature_delta(context: Context) -> None:
         if name == "content_block_delta" and data["index"] == 0
     ]
     kinds = [delta["type"] for delta in deltas]
-    assert kinds[-1] == "signature_delta" and set(kinds[:-1]) == {"thinking_delta"}, kinds
+    assert kinds[-1] == "signature_delta", kinds
+    assert set(kinds[:-1]) == {"thinking_delta"}, kinds
     thinking = "".join(delta["thinking"] for delta in deltas[:-1])
     assert thinking == context.scripted[0].thinking, thinking
     assert len(deltas) > 2, "the thinking text came in one delta"
@@ -477,12 +483,13 @@ def _then_raw_error(context: Context, status: int, message: str) -> None:
 
 @then('scripting the Anthropic server with a reply without usage fails with "{message}"')
 def _then_omit_usage_refused(context: Context, message: str) -> None:
+    error: ValueError | None = None
     try:
         ScriptedAnthropicServer([ScriptedReply(text="Hi", omit_usage=True)])
-    except ValueError as error:
-        assert str(error) == message, error
-    else:
-        raise AssertionError("a reply without usage was accepted")
+    except ValueError as raised:
+        error = raised
+    assert error is not None, "a reply without usage was accepted"
+    assert str(error) == message, error
 
 
 @then(
@@ -500,11 +507,14 @@ def _then_chat_usage(context: Context, read: int, write: int) -> None:
     assert details.get("cache_creation") == write, details
 
 
-@then("ChatAnthropic's reply keeps the thinking block with its signature and calls get_weather twice")
+@then(
+    "ChatAnthropic's reply keeps the thinking block with its signature and calls get_weather twice"
+)
 def _then_chat_reply(context: Context) -> None:
     reply = context.chat_reply
     first = reply.content[0]
-    assert isinstance(first, dict) and first["type"] == "thinking", reply.content
+    assert isinstance(first, dict), reply.content
+    assert first["type"] == "thinking", reply.content
     assert first["thinking"] == context.scripted[0].thinking, first
     assert first["signature"], first
     assert [call["name"] for call in reply.tool_calls] == ["get_weather", "get_weather"]

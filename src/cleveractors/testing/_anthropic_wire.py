@@ -36,7 +36,7 @@ __all__ = [
     "is_messages_request",
     "message_payload",
     "reply_blocks",
-    "thinking_rejection",
+    "request_rejection",
     "thinking_tokens",
 ]
 
@@ -319,16 +319,20 @@ def error_payload(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def thinking_rejection(
+def request_rejection(
     body: Mapping[str, Any], issued: Mapping[str, str]
 ) -> RequestRejection | None:
-    """The API's 400 for a thinking request whose tool-use turns lost their thinking.
+    """The API's 400 for a request it refuses although well formed; None when it is accepted.
 
-    With thinking enabled, every assistant message of the current turn (after the last user
+    A request whose messages hold `tool_use` or `tool_result` blocks must declare tools. With
+    thinking enabled, every assistant message of the current turn (after the last user
     message that is not only tool results) that uses a tool must start with a thinking or
     redacted-thinking block, and each thinking block must carry, unchanged, a signature the
     server issued for exactly that text. `issued` maps signatures (and redacted data) to text.
     """
+    if not body.get("tools") and _holds_tool_blocks(body["messages"]):
+        message = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        return RequestRejection(HTTPStatus.BAD_REQUEST, message)
     if not thinking_enabled(body):
         return None
     messages: list[dict[str, Any]] = body["messages"]
@@ -341,6 +345,15 @@ def thinking_rejection(
         if problem is not None:
             return RequestRejection(HTTPStatus.BAD_REQUEST, problem)
     return None
+
+
+def _holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        block["type"] in ("tool_use", "tool_result")
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+    )
 
 
 def _current_turn_start(messages: Sequence[Mapping[str, Any]]) -> int:

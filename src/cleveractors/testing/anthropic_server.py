@@ -31,7 +31,7 @@ from cleveractors.testing._anthropic_wire import (
     is_messages_request,
     message_payload,
     reply_blocks,
-    thinking_rejection,
+    request_rejection,
     thinking_tokens,
 )
 from cleveractors.testing._openai_wire import BilledTotal
@@ -56,9 +56,10 @@ class ScriptedAnthropicServer:
     pieces), `message_delta` (stop reason, cumulative usage) and `message_stop`.
 
     Thinking and redacted-thinking blocks are sent only when the request enables thinking, as
-    the API does, and each thinking block is signed. A thinking request whose tool-use turn does
-    not start with its thinking block, or changed a signed block, gets the API's HTTP 400
-    `invalid_request_error` (recorded, billed nothing, no reply consumed).
+    the API does, and each thinking block is signed. As the API does, the server answers HTTP
+    400 `invalid_request_error` (recorded, billed nothing, no reply consumed) to a thinking
+    request whose tool-use turn does not start with its thinking block or changed a signed
+    block, and to a request holding `tool_use` / `tool_result` blocks without declaring tools.
 
     Faults: `error` answers with `error_status` (529 is `overloaded_error`);
     `error_event_after_chunks` sends `event: error` mid-stream; `cut_off_after_chunks` drops the
@@ -194,7 +195,7 @@ class ScriptedAnthropicServer:
             index = len(self._requests)
             self._requests.append(body)
             self._request_headers.append(headers)
-            rejection = thinking_rejection(body, self._issued)
+            rejection = request_rejection(body, self._issued)
             if rejection is not None:
                 return index, _Rejected(rejection.message)
             if self._next_reply == len(self._script):
@@ -364,9 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_event(error_payload(529, _OVERLOADED))
         self._write_chunk(b"")
 
-    def _send_headers(
-        self, status: int, content_type: str, framing: tuple[str, str]
-    ) -> None:
+    def _send_headers(self, status: int, content_type: str, framing: tuple[str, str]) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("request-id", "req_scripted")
