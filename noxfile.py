@@ -130,6 +130,9 @@ def integration_tests(session: nox.Session) -> None:
         str(REPORTS / "robot"),
         "--pythonpath",
         "robot/libraries",
+        # Tests of issue 7 behaviour still on its way to main (the streamed fold, the loop's
+        # retries): drop these once it has landed.
+        *("--exclude", "pending-fold", "--exclude", "pending-retries"),
         *session.posargs,
         "robot",
         env=env,

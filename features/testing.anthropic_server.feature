@@ -63,6 +63,14 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
       | without thinking blocks  | messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text` |
       | with the thinking edited | messages.1.content.0: Invalid `signature` in `thinking` block                           |
       | with another signature   | messages.1.content.0: Invalid `signature` in `thinking` block                           |
+      | with the redacted data edited | messages.1.content.1: Invalid `data` in `redacted_thinking` block                  |
+
+  Scenario: A request holding tool blocks without declaring tools gets the API's 400
+    Given the Anthropic server is given the reply "Sunny in both."
+    When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking on
+    And the SDK message is sent back with the tool results, without declaring the tools
+    Then the SDK client failed with BadRequestError, an invalid_request_error saying "Requests which include `tool_use` or `tool_result` blocks must define tools."
+    And the Anthropic server recorded 2 requests, billed 1 and still holds its reply
 
   Scenario: Without thinking enabled the thinking rule does not apply
     Given the Anthropic server is given the reply "Sunny in both."
@@ -114,7 +122,41 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
       | /v1/messages  | not JSON                                                         | 400    | Body must be a JSON object with `model`, `max_tokens` and `messages` |
       | /v1/messages  | {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}  | 400    | Body must be a JSON object with `model`, `max_tokens` and `messages` |
       | /v1/messages  | {"model": "m", "max_tokens": 9, "messages": [{"role": "system", "content": "Hi"}]} | 400 | Body must be a JSON object with `model`, `max_tokens` and `messages` |
+      | /v1/messages  | {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": 5}]} | 400 | Body must be a JSON object with `model`, `max_tokens` and `messages` |
       | /v1/complete  | {"model": "m", "max_tokens": 9, "messages": []}                  | 404    | No route for POST /v1/complete                                      |
+
+  Scenario: A GET gets a 404 JSON error
+    When the Anthropic server is sent GET /v1/models
+    Then the Anthropic server answered 404 with an invalid_request_error or not_found_error saying "No route for GET /v1/models"
+
+  Scenario: The API key reaches the server, and the bill sums what each request was billed
+    When the Anthropic server is given the reply "Sunny in both." and asked twice by the sync blocking client
+    Then the Anthropic server received the API key on both requests
+    And the Anthropic server's billed total is the sum of its 2 bills
+
+  Scenario: A reply's scripted token counts replace the counted words
+    Given the Anthropic server's script starts with the text "one two three" billed as 40 prompt and 7 completion tokens
+    When the Anthropic server is asked "Hi there" by the sync streaming client with thinking off
+    Then the Anthropic server billed 40 prompt and 7 completion tokens, completed
+
+  Scenario: A blocking request for a reply scripted to fail mid-stream gets HTTP 529
+    Given the Anthropic server's script starts with the text "one two three four five" and an error event after 4 events
+    When the Anthropic server is asked "Hi there" by the sync blocking client with thinking off
+    Then the SDK client failed with OverloadedError, an overloaded_error saying "Overloaded"
+    And the Anthropic server billed nothing
+
+  Scenario: A client that leaves mid-stream is billed the prompt and the words it was sent
+    Given the Anthropic server streams slowly, its script starting with the text "one two three four five six seven eight"
+    When the Anthropic server is asked "Hi there" over plain HTTP and the client leaves after 2 text deltas
+    Then the Anthropic server billed 2 prompt and at least 2 completion tokens, not completed
+
+  Scenario: Arguments that are not JSON are streamed as written, and sent as a string when blocking
+    Given the Anthropic server's script starts with a call of get_weather with the arguments {"city": "Paris", "oops":
+    When the Anthropic server is sent the same blocking request twice over plain HTTP, streamed then blocking
+    Then the streamed tool_use input is {"city": "Paris", "oops": and the blocking one is that text as a string
+
+  Scenario: The server's lifecycle: a context manager, one start at a time, stop twice is harmless
+    Then the Anthropic server refuses a second start and a base_url before its start, and stops twice
 
   Scenario: A reply without usage cannot be scripted: the Messages API always reports usage
     Then scripting the Anthropic server with a reply without usage fails with "the Messages API always reports usage: omit_usage is not served"

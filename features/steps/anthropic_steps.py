@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,13 +30,24 @@ from cleveractors.testing import (
     ScriptedAnthropicReply,
     ScriptedAnthropicServer,
     ScriptedReply,
+    ScriptedToolCall,
 )
 from cleveractors.testing.tables import scripted_tool_calls
 
 _MODEL = "claude-sonnet-4-5"
 _API_KEY = "sk-ant-scripted-test"
 _MAX_TOKENS = 2048
+_WAIT_STEP_S = 0.01
+_MAX_WAIT_S = 5.0
+"""Bound on waiting for the server thread's record of a request the client abandoned."""
 _THINKING = {"type": "enabled", "budget_tokens": 1024}
+_TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
 
 
 def _words(text: str) -> int:
@@ -68,6 +80,7 @@ def _request(prompt: str, *, thinking: bool) -> dict[str, Any]:
         "model": _MODEL,
         "max_tokens": _MAX_TOKENS,
         "messages": [{"role": "user", "content": prompt}],
+        "tools": _TOOLS,
     }
     if thinking:
         request["thinking"] = _THINKING
@@ -148,6 +161,11 @@ def _echo_request(context: Context, change: str) -> dict[str, Any]:
         content[0]["thinking"] += " And Berlin."
     elif change == "with another signature":
         content[0]["signature"] = "sig_made_up_by_the_client"
+    elif change == "with the redacted data edited":
+        content[1]["data"] += "X"
+    elif change == "without declaring the tools":
+        request = {k: v for k, v in context.sdk_request.items() if k != "tools"}
+        context.sdk_request = request
     results = [
         {"type": "tool_result", "tool_use_id": block["id"], "content": "sunny"}
         for block in content
@@ -211,6 +229,32 @@ def _given_cut_off(context: Context, text: str, count: int) -> None:
     _serve(context, [ScriptedReply(text=text, cut_off_after_chunks=count), *context.scripted])
 
 
+@given(
+    'the Anthropic server\'s script starts with the text "{text}" billed as {prompt:d} prompt and '
+    "{completion:d} completion tokens"
+)
+def _given_scripted_tokens(context: Context, text: str, prompt: int, completion: int) -> None:
+    reply = ScriptedReply(text=text, prompt_tokens=prompt, completion_tokens=completion)
+    _serve(context, [reply, *context.scripted])
+
+
+@given('the Anthropic server streams slowly, its script starting with the text "{text}"')
+def _given_slow(context: Context, text: str) -> None:
+    context.anthropic_server.stop()
+    context.anthropic_server = ScriptedAnthropicServer(
+        [ScriptedReply(text=text)], token_interval_s=0.05
+    )
+    context.anthropic_server.start()
+    context.add_cleanup(context.anthropic_server.stop)
+
+
+@given("the Anthropic server's script starts with a call of get_weather with the arguments {raw}")
+def _given_raw_arguments(context: Context, raw: str) -> None:
+    reply = ScriptedReply(tool_calls=(ScriptedToolCall(name="get_weather", args=raw),))
+    context.raw_arguments = raw
+    _serve(context, [reply, reply])
+
+
 # -- When -------------------------------------------------------------------------------------
 
 
@@ -237,6 +281,51 @@ def _when_raw_stream(context: Context) -> None:
 def _when_raw_post(context: Context, path: str, body: str) -> None:
     url = f"{context.anthropic_server.base_url}{path}"
     context.raw_response = httpx.post(url, content=body.encode())
+
+
+@when("the Anthropic server is sent GET {path}")
+def _when_raw_get(context: Context, path: str) -> None:
+    context.raw_response = httpx.get(f"{context.anthropic_server.base_url}{path}")
+
+
+@when(
+    'the Anthropic server is given the reply "{text}" and asked twice by the sync blocking client'
+)
+def _when_asked_twice(context: Context, text: str) -> None:
+    _serve(context, [ScriptedReply(text=text), ScriptedReply(text=text)])
+    for prompt in ("Hi", "Hi again, server"):
+        _send(context, "sync blocking", _request(prompt, thinking=False))
+
+
+@when(
+    'the Anthropic server is asked "{prompt}" over plain HTTP and the client leaves after '
+    "{count:d} text deltas"
+)
+def _when_client_leaves(context: Context, prompt: str, count: int) -> None:
+    body = {**_request(prompt, thinking=False), "stream": True}
+    url = f"{context.anthropic_server.base_url}/v1/messages"
+    deltas = 0
+    with httpx.stream("POST", url, json=body) as response:
+        for line in response.iter_lines():
+            deltas += '"text_delta"' in line
+            if deltas == count:
+                break
+    server = context.anthropic_server
+    deadline = time.monotonic() + _MAX_WAIT_S
+    while not server.billed and time.monotonic() < deadline:
+        time.sleep(_WAIT_STEP_S)
+
+
+@when(
+    "the Anthropic server is sent the same blocking request twice over plain HTTP, streamed then "
+    "blocking"
+)
+def _when_raw_both(context: Context) -> None:
+    url = f"{context.anthropic_server.base_url}/v1/messages"
+    body = _request("Weather in Paris?", thinking=False)
+    streamed = httpx.post(url, json={**body, "stream": True})
+    context.raw_events = _sse_events(streamed.text)
+    context.raw_response = httpx.post(url, json=body)
 
 
 @when('ChatAnthropic asks the Anthropic server "{prompt}" with thinking on, {mode}')
@@ -468,6 +557,84 @@ def _then_billed_partial(context: Context, prompt: int, completion: int) -> None
     (billed,) = context.anthropic_server.billed
     actual = (billed.prompt_tokens, billed.completion_tokens, billed.completed)
     assert actual == (prompt, completion, False), billed
+
+
+@then(
+    "the Anthropic server billed {prompt:d} prompt and {completion:d} completion tokens, completed"
+)
+def _then_billed_completed(context: Context, prompt: int, completion: int) -> None:
+    billed = context.anthropic_server.billed[0]
+    actual = (billed.prompt_tokens, billed.completion_tokens, billed.completed)
+    assert actual == (prompt, completion, True), billed
+    usage = _message(context).usage
+    assert (usage.input_tokens, usage.output_tokens) == (prompt, completion), usage
+
+
+@then(
+    "the Anthropic server billed {prompt:d} prompt and at least {completion:d} completion tokens, "
+    "not completed"
+)
+def _then_billed_left(context: Context, prompt: int, completion: int) -> None:
+    (billed,) = context.anthropic_server.billed
+    assert (billed.prompt_tokens, billed.completed) == (prompt, False), billed
+    # The server may have written a word or two more before it noticed the client had gone.
+    assert completion <= billed.completion_tokens < 8, billed
+
+
+@then("the Anthropic server received the API key on both requests")
+def _then_api_key(context: Context) -> None:
+    # `x-api-key` as the API documents it, or a bearer token as recent SDKs send it.
+    keys = [
+        headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        for headers in context.anthropic_server.request_headers
+    ]
+    assert keys == [_API_KEY, _API_KEY], keys
+
+
+@then("the Anthropic server's billed total is the sum of its {count:d} bills")
+def _then_billed_total(context: Context, count: int) -> None:
+    server = context.anthropic_server
+    billed = server.billed
+    assert len(billed) == count, billed
+    expected = (_words("Hi") + _words("Hi again, server"), 2 * _words("Sunny in both."))
+    total = server.billed_total
+    assert (total.prompt_tokens, total.completion_tokens) == expected, total
+    assert [b.prompt_tokens for b in billed] == [1, 3], billed
+
+
+@then("the streamed tool_use input is {raw} and the blocking one is that text as a string")
+def _then_raw_arguments(context: Context, raw: str) -> None:
+    pieces = [
+        data["delta"]["partial_json"]
+        for name, data in context.raw_events
+        if name == "content_block_delta"
+    ]
+    assert "".join(pieces) == raw, pieces
+    (block,) = context.raw_response.json()["content"]
+    assert block["input"] == raw, block
+
+
+@then(
+    "the Anthropic server refuses a second start and a base_url before its start, and stops twice"
+)
+def _then_lifecycle(context: Context) -> None:
+    server = ScriptedAnthropicServer([ScriptedReply(text="Hi")])
+    _should_raise(lambda: server.base_url, "ScriptedAnthropicServer is not started")
+    with server:
+        _should_raise(server.start, "ScriptedAnthropicServer is already started")
+        assert server.base_url.startswith("http://127.0.0.1:"), server.base_url
+    server.stop()
+    _should_raise(lambda: server.base_url, "ScriptedAnthropicServer is not started")
+
+
+def _should_raise(action: Callable[[], object], message: str) -> None:
+    error: RuntimeError | None = None
+    try:
+        action()
+    except RuntimeError as raised:
+        error = raised
+    assert error is not None, f"expected RuntimeError({message!r})"
+    assert str(error) == message, error
 
 
 @then(

@@ -213,9 +213,7 @@ def _words_in(content: object) -> int:
     if not isinstance(content, list):
         return 0
     total = 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
+    for block in (block for block in content if isinstance(block, dict)):
         if block.get("type") == "tool_use":
             total += count_words(json.dumps(block.get("input", {})))
         for key in ("text", "thinking", "content"):
@@ -357,11 +355,13 @@ def _holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def _current_turn_start(messages: Sequence[Mapping[str, Any]]) -> int:
-    for position in range(len(messages) - 1, -1, -1):
-        message = messages[position]
-        if message["role"] == "user" and not _only_tool_results(message["content"]):
-            return position + 1
-    return 0
+    """Where the current turn starts: after the last user message that is not only results."""
+    asked = [
+        position
+        for position, message in enumerate(messages)
+        if message["role"] == "user" and not _only_tool_results(message["content"])
+    ]
+    return asked[-1] + 1 if asked else 0
 
 
 def _only_tool_results(content: str | list[dict[str, Any]]) -> bool:

@@ -326,22 +326,20 @@ class _Handler(BaseHTTPRequestHandler):
         start = {"type": "message_start", "message": message_payload(exchange, [], content=False)}
         self._write_event(start)
         self._write_event({"type": "ping"})
-        sent: list[_ContentEvent] = []
-        try:
-            for number, event in enumerate(_content_events(blocks)):
-                if number == stop_after:
-                    self._end_early(exchange, sent)
-                    return
-                time.sleep(owner._delay_before(number, reply))
+        events = _content_events(blocks)
+        sent = events if stop_after is None else events[:stop_after]
+        for number, event in enumerate(sent):
+            time.sleep(owner._delay_before(number, reply))
+            try:
                 self._write_event(event.payload)
-                sent.append(event)
-        except ConnectionError:
-            owner._bill(exchange.bill(_words_sent(sent), completed=False))
-            raise
-        if stop_after is not None:
+            except ConnectionError:
+                # The client went away: the prompt and the words it was sent are billed.
+                owner._bill(exchange.bill(_words_sent(sent[:number]), completed=False))
+                raise
+        if stop_after is None:
+            self._finish_stream(exchange, blocks)
+        else:
             self._end_early(exchange, sent)
-            return
-        self._finish_stream(exchange, blocks)
 
     def _finish_stream(self, exchange: AnthropicExchange, blocks: list[BlockEvents]) -> None:
         owner = self.server.owner
