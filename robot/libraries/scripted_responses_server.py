@@ -277,13 +277,14 @@ def _bill(index: int, reply: ScriptedReply, body: Mapping[str, Any]) -> BilledRe
     arguments = " ".join(call_arguments_text(call) for call in reply.tool_calls)
     output = count_words(f"{reasoning} {reply.text} {arguments}")
     prompt = _input_words(body) if reply.prompt_tokens is None else reply.prompt_tokens
+    cached = reply.cached_tokens if isinstance(reply, ScriptedResponsesReply) else 0
     return BilledResponse(
         request_index=index,
-        prompt_tokens=prompt,
+        prompt_tokens=max(prompt, cached),
         completion_tokens=output if reply.completion_tokens is None else reply.completion_tokens,
         streamed=bool(body.get("stream")),
         completed=True,
-        cached_tokens=reply.cached_tokens if isinstance(reply, ScriptedResponsesReply) else 0,
+        cached_tokens=cached,
         reasoning_tokens=count_words(reasoning),
     )
 

@@ -64,7 +64,9 @@ class ScriptedAnthropicServer:
     Faults: `error` answers with `error_status` (529 is `overloaded_error`);
     `error_event_after_chunks` sends `event: error` mid-stream; `cut_off_after_chunks` drops the
     connection after that many content-block events (before any response when blocking). A cut
-    or failed stream bills the prompt and the words actually sent.
+    or failed stream bills the prompt and the words actually sent. Tool arguments scripted as
+    text that is not JSON are streamed as written; a blocking reply carries them as a string in
+    `input` (the API never does: script broken arguments for streams).
 
     Example:
         with ScriptedAnthropicServer([ScriptedReply(text="Hi there")]) as server:
@@ -154,7 +156,8 @@ class ScriptedAnthropicServer:
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
-        """The HTTP headers of those requests, names lower-cased (e.g. `x-api-key`)."""
+        """The HTTP headers of those requests, names lower-cased: the API key arrives as
+        `x-api-key` or, from recent `anthropic` SDKs, `authorization: Bearer ...`."""
         with self._lock:
             return [dict(headers) for headers in self._request_headers]
 
