@@ -329,8 +329,8 @@ def request_rejection(
     server issued for exactly that text. `issued` maps signatures (and redacted data) to text.
     """
     if not body.get("tools") and _holds_tool_blocks(body["messages"]):
-        message = "Requests which include `tool_use` or `tool_result` blocks must define tools."
-        return RequestRejection(HTTPStatus.BAD_REQUEST, message)
+        refusal = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        return RequestRejection(HTTPStatus.BAD_REQUEST, refusal)
     if not thinking_enabled(body):
         return None
     messages: list[dict[str, Any]] = body["messages"]
