@@ -26,6 +26,7 @@ from cleveractors.testing._anthropic_wire import (
     AnthropicExchange,
     BilledAnthropicCall,
     BlockEvents,
+    RequestRejection,
     ScriptedAnthropicReply,
     error_payload,
     is_messages_request,
@@ -192,15 +193,16 @@ class ScriptedAnthropicServer:
 
     def _receive(
         self, body: dict[str, Any], headers: dict[str, str]
-    ) -> tuple[int, ScriptedReply | _Rejected | None]:
-        """Record a request and take its reply: None when the script is exhausted."""
+    ) -> tuple[int, ScriptedReply | RequestRejection | None]:
+        """Record a request and take its reply: the API's refusal, or None once the script is
+        exhausted."""
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
             self._request_headers.append(headers)
             rejection = request_rejection(body, self._issued)
             if rejection is not None:
-                return index, _Rejected(rejection.message)
+                return index, rejection
             if self._next_reply == len(self._script):
                 return index, None
             self._next_reply += 1
@@ -229,11 +231,6 @@ class ScriptedAnthropicServer:
     def _delay_before(self, event: int, reply: ScriptedReply) -> float:
         base = self._first_token_delay_s if event == 0 else self._token_interval_s
         return base + reply.chunk_delay_s
-
-
-class _Rejected:
-    def __init__(self, message: str) -> None:
-        self.message = message
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -293,8 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         headers = {name.lower(): value for name, value in self.headers.items()}
         index, reply = owner._receive(body, headers)
-        if isinstance(reply, _Rejected):
-            self._send_error(HTTPStatus.BAD_REQUEST, reply.message)
+        if isinstance(reply, RequestRejection):
+            self._send_error(reply.status, reply.message)
         elif reply is None:
             message = f"ScriptedAnthropicServer: the script is exhausted (request {index})"
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message)
@@ -399,7 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _status_of(reply: ScriptedReply) -> int:
     # Not an HTTPStatus: 529 (overloaded) is Anthropic's own.
-    return reply.error_status if isinstance(reply, ScriptedAnthropicReply) else 500
+    status: int | None = getattr(reply, "error_status", None)
+    return status or 500
 
 
 def _stop_after(reply: ScriptedReply) -> int | None:
