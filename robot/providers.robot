@@ -44,6 +44,19 @@ Anthropic With Thinking: Parallel Calls Of The Same Tool, Blocking And As Events
     [Template]    Anthropic Conversation Should Succeed In Both Modes
     parallel calls    thinking=${True}    cities=Paris,Rome
 
+Anthropic Model With Streaming Off Runs As Events: Two Tool Rounds With Thinking
+    [Documentation]    `ChatAnthropic(streaming=False)`: its `astream()` yields whole messages;
+    ...    the run still answers, bills exactly and sends the blocking run's requests.
+    [Tags]    pending-fold
+    Run Anthropic Conversation    two tool rounds    blocking    thinking=${True}
+    Run Anthropic Conversation    two tool rounds    events    thinking=${True}
+    ...    streaming_model=${False}
+    Answer Should Be The Last Scripted Text
+    Tool Should Have Run For    Paris    Rome
+    Reported Tokens Should Equal The Server Record
+    Server Requests Should Have Been Blocking
+    Request Bodies Should Be The Same In Both Modes
+
 Anthropic With Thinking Blocking: Every Tool-Use Turn Goes Back With Its Signed Thinking
     Run Anthropic Conversation    two tool rounds    blocking    thinking=${True}
     Answer Should Be The Last Scripted Text

@@ -170,13 +170,14 @@ class ProvidersLibrary:
         conversation: str,
         mode: Mode,
         thinking: bool = True,
-        streaming_model: bool = False,
+        streaming_model: bool | None = None,
         max_retries: int = 0,
     ) -> None:
         """Serves `conversation` from a new ScriptedAnthropicServer and sends the question to an
-        agent over `ChatAnthropic` (thinking on or off; `streaming_model` sets
-        `streaming=True`, a model that streams inside `ainvoke`) in `mode`: `blocking`
-        (`execute`) or `events` (`execute_events`). `max_retries` are the loop's retries."""
+        agent over `ChatAnthropic` (thinking on or off) in `mode`: `blocking` (`execute`) or
+        `events` (`execute_events`). `streaming_model` sets the model's `streaming`: True
+        streams inside `ainvoke`, False makes `astream()` yield one whole message; None leaves
+        it unset. `max_retries` are the loop's retries."""
         script = ANTHROPIC_CONVERSATIONS[conversation]
         server = ScriptedAnthropicServer(script)
         server.start()
@@ -187,9 +188,7 @@ class ProvidersLibrary:
             max_retries=0,
             max_tokens=_MAX_TOKENS,
             thinking=_THINKING if thinking else None,
-            # Only when asked: `streaming=False` set explicitly is a model whose `astream()`
-            # yields one whole message, another case of issue 7.
-            **({"streaming": True} if streaming_model else {}),
+            **({} if streaming_model is None else {"streaming": streaming_model}),
         )
         run = _Run("anthropic", conversation, mode, server, script)
         self._play(run, model, max_retries)
@@ -251,6 +250,14 @@ class ProvidersLibrary:
     def server_should_have_received_requests(self, count: int) -> None:
         """The run's server received exactly `count` requests."""
         _should_equal(len(self._latest().server.requests), count, "requests received")
+
+    @keyword
+    def server_requests_should_have_been_blocking(self) -> None:
+        """No request of the run asked the server to stream."""
+        streamed = [
+            n for n, body in enumerate(self._latest().server.requests) if body.get("stream")
+        ]
+        _should_equal(streamed, [], "requests that asked to stream")
 
     @keyword
     def reported_tokens_should_equal_the_server_record(self) -> None:
