@@ -410,6 +410,8 @@ def _then_thinking_tokens(context: Context) -> None:
     details = _message(context).usage.output_tokens_details
     assert details is not None, "no output_tokens_details"
     assert details.thinking_tokens == _words(context.scripted[0].thinking), details
+    billed = context.anthropic_server.billed[-1]
+    assert billed.thinking_tokens == details.thinking_tokens, billed
 
 
 @then("the two SDK messages are equal apart from their ids and signatures")

@@ -80,10 +80,13 @@ class ScriptedAnthropicReply(ScriptedReply):
 
 @dataclass(frozen=True)
 class BilledAnthropicCall(BilledCall):
-    """A `BilledCall` with the prompt's cached parts (both included in `prompt_tokens`)."""
+    """A `BilledCall` with the prompt's cached parts (both included in `prompt_tokens`) and the
+    thinking part of the completion, as `output_tokens_details` reports it (0 for a reply that
+    ended early, whose usage the client never gets)."""
 
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    thinking_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ class AnthropicExchange:
             return self.reply.completion_tokens
         return sum(_block_words(block) for block in blocks)
 
-    def bill(self, completion_tokens: int, *, completed: bool) -> BilledAnthropicCall:
+    def bill(
+        self, completion_tokens: int, *, completed: bool, thinking_tokens: int = 0
+    ) -> BilledAnthropicCall:
         return BilledAnthropicCall(
             request_index=self.index,
             prompt_tokens=self.prompt_tokens,
@@ -157,6 +162,7 @@ class AnthropicExchange:
             completed=completed,
             cache_read_tokens=self.reply.cache_read_tokens,
             cache_write_tokens=self.reply.cache_write_tokens,
+            thinking_tokens=thinking_tokens,
         )
 
     def usage(self, output_tokens: int, thinking_tokens: int | None) -> dict[str, Any]:

@@ -316,7 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(529, _OVERLOADED)
         else:
             owner._issue(blocks)
-            owner._bill(exchange.bill(exchange.completion_tokens(blocks), completed=True))
+            output, thinking = exchange.completion_tokens(blocks), thinking_tokens(blocks)
+            owner._bill(exchange.bill(output, completed=True, thinking_tokens=thinking))
             self._send_json(HTTPStatus.OK, message_payload(exchange, blocks))
 
     def _send_stream(self, exchange: AnthropicExchange, blocks: list[BlockEvents]) -> None:
@@ -344,11 +345,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _finish_stream(self, exchange: AnthropicExchange, blocks: list[BlockEvents]) -> None:
         owner = self.server.owner
         owner._issue(blocks)
-        output = exchange.completion_tokens(blocks)
+        output, thinking = exchange.completion_tokens(blocks), thinking_tokens(blocks)
         # Billed before the last events, so a client that has read message_stop finds the record.
-        owner._bill(exchange.bill(output, completed=True))
+        owner._bill(exchange.bill(output, completed=True, thinking_tokens=thinking))
         delta = {"stop_reason": exchange.stop_reason, "stop_sequence": None}
-        usage = exchange.usage(output, thinking_tokens(blocks))
+        usage = exchange.usage(output, thinking)
         self._write_event({"type": "message_delta", "delta": delta, "usage": usage})
         self._write_event({"type": "message_stop"})
         self._write_chunk(b"")
