@@ -361,9 +361,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        if self.path != _RESPONSES_PATH or not isinstance(body, dict) or "input" not in body:
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except ValueError:
+            body = None
+        if self.path != _RESPONSES_PATH:
             self._send_error(404, f"No route for POST {self.path}")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("input"), str | list):
+            self._send_error(400, "Body must be a JSON object with `input`")
             return
         index, reply = self.server.owner._receive(body)
         if isinstance(reply, str):
