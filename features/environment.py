@@ -15,6 +15,7 @@ from typing import Any
 from behave import fixture, use_fixture
 from behave.model import Scenario
 from behave.runner import Context
+from support.postgres import TemporaryPostgres
 
 from cleveractors.testing import demo_tools
 from cleveractors.tokens import count_tokens
@@ -61,10 +62,17 @@ def demo_tool_calls(context: Context) -> Iterator[None]:
 
 @fixture
 def stub_actor(context: Context) -> Iterator[dict[str, Any]]:
-    """`context.actor`: the config dict Given steps build up; When steps load it."""
+    """`context.actor`: the config dict Given steps build up; When steps load it. The loop does
+    not retry (a scripted error reaches the caller) unless a scenario asks for retries."""
     context.actor = {
         "name": "weather-assistant",
-        "agent": {"type": "llm", "provider": "stub", "tools": [], "script": []},
+        "agent": {
+            "type": "llm",
+            "provider": "stub",
+            "tools": [],
+            "script": [],
+            "max_retries": 0,
+        },
     }
     yield context.actor
 
@@ -87,6 +95,12 @@ def before_all(context: Context) -> None:
     # The token counter loads tiktoken (or logs once that it falls back to a character estimate);
     # doing it here keeps that one-off cost and log line out of the scenarios.
     count_tokens("warm up")
+    # Started by the first scenario that asks for a PostgreSQL database, stopped at the end.
+    context.postgres = TemporaryPostgres()
+
+
+def after_all(context: Context) -> None:
+    context.postgres.stop()
 
 
 def before_scenario(context: Context, scenario: Scenario) -> None:

@@ -71,6 +71,7 @@ Feature: A tool output over tool_output_max_tokens is condensed before the model
     And the LLM calls were made for:
       | purpose | round |
       | round   | 1     |
+      | pruning | 1     |
       | round   | 2     |
     And the reported tokens are what the model reported for each call
 

@@ -78,10 +78,11 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
     And the SDK message is sent back with the tool results, unchanged
     Then the Anthropic server answered "Sunny in both."
 
-  Scenario Outline: HTTP 529 reaches the SDK as OverloadedError and bills nothing (<client>)
+  Scenario Outline: HTTP 529 reaches the SDK as OverloadedError with its Retry-After, and bills nothing (<client>)
     Given the Anthropic server's script starts with an overloaded reply
     When the Anthropic server is asked "Hi" by the <client> client with thinking on
     Then the SDK client failed with OverloadedError, an overloaded_error saying "Overloaded"
+    And the SDK's error carried the header retry-after: 7
     And the Anthropic server billed nothing
 
     Examples:

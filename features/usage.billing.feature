@@ -32,7 +32,8 @@ Feature: Every token spent is on the bill, whatever fails
     Then the call failed with ModelAPIError "upstream exploded (HTTP 500)"
     And last_result records the error ModelAPIError
     And last_result is the call's own result
-    And the result holds 1 billed call
+    And the result holds 2 billed calls
+    And call 2 is recorded as attempt 1, failed, costing 0
     And the reported tokens are what the model reported for each call
     And last_token_usage_var holds the usage of last_result
 

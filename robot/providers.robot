@@ -6,8 +6,8 @@ Documentation       Provider integrations over the real wire: langchain-anthropi
 ...                 as events (`execute_events`); each run has its own server, whose record of
 ...                 requests and bills the library's counts and requests are compared with.
 ...
-...                 Tags `pending-fold` / `pending-retries` mark tests of issue 7 behaviour that
-...                 lands with the streamed-fold and loop-retry work.
+...                 Tag `pending-fold` marks tests of issue 7 behaviour that lands with the
+...                 streamed-fold work.
 Library             ProvidersLibrary
 Test Tags           wire    providers
 Test Timeout        60 seconds
@@ -64,7 +64,6 @@ Anthropic With Thinking Blocking: Every Tool-Use Turn Goes Back With Its Signed 
     Reported Tokens Should Equal The Server Record
 
 Anthropic 529 On Request 2 Is Retried By The Loop, The Refused Attempt Recorded At No Cost
-    [Tags]    pending-retries
     [Template]    Overloaded Request Should Be Retried
     blocking
     events
@@ -72,7 +71,6 @@ Anthropic 529 On Request 2 Is Retried By The Loop, The Refused Attempt Recorded 
 Anthropic 529 On Request 2 Without Retries Reaches The Caller, Every Attempt Recorded
     [Documentation]    The refused attempt is a record too (0 tokens), so the calls reported
     ...    equal the requests the server received.
-    [Tags]    pending-retries
     [Template]    Overloaded Request Should Fail The Run
     blocking
     events

@@ -36,6 +36,24 @@ HTTP 500 On The Second Request Reaches The Caller With The First Call Billed
     blocking
     streaming
 
+Refused Requests Are Retried By The Loop, Each Attempt On The Bill
+    [Documentation]    ChatOpenAI built from config (its client never retries) against a server
+    ...    that answers 503, then 429 with Retry-After: 1, then the tool call: the loop makes the
+    ...    retries itself, the server sees every attempt, and usage_by_call holds one record per
+    ...    request, the refused ones costing 0, the others exactly what the server billed.
+    [Template]    Refusals Should Be Retried And Billed
+    blocking
+    streaming
+    events
+
+A Dropped Reply Is Retried By The Loop, The Dropped Attempt Estimated
+    [Documentation]    The connection drops mid-reply (streamed: after a tool-call fragment, no
+    ...    text shown; blocking: before any response): the loop retries, and the dropped attempt,
+    ...    which the server billed, is on the result as a flagged estimate, not lost.
+    [Template]    A Dropped Reply Should Be Retried And Estimated
+    blocking
+    streaming
+
 A Streamed Tool Turn Delivers The Answer While The Server Is Still Sending It
     [Documentation]    Causality, not speed: the first answer chunk reached the caller before the
     ...    server had sent the answer's last token.
@@ -116,6 +134,26 @@ Server Error Should Reach The Caller With The First Call Billed
     Server Should Have Received Requests    2
     Server Should Have Billed Calls    1
     Reported Tokens Should Equal Billed
+
+Refusals Should Be Retried And Billed
+    [Arguments]    ${mode}
+    Start Scripted OpenAI Server    wire_retried_refusals.yaml
+    Load Actor Over The Wire    wire_retried_refusals.yaml    max_retries=2
+    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Answer Should Be The Last Scripted Reply
+    Server Should Have Received Requests    4
+    Every Attempt Should Be On The Bill    1:failed    2:failed    3:ok    1:ok
+    Reported Tokens Should Equal Billed
+    IF    $mode == "events"    Retries Should Have Waited    backoff    1
+
+A Dropped Reply Should Be Retried And Estimated
+    [Arguments]    ${mode}
+    Start Scripted OpenAI Server    wire_dropped_reply.yaml
+    Load Actor Over The Wire    wire_dropped_reply.yaml    max_retries=2
+    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Answer Should Be The Last Scripted Reply
+    Server Should Have Received Requests    3
+    Every Attempt Should Be On The Bill    1:failed    2:ok    1:ok
 
 Stopping Mid-Answer Should Settle The Bill
     [Arguments]    ${style}

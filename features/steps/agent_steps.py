@@ -358,6 +358,26 @@ def _when_cancelled_during_model(context: Context, mode: str) -> None:
     _run(context, cancel)
 
 
+@when("the caller's task is cancelled while the loop waits to retry, in {mode} mode")
+def _when_cancelled_in_backoff(context: Context, mode: str) -> None:
+    async def cancel(executor: ActorExecutor) -> _Outcome:
+        outcome = _Outcome(mode=mode)
+        model = executor.agent.model
+        assert isinstance(model, ScriptedChatModel)
+        caller = asyncio.create_task(_consume(outcome, executor, "Weather in Paris?", None))
+        await _wait_until(lambda: bool(model.requests) or caller.done())
+        await asyncio.sleep(0.05)  # the refusal is billed and the wait has begun
+        caller.cancel()
+        try:
+            await caller
+        except asyncio.CancelledError as exc:
+            outcome.error = exc
+        _settle(outcome, executor)
+        return outcome
+
+    _run(context, cancel)
+
+
 @when('the agent\'s tool loop runs "{message}" directly, {mode}')
 def _when_tool_loop(context: Context, message: str, mode: str) -> None:
     async def loop(agent: LLMAgent) -> None:

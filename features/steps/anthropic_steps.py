@@ -209,7 +209,7 @@ def _given_reply(context: Context, text: str) -> None:
 
 @given("the Anthropic server's script starts with an overloaded reply")
 def _given_overloaded(context: Context) -> None:
-    overloaded = ScriptedAnthropicReply(error="Overloaded", error_status=529)
+    overloaded = ScriptedAnthropicReply(error="Overloaded", error_status=529, retry_after="7")
     _serve(context, [overloaded, *context.scripted])
 
 
@@ -528,6 +528,11 @@ def _then_sdk_error_body(context: Context, kind: str, error_type: str, message: 
     assert body["type"] == "error", body
     assert body["error"]["type"] == error_type, body
     assert body["error"]["message"].startswith(message), body
+
+
+@then("the SDK's error carried the header retry-after: {value}")
+def _then_retry_after(context: Context, value: str) -> None:
+    assert context.sdk_error.response.headers.get("retry-after") == value, context.sdk_error
 
 
 @then("the SDK client failed with {kind}")

@@ -265,12 +265,13 @@ def _as_if_known_issues_were_fixed(
 ) -> tuple[LLMCallUsage, ...]:
     """The per-call records with the races A and E (and fixed issue B) undone. All concern
     the last call of a cancelled run, where `_Run.bill_interrupted_call` bills a prompt estimate
-    for a cancelled call with nothing received, and an estimate for one with something."""
+    for a cancelled call with nothing received, and an estimate for one with something. The
+    last call is dropped (A) or given the cost the model's record says (E, B)."""
     if run.result is None or not run.result.cancelled or not calls:
         return calls
-    if _is_unsent_call(run, expected, calls) or _is_refused_call(run, expected, calls):
+    if _is_unsent_call(run, expected, calls):
         return calls[:-1]
-    if _is_estimate_despite_usage(run, expected, calls):
+    if _is_refused_call(run, expected, calls) or _is_estimate_despite_usage(run, expected, calls):
         last_cost = expected.costs[-1]
         return (*calls[:-1], calls[-1].model_copy(update={"usage": last_cost}))
     return calls
@@ -303,12 +304,12 @@ def _is_refused_call(
     billed a prompt estimate when the cancellation lands while the refusal is on its way to the
     loop (langchain-core's `astream` awaits `on_llm_error` before re-raising it; `ainvoke` gets
     it from a task of its own), though "a call refused before any output costs nothing". Shape:
-    one extra last call, the prompt estimate of the model's last request, which it refused."""
-    if "E" not in _TOLERATED or len(calls) != len(expected.usages) + 1 or not run.requests:
+    the last call, which the model refused, is the prompt estimate of its request, not 0."""
+    if "E" not in _TOLERATED or len(calls) != len(expected.usages) or not run.requests:
         return False
     delivery = run.deliveries[-1]
     refused = (
-        expected.costs[-1] is None
+        expected.costs[-1] == TokenUsage()
         and delivery.raised is not None
         and not isinstance(delivery.raised, asyncio.CancelledError)
         and not delivery.chunks
@@ -327,7 +328,7 @@ def _is_estimate_despite_usage(
     (langchain-core's `astream` still awaits its callbacks before it ends) was billed an
     estimate instead of the provider's figures that the fold already held. Shape: the last call
     is exactly the estimate of the model's last request, whose usage chunk had been delivered."""
-    if "B" not in _TOLERATED or not run.deliveries or expected.costs[-1] is None:
+    if "B" not in _TOLERATED or not run.deliveries:
         return False
     delivery = run.deliveries[-1]
     return (

@@ -23,12 +23,15 @@ _WORD = re.compile(r"\s*\S+")
 
 
 def _reported_by_model(model: ScriptedChatModel) -> list[TokenUsage | None]:
-    """The usage the model reported for each call it answered, in order; None for a call that
-    reported none (usage omitted, or a stream cut off before its usage chunk). A call refused
-    with an error produced nothing and is not listed."""
+    """The usage of each call the model received, in order (every attempt is a record): what it
+    reported; None for a call that reported none (usage omitted, or a stream cut off before its
+    usage chunk), which is estimated; zero for a call refused with an error or beyond the end of
+    the script, where the provider did no work."""
     reported: list[TokenUsage | None] = []
-    for request, reply in zip(model.requests, model.replies, strict=False):
-        if reply.error is not None:
+    for position, request in enumerate(model.requests):
+        reply = model.replies[position] if position < len(model.replies) else None
+        if reply is None or reply.error is not None:
+            reported.append(TokenUsage())
             continue
         cut_off = request.streamed and reply.cut_off_after_chunks is not None
         if reply.omit_usage or cut_off:
@@ -158,7 +161,11 @@ def _then_error_zero_usage(context: Context, error_type: str) -> None:
     assert result.error is not None, "no error was recorded"
     assert result.error.type == error_type, result.error
     assert result.error.message == str(context.outcome.error)
-    assert (result.prompt_tokens, result.completion_tokens, result.llm_calls) == (0, 0, 0), result
+    assert (result.prompt_tokens, result.completion_tokens) == (0, 0), result
+    # An attempt the provider refused is still a record, costing 0.
+    assert all(
+        call.usage == TokenUsage() and call.status == "failed" for call in result.usage_by_call
+    ), result.usage_by_call
 
 
 @then("last_result records the error {error_type}")

@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 
 from hypothesis import strategies as st
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.exceptions import ModelConnectionError
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.messages.utils import convert_to_openai_messages
@@ -515,37 +516,34 @@ class _TaskWatch:
 
 @dataclass(frozen=True, slots=True)
 class ExpectedBill:
-    """What each request the model received must cost (None: nothing), in order."""
+    """What each request the model received must cost, in order: one record per request (an
+    attempt refused before any output is a record too, costing 0)."""
 
     requests: tuple[ScriptedRequest, ...]
-    costs: tuple[TokenUsage | None, ...]
+    costs: tuple[TokenUsage, ...]
 
     @property
     def usages(self) -> tuple[TokenUsage, ...]:
-        """The billed calls' usage, in order: one per request that cost something."""
-        return tuple(cost for cost in self.costs if cost is not None)
+        """The calls' usage, in order: one per request."""
+        return self.costs
 
     @property
     def purposes(self) -> tuple[CallPurpose, ...]:
-        return tuple(
-            _purpose(request)
-            for request, cost in zip(self.requests, self.costs, strict=True)
-            if cost is not None
-        )
+        return tuple(_purpose(request) for request in self.requests)
 
     def spent_before(self, position: int) -> TokenUsage:
         """What the requests before `position` (from 0) cost together."""
-        return sum((cost for cost in self.costs[:position] if cost is not None), TokenUsage())
+        return sum(self.costs[:position], TokenUsage())
 
 
 def expected_bill(run: ConversationRun) -> ExpectedBill:
     """Price every request the model received, from the script and what the model delivered.
 
-    A completed call costs what the script says (or the words of the request and reply, as the
-    scripted model counts them); a completed call without usage, a stream cut off after some
-    chunks and a call cancelled in flight cost an estimate of what was sent and received; a call
-    refused before any output (a provider error, the script running out, a stream cut before its
-    first chunk) costs nothing.
+    Every request is an attempt, and every attempt a record. A completed call costs what the
+    script says (or the words of the request and reply, as the scripted model counts them); a
+    completed call without usage, a stream cut off (even before its first chunk: the request got
+    past sending) and a call cancelled in flight cost an estimate of what was sent and received;
+    a call refused before any output (a provider error, the script running out) costs 0.
     """
     script = run.conversation.script
     costs = tuple(
@@ -559,9 +557,9 @@ def expected_bill(run: ConversationRun) -> ExpectedBill:
 
 def _call_cost(
     request: ScriptedRequest, delivery: Delivery, reply: ScriptedReply | None
-) -> TokenUsage | None:
+) -> TokenUsage:
     if reply is None or reply.error is not None:
-        return None
+        return TokenUsage()
     if delivery.has_received_usage:
         messages = convert_to_openai_messages(list(request.messages))
         return TokenUsage(
@@ -575,10 +573,12 @@ def _call_cost(
             ),
         )
     # From here on the loop never had the provider's figures: an estimate, if the provider did
-    # any work (it answered, or streamed something, or the call was cancelled after it arrived).
-    if delivery.finished or delivery.chunks or isinstance(delivery.raised, asyncio.CancelledError):
+    # any work (it answered, or streamed something, or the stream was cut, or the call was
+    # cancelled after it arrived).
+    cut_or_cancelled = isinstance(delivery.raised, ModelConnectionError | asyncio.CancelledError)
+    if delivery.finished or delivery.chunks or cut_or_cancelled:
         return estimated_cost(request, delivery)
-    return None
+    return TokenUsage()
 
 
 def estimated_cost(request: ScriptedRequest, delivery: Delivery) -> TokenUsage:

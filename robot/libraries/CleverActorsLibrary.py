@@ -24,9 +24,9 @@ from robot.api import logger
 from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, handler_calls
 
-from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent
 from cleveractors.agents.stream import ROUND_SEPARATOR
-from cleveractors.events import Event, TextDelta, event_adapter
+from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
 from cleveractors.testing.tables import other_running_tasks
 
@@ -134,12 +134,13 @@ class CleverActorsLibrary:
         actor_file: str,
         api_key: str = DUMMY_API_KEY,
         stream_tool_rounds: bool | None = None,
+        max_retries: int = 0,
     ) -> None:
         """Loads the actor with provider `openai` against the latest scripted server.
 
         The file's `script:` is left to the server; the actor gets `base_url` of the server,
-        `max_retries: 0` (a scripted HTTP 500 is not retried) and reads `api_key` from an
-        environment variable this keyword sets.
+        `max_retries` (by default 0: a scripted HTTP 500 is not retried by the loop; the client
+        never retries) and reads `api_key` from an environment variable this keyword sets.
         """
         if self._server is None:
             raise RuntimeError("Start Scripted OpenAI Server first")
@@ -150,7 +151,7 @@ class CleverActorsLibrary:
             provider="openai",
             base_url=self._server.base_url,
             api_key_env=API_KEY_ENV,
-            max_retries=0,
+            max_retries=max_retries,
         )
         os.environ[API_KEY_ENV] = api_key
         self._load({**config, "agent": agent}, stream_tool_rounds)
@@ -440,7 +441,7 @@ class CleverActorsLibrary:
     @keyword
     def reported_tokens_should_equal_the_script(self) -> None:
         """Every scripted reply was used, and the result reports, call by call and in total,
-        the tokens scripted for each reply that did not fail."""
+        the tokens scripted for each reply; a reply that failed is a record costing 0."""
         model = _stub_model(self._loaded_executor())
         _should_equal(model.remaining, 0, "scripted replies left unused")
         completed = [r for r in self._script if r.error is None]
@@ -452,29 +453,36 @@ class CleverActorsLibrary:
         ]
         _should_equal(
             per_call,
-            [(r.prompt_tokens, r.completion_tokens) for r in completed],
+            [
+                (0, 0) if r.error is not None else (r.prompt_tokens, r.completion_tokens)
+                for r in self._script
+            ],
             "tokens per call (prompt, completion)",
         )
         _check_totals(result, sum(p for p, _ in per_call), sum(c for _, c in per_call))
-        _should_equal(result.llm_calls, len(completed), "llm_calls")
+        _should_equal(result.llm_calls, len(self._script), "llm_calls")
         _should_equal(result.usage_estimated, False, "usage_estimated")
 
     @keyword
     def reported_tokens_should_equal_billed(self) -> None:
-        """The result reports, call by call and in total, exactly what the server billed, and as
-        many LLM calls as requests the server answered."""
-        result, billed = self._result(), self._wire_server().billed
+        """The result reports, call by call and in total, exactly what the server billed: one
+        record per request the server received, a refused one (an HTTP error) costing 0."""
+        result, server = self._result(), self._wire_server()
+        billed = {b.request_index: b for b in server.billed}
         per_call = [
             (c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call
         ]
         _should_equal(
             per_call,
-            [(b.prompt_tokens, b.completion_tokens) for b in billed],
+            [
+                (billed[i].prompt_tokens, billed[i].completion_tokens) if i in billed else (0, 0)
+                for i in range(len(server.requests))
+            ],
             "tokens per call (prompt, completion) against the server's bill",
         )
-        total = self._wire_server().billed_total
+        total = server.billed_total
         _check_totals(result, total.prompt_tokens, total.completion_tokens)
-        _should_equal(result.llm_calls, len(billed), "llm_calls")
+        _should_equal(result.llm_calls, len(server.requests), "llm_calls")
         _should_equal(result.usage_estimated, False, "usage_estimated")
         if not result.prompt_tokens or not result.completion_tokens:
             raise AssertionError(f"nothing was billed: {result!r}")
@@ -506,6 +514,50 @@ class CleverActorsLibrary:
             sum(c.usage.prompt_tokens for c in calls),
             sum(c.usage.completion_tokens for c in calls),
         )
+
+    @keyword
+    def every_attempt_should_be_on_the_bill(self, *attempts: str) -> None:
+        """One record per request the server received, in order, each `<attempt>:<status>` as
+        given (e.g. `1:failed 2:ok 1:ok`): a completed request has exactly the server's figures;
+        one the server cut off is a flagged estimate with a prompt; a refused one (HTTP error)
+        costs 0. The result's totals are the records' sums."""
+        result, server = self._result(), self._wire_server()
+        billed = {b.request_index: b for b in server.billed}
+        calls = result.usage_by_call
+        _should_equal(len(calls), len(server.requests), "records vs requests received")
+        _should_equal([f"{c.attempt}:{c.status}" for c in calls], list(attempts), "attempts")
+        for index, call in enumerate(calls):
+            bill = billed.get(index)
+            usage = call.usage
+            if bill is None:
+                seen, expected = (usage.total_tokens, usage.estimated), (0, False)
+            elif bill.completed:
+                seen = (usage.prompt_tokens, usage.completion_tokens, usage.estimated)
+                expected = (bill.prompt_tokens, bill.completion_tokens, False)
+            else:
+                seen, expected = (usage.estimated, usage.prompt_tokens > 0), (True, True)
+            _should_equal(seen, expected, f"record {index + 1} against the server's bill")
+        _check_totals(
+            result,
+            sum(c.usage.prompt_tokens for c in calls),
+            sum(c.usage.completion_tokens for c in calls),
+        )
+
+    @keyword
+    def retries_should_have_waited(self, *delays: str) -> None:
+        """The latest turn's `call_retrying` events asked for these delays, in order: a number
+        of seconds (`Retry-After`, honoured exactly) or `backoff` (at most the actor's
+        `retry_backoff_s` for a first retry). Read from the events, not from a clock."""
+        waited = [e.delay_s for e in self._turn().events if isinstance(e, CallRetrying)]
+        _should_equal(len(waited), len(delays), "call_retrying events")
+        agent = self._loaded_executor().agent
+        backoff = agent.retry.backoff_s if isinstance(agent, LLMAgent) else 0.0
+        for seen, expected in zip(waited, delays, strict=True):
+            if expected == "backoff":
+                if not 0 < seen <= backoff:
+                    raise AssertionError(f"a backoff of {seen} s, not within (0, {backoff}]")
+            else:
+                _should_equal(seen, float(expected), "the delay Retry-After asked for")
 
     @keyword
     def streaming_and_blocking_turns_should_match(self) -> None:

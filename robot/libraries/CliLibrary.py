@@ -122,7 +122,8 @@ class CliLibrary:
                     "completion_tokens": 9,
                 },
                 {"error": "boom"},
-            ]
+            ],
+            max_retries=0,  # the error reaches the user, not retried by the loop
         )
 
     @keyword

@@ -24,7 +24,7 @@ from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, get_weather, handler_calls
 from scripted_responses_server import ScriptedResponsesReply, ScriptedResponsesServer
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, LoopLimits
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, LoopLimits, RetryPolicy
 from cleveractors.events import Event
 from cleveractors.testing import (
     ScriptedAnthropicReply,
@@ -484,13 +484,10 @@ async def _drive(executor: ActorExecutor, run: _Run) -> None:
 
 
 def _agent_options(max_retries: int) -> dict[str, Any]:
-    options: dict[str, Any] = {"limits": LoopLimits(max_tool_rounds=4)}
-    if max_retries:
-        # The loop's retries (not on every branch yet): imported only by the tests that use them.
-        from cleveractors.agents.llm import RetryPolicy
-
-        options["retry"] = RetryPolicy(max_retries=max_retries, backoff_s=0.01)
-    return options
+    return {
+        "limits": LoopLimits(max_tool_rounds=4),
+        "retry": RetryPolicy(max_retries=max_retries, backoff_s=0.01),
+    }
 
 
 def _comparable(body: dict[str, Any]) -> dict[str, Any]:

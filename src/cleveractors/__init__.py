@@ -1,6 +1,13 @@
 """cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
 
-from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream, ToolAgent
+from cleveractors.agents import (
+    EventStream,
+    LLMAgent,
+    LoopLimits,
+    RetryPolicy,
+    TextStream,
+    ToolAgent,
+)
 from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
 from cleveractors.errors import (
     CleverActorsError,
@@ -26,6 +33,7 @@ __all__ = [
     "LLMAgentConfig",
     "LLMCallUsage",
     "LoopLimits",
+    "RetryPolicy",
     "TextStream",
     "TokenUsage",
     "Tool",

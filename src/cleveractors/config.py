@@ -70,7 +70,12 @@ class LLMAgentConfig(_Frozen):
     api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """The name of the environment variable holding the key (never the key itself)."""
     temperature: NonNegativeFloat | None = None
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """The loop's retries of a failed LLM call (HTTP 408/409/429/5xx, connection errors, cut-off
+    streams, timeouts), each attempt billed and evented; the model's own client never retries."""
+    retry_backoff_s: NonNegativeFloat = 0.5
+    """The wait before the first retry when the provider sends no `Retry-After`; each next one
+    waits twice as long (at most 8 s), shortened by up to 25 % at random."""
     request_timeout_s: PositiveFloat | None = None
     system_prompt: str | None = None
     tool_max_rounds: PositiveInt = 10

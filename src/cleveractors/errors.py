@@ -6,7 +6,9 @@ CleverActorsError                 root of everything this library raises itself
  └── ExecutionError               a run went wrong at run time
       ├── ToolExecutionError      one tool call failed (tool name and call id named);
       │                           the loop turns it into an error ToolMessage, it never escapes
-      └── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
+      ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
+      ├── SessionBusyError        another run holds the session (in this process or another)
+      └── SessionNotFoundError    no such session for this caller (another's is never shown)
 ```
 
 Model failures are not wrapped: what a chat model raises (for `ChatOpenAI`, langchain-core's
@@ -22,6 +24,8 @@ __all__ = [
     "ConfigurationError",
     "ExecutionError",
     "ScriptExhaustedError",
+    "SessionBusyError",
+    "SessionNotFoundError",
     "ToolExecutionError",
 ]
 
@@ -57,3 +61,12 @@ class ToolExecutionError(ExecutionError):
 
 class ScriptExhaustedError(ExecutionError):
     """A `ScriptedChatModel` was called more times than it has scripted replies."""
+
+
+class SessionBusyError(ExecutionError):
+    """A run asked for a session that another run holds; raised at once, never queued."""
+
+
+class SessionNotFoundError(ExecutionError):
+    """No session by that id belongs to this caller. Another caller's session is reported the
+    same way, so its existence is never revealed."""

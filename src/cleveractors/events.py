@@ -5,7 +5,8 @@
     >>> event_adapter.dump_json(TextDelta(round=1, text="Hi"))
     b'{"kind":"text_delta","round":1,"text":"Hi"}'
 
-A run emits, in order: `RoundStarted`, then per round the `TextDelta`s and one `UsageRecorded`,
+A run emits, in order: `RoundStarted`, then per round the `TextDelta`s and one `UsageRecorded`
+(a failed attempt that the loop retries adds its `UsageRecorded` and a `CallRetrying` first),
 `ToolCallRequested` for each call, then `ToolCallStarted`/`ToolCallFinished` (or `ToolCallSkipped`,
 `OutputPruned`) per call; `SynthesisStarted` when a limit is hit; last `RunFinished` or `RunFailed`.
 """
@@ -20,6 +21,7 @@ from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
+    "CallRetrying",
     "Event",
     "OutputPruned",
     "RoundStarted",
@@ -61,6 +63,20 @@ class UsageRecorded(_Event):
     kind: Literal["usage_recorded"] = "usage_recorded"
     call: LLMCallUsage
     total: TokenUsage
+
+
+class CallRetrying(_Event):
+    """An LLM call failed in a way a second try may fix; the loop waits `delay_s`, then makes
+    attempt number `attempt` (from 2). The failed attempt's `UsageRecorded` came just before."""
+
+    kind: Literal["call_retrying"] = "call_retrying"
+    round: int
+    attempt: int
+    reason: str
+    """Why the previous attempt failed, e.g. `HTTP 503` or `ModelConnectionError: ...`."""
+    delay_s: float
+    """How long the loop waits before the attempt: the provider's `Retry-After` when it sent
+    one, otherwise exponential backoff with jitter."""
 
 
 class ToolCallRequested(_Event):
@@ -136,6 +152,7 @@ Event = Annotated[
     RoundStarted
     | TextDelta
     | UsageRecorded
+    | CallRetrying
     | ToolCallRequested
     | ToolCallStarted
     | ToolCallFinished

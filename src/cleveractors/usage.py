@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
 __all__ = [
+    "AttemptStatus",
     "CallPurpose",
     "LLMCallUsage",
     "TokenUsage",
@@ -22,6 +23,10 @@ __all__ = [
 
 CallPurpose = Literal["round", "synthesis", "pruning"]
 """Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
+
+AttemptStatus = Literal["ok", "failed", "cancelled"]
+"""How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error
+reached the caller), or the run was cancelled while it was under way."""
 
 
 class TokenUsage(BaseModel):
@@ -71,6 +76,12 @@ class LLMCallUsage(BaseModel):
     round: int
     """The tool-loop round the call belongs to, from 1."""
     usage: TokenUsage
+    attempt: int = 1
+    """Which attempt at this call the record is, from 1: the loop's retries are records too."""
+    status: AttemptStatus = "ok"
+    """`ok`, `failed` or `cancelled`. A failed attempt refused with an HTTP error status costs 0
+    (the provider did no work); one that may have been billed (cut off, timed out, dropped after
+    sending) carries an estimate, flagged `estimated`."""
 
 
 class UsageLedger:
@@ -82,8 +93,23 @@ class UsageLedger:
         self._calls: list[LLMCallUsage] = []
         self._total = TokenUsage()
 
-    def record(self, *, purpose: CallPurpose, round: int, usage: TokenUsage) -> LLMCallUsage:
-        call = LLMCallUsage(index=len(self._calls) + 1, purpose=purpose, round=round, usage=usage)
+    def record(
+        self,
+        *,
+        purpose: CallPurpose,
+        round: int,
+        usage: TokenUsage,
+        attempt: int = 1,
+        status: AttemptStatus = "ok",
+    ) -> LLMCallUsage:
+        call = LLMCallUsage(
+            index=len(self._calls) + 1,
+            purpose=purpose,
+            round=round,
+            usage=usage,
+            attempt=attempt,
+            status=status,
+        )
         self._calls.append(call)
         self._total += usage
         return call

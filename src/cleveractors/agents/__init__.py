@@ -1,7 +1,7 @@
 """Agents: `LLMAgent` (a chat model with tools) and `ToolAgent` (one tool call)."""
 
 from cleveractors.agents.base import Agent, History, ResultCallback
-from cleveractors.agents.llm import LLMAgent, LoopLimits
+from cleveractors.agents.llm import LLMAgent, LoopLimits, RetryPolicy
 from cleveractors.agents.stream import EventStream, TextStream
 from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
 
@@ -12,6 +12,7 @@ __all__ = [
     "LLMAgent",
     "LoopLimits",
     "ResultCallback",
+    "RetryPolicy",
     "TextStream",
     "ToolAgent",
     "ToolCallRequest",

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents._retry import may_have_been_billed
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
-from cleveractors.usage import CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
+from cleveractors.usage import AttemptStatus, CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
 
 EventSink = Callable[[Event], None]
 
@@ -142,38 +143,54 @@ class _Run:
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
     in_flight: _InFlightCall | None = None
+    attempt: int = 1
+    """Which attempt at the LLM call under way this is, from 1 (set by `call_with_retries`)."""
 
-    def record_usage(self, purpose: CallPurpose, usage: TokenUsage) -> None:
-        call = self.ledger.record(purpose=purpose, round=self.round, usage=usage)
+    def record_usage(
+        self, purpose: CallPurpose, usage: TokenUsage, *, status: AttemptStatus = "ok"
+    ) -> None:
+        call = self.ledger.record(
+            purpose=purpose, round=self.round, usage=usage, attempt=self.attempt, status=status
+        )
         self.in_flight = None
         self.sink(UsageRecorded(call=call, total=self.ledger.total))
 
     def record_reply(
-        self, purpose: CallPurpose, reply: AIMessage, sent: Sequence[BaseMessage]
+        self,
+        purpose: CallPurpose,
+        reply: AIMessage,
+        sent: Sequence[BaseMessage],
+        *,
+        status: AttemptStatus = "ok",
     ) -> None:
         """Record a completed call: the provider's figures, or an estimate if it sent none."""
         reported = TokenUsage.from_message(reply)
         if reported is None:
             reported = _estimate(sent, reply.text, reply)
-        self.record_usage(purpose, reported)
+        self.record_usage(purpose, reported, status=status)
 
     def bill_interrupted_call(self, cause: BaseException) -> None:
-        """An in-flight call was cut off. Bill an estimate if the provider did work for it: it
-        streamed something, or we cancelled it after sending. A call refused before any output
-        (an HTTP error) costs nothing."""
+        """Record an in-flight call that failed or was cut off (every attempt is a record). The
+        provider's figures if they arrived before the cut; an estimate if the provider did work
+        for it (it streamed something, or the attempt got past sending: cancelled, timed out,
+        dropped); 0 if it was refused before any output (an HTTP error status)."""
         call = self.in_flight
         if call is None:
             return
+        status: AttemptStatus = (
+            "cancelled" if isinstance(cause, asyncio.CancelledError) else "failed"
+        )
         if call.fold is not None and call.fold.has_usage:
             # The provider's figures arrived before the cut: exact, never an estimate.
-            self.record_reply(call.purpose, call.fold.message(), call.messages)
+            self.record_reply(call.purpose, call.fold.message(), call.messages, status=status)
             return
         received = call.fold is not None and call.fold.received_any
-        if received or isinstance(cause, asyncio.CancelledError):
+        if received or may_have_been_billed(cause):
             text = call.fold.text if call.fold is not None else ""
             partial = call.fold.message() if call.fold is not None else None
-            self.record_usage(call.purpose, _estimate(call.messages, text, partial))
-        self.in_flight = None
+            self.record_usage(call.purpose, _estimate(call.messages, text, partial), status=status)
+        else:
+            self.record_usage(call.purpose, TokenUsage(), status=status)
 
     def result(self, message: AIMessage) -> _ToolLoopResult:
         return _ToolLoopResult(message=message, progress=self._progress())

@@ -39,6 +39,7 @@ from cleveractors.agents._loop import (
     decide,
     discard_event,
 )
+from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
@@ -56,7 +57,7 @@ from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
 from cleveractors.usage import CallPurpose, last_token_usage_var
 
-__all__ = ["LLMAgent", "LoopLimits"]
+__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "budget": "the token budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
+_NO_RETRIES = RetryPolicy()
+"""A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
     "user's message {message!r}. Keep facts, numbers and names exactly; drop everything else. "
@@ -104,6 +107,9 @@ class LLMAgent(Agent):
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
+        retry: The loop's retries of a failed LLM call, each attempt billed and evented. Off by
+            default: a model built in code keeps its own client's retries, which the loop cannot
+            see or bill; turn those off (e.g. `ChatOpenAI(max_retries=0)`) when you turn these on.
     """
 
     def __init__(
@@ -115,12 +121,14 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        retry: RetryPolicy = _NO_RETRIES,
     ) -> None:
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
+        self.retry = retry
         self.tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
@@ -159,6 +167,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -270,8 +279,23 @@ class LLMAgent(Agent):
         tools_bound: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
-        """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
         sent = run.messages if messages is None else messages
+
+        def attempt() -> Awaitable[AIMessage]:
+            return self._model_attempt(run, purpose, sent, tools_bound=tools_bound)
+
+        return await call_with_retries(run, self.retry, attempt)
+
+    async def _model_attempt(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        sent: Sequence[BaseMessage],
+        *,
+        tools_bound: bool,
+    ) -> AIMessage:
+        """Ask the model once; streams text deltas when the run streams. Records the usage."""
         model = self._model_with_tools if tools_bound else self.model
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"

@@ -9,12 +9,15 @@ from pydantic import SecretStr
 
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import ConfigurationError
+from cleveractors.providers._client import CLIENT_MAX_RETRIES
 
 __all__ = ["make_openai_model"]
 
 
 def make_openai_model(config: LLMAgentConfig) -> ChatOpenAI:
     """Build `ChatOpenAI` from an agent config, reading the API key from `api_key_env`.
+
+    The client never retries (`CLIENT_MAX_RETRIES`): the loop does, per config `max_retries`.
 
     Raises:
         ConfigurationError: the API key variable is not set. Its value never appears in messages.
@@ -30,7 +33,7 @@ def make_openai_model(config: LLMAgentConfig) -> ChatOpenAI:
         base_url=config.base_url,
         api_key=SecretStr(api_key),
         temperature=config.temperature,
-        max_retries=config.max_retries,
+        max_retries=CLIENT_MAX_RETRIES,
         timeout=config.request_timeout_s,
         # ChatOpenAI asks for streamed usage only on OpenAI's own URL; without this every other
         # OpenAI-compatible server would bill zero tokens for streamed calls.

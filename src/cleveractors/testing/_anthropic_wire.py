@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from pydantic import Field, NonNegativeInt
+from pydantic import NonNegativeInt
 
 from cleveractors.testing._openai_wire import _TEXT_PIECE, BilledCall
 from cleveractors.testing.script import (
@@ -56,7 +56,8 @@ _ERROR_TYPES = {
 
 
 class ScriptedAnthropicReply(ScriptedReply):
-    """A `ScriptedReply` with what only the Messages API has: thinking, cache usage, HTTP 529.
+    """A `ScriptedReply` with what only the Messages API has: thinking, cache usage, an error
+    event mid-stream. (`error_status` 529 is Anthropic's `overloaded_error`.)
 
     A plain `ScriptedReply` is served too; these fields then keep their defaults.
     """
@@ -70,9 +71,6 @@ class ScriptedAnthropicReply(ScriptedReply):
     """Part of the prompt reported as `cache_read_input_tokens` (not in `input_tokens`)."""
     cache_write_tokens: NonNegativeInt = 0
     """Part of the prompt reported as `cache_creation_input_tokens` (not in `input_tokens`)."""
-    error_status: int | None = Field(default=None, ge=400, le=599)
-    """HTTP status of the `error` reply (500 without one): 529 is `overloaded_error`, 429
-    `rate_limit_error`..."""
     error_event_after_chunks: NonNegativeInt | None = None
     """Streamed: after that many content-block events, send `event: error` (overloaded_error) and
     end the stream. Blocking: answer HTTP 529, billing nothing."""

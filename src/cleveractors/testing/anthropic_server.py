@@ -62,7 +62,8 @@ class ScriptedAnthropicServer:
     request whose tool-use turn does not start with its thinking block or changed a signed
     block, and to a request holding `tool_use` / `tool_result` blocks without declaring tools.
 
-    Faults: `error` answers with `error_status` (529 is `overloaded_error`);
+    Faults: `error` answers with `error_status` (500 without one; 529 is `overloaded_error`)
+    and `retry_after` as its `retry-after` header;
     `error_event_after_chunks` sends `event: error` mid-stream; `cut_off_after_chunks` drops the
     connection after that many content-block events (before any response when blocking). A cut
     or failed stream bills the prompt and the words actually sent. Tool arguments scripted as
@@ -296,7 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"ScriptedAnthropicServer: the script is exhausted (request {index})"
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message)
         elif reply.error is not None:
-            self._send_error(_status_of(reply), reply.error)
+            # Not an HTTPStatus: 529 (overloaded) is Anthropic's own.
+            status = reply.error_status or HTTPStatus.INTERNAL_SERVER_ERROR
+            self._send_error(status, reply.error, retry_after=reply.retry_after)
         else:
             exchange = AnthropicExchange.of(index, reply, body)
             blocks = reply_blocks(exchange, args_chunk_size=reply.args_chunk_size)
@@ -364,11 +367,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_event(error_payload(529, _OVERLOADED))
         self._write_chunk(b"")
 
-    def _send_headers(self, status: int, content_type: str, framing: tuple[str, str]) -> None:
+    def _send_headers(
+        self,
+        status: int,
+        content_type: str,
+        framing: tuple[str, str],
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("request-id", "req_scripted")
         self.send_header(*framing)
+        for name, value in headers:
+            self.send_header(name, value)
         self.end_headers()
 
     def _write_event(self, payload: dict[str, Any]) -> None:
@@ -385,20 +396,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         _drop(self.connection)
 
-    def _send_error(self, status: int, message: str) -> None:
-        self._send_json(status, error_payload(status, message))
+    def _send_error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
+        headers = () if retry_after is None else (("retry-after", retry_after),)
+        self._send_json(status, error_payload(status, message), headers)
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
         data = json.dumps(payload).encode()
-        self._send_headers(status, "application/json", ("Content-Length", str(len(data))))
+        framing = ("Content-Length", str(len(data)))
+        self._send_headers(status, "application/json", framing, headers)
         self.wfile.write(data)
         self.wfile.flush()
-
-
-def _status_of(reply: ScriptedReply) -> int:
-    # Not an HTTPStatus: 529 (overloaded) is Anthropic's own.
-    status: int | None = getattr(reply, "error_status", None)
-    return status or 500
 
 
 def _stop_after(reply: ScriptedReply) -> int | None:

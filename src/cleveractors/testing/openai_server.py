@@ -53,6 +53,9 @@ class ScriptedOpenAIServer:
     `token_interval_s` between the next ones, each plus the reply's `chunk_delay_s`. A blocking
     reply waits as long as its stream would have taken in total.
 
+    A reply with `error` is answered with HTTP `error_status` (500 when not given) and, when it has
+    `retry_after`, a `Retry-After` header.
+
     A reply with `cut_off_after_chunks` drops the connection after that many content/tool chunks
     when streamed, and before any response when blocking, so the client sees a broken connection.
 
@@ -269,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message, kind="server_error")
             return
         if reply.error is not None:
-            self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, reply.error, kind="server_error")
+            self._send_scripted_error(reply, reply.error)
             return
         exchange = Exchange.of(index, reply, body)
         if exchange.is_streamed:
@@ -338,14 +341,35 @@ class _Handler(BaseHTTPRequestHandler):
         _drop(self.connection)
 
     def _send_error(
-        self, status: HTTPStatus, message: str, *, kind: str = "invalid_request_error"
+        self,
+        status: HTTPStatus,
+        message: str,
+        *,
+        kind: str = "invalid_request_error",
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         error = {"message": message, "type": kind, "code": None}
-        self._send_json(status, {"error": error})
+        self._send_json(status, {"error": error}, extra_headers)
 
-    def _send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+    def _send_scripted_error(self, reply: ScriptedReply, message: str) -> None:
+        status = HTTPStatus(reply.error_status or HTTPStatus.INTERNAL_SERVER_ERROR)
+        retry_after = () if reply.retry_after is None else (("Retry-After", reply.retry_after),)
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        self._send_error(status, message, kind=kind, extra_headers=retry_after)
+
+    def _send_json(
+        self,
+        status: HTTPStatus,
+        payload: dict[str, Any],
+        extra_headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
         data = json.dumps(payload).encode()
-        self._send_headers(status, "application/json", ("Content-Length", str(len(data))))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in extra_headers:
+            self.send_header(name, value)
+        self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
 

@@ -47,7 +47,8 @@ class ScriptedReply(BaseModel):
 
     `prompt_tokens` / `completion_tokens` left as None are counted from the words of the request
     and of the reply, like a real provider's tokenizer would, so different requests cost different
-    amounts. `error` makes the call fail before any output; `cut_off_after_chunks` makes a streamed
+    amounts. `error` makes the call fail before any output (as HTTP `error_status`, sending
+    `retry_after` as its `Retry-After` header, when given); `cut_off_after_chunks` makes a streamed
     call fail after that many chunks, before the usage chunk; `omit_usage` makes it report none.
     """
 
@@ -58,6 +59,11 @@ class ScriptedReply(BaseModel):
     prompt_tokens: NonNegativeInt | None = None
     completion_tokens: NonNegativeInt | None = None
     error: str | None = None
+    error_status: int | None = Field(default=None, ge=400, le=599)
+    """The HTTP status of `error`; without one, the scripted model raises langchain-core's
+    `ModelAPIError` and the scripted server answers 500."""
+    retry_after: str | None = None
+    """The `Retry-After` header sent with `error`: seconds, or an HTTP date."""
     cut_off_after_chunks: NonNegativeInt | None = None
     omit_usage: bool = False
     chunk_delay_s: float = Field(default=0.0, ge=0)

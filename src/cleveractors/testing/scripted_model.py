@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.exceptions import ModelAPIError, ModelConnectionError
+from langchain_core.exceptions import (
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelError,
+    ModelInvalidRequestError,
+    ModelNotFoundError,
+    ModelPermissionDeniedError,
+    ModelRateLimitError,
+)
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
@@ -39,6 +48,21 @@ from cleveractors.testing.script import (
 __all__ = ["ScriptedChatModel", "ScriptedRequest"]
 
 _TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")  # keeps trailing whitespace
+_ERRORS_BY_STATUS: dict[int, type[ModelError]] = {
+    400: ModelInvalidRequestError,
+    401: ModelAuthenticationError,
+    403: ModelPermissionDeniedError,
+    404: ModelNotFoundError,
+    429: ModelRateLimitError,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedResponse:
+    """The HTTP response a scripted error carries, as provider SDK errors carry theirs."""
+
+    status_code: int
+    headers: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +194,7 @@ class ScriptedChatModel(BaseChatModel):
             self._position += 1
             number = self._position
         if reply.error is not None:
-            raise ModelAPIError(reply.error)
+            raise _scripted_error(reply, reply.error)
         return _Turn(reply, number)
 
     @staticmethod
@@ -246,3 +270,18 @@ class ScriptedChatModel(BaseChatModel):
                         tool_call_chunk(args=arguments[start : start + size], index=index)
                     ],
                 )
+
+
+def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
+    """The langchain-core error a provider integration raises for the scripted failure; with an
+    HTTP status, it carries `status_code` and `response.headers` as the `openai` SDK's do."""
+    status = reply.error_status
+    if status is None:
+        return ModelAPIError(message)
+    kind = _ERRORS_BY_STATUS.get(status, ModelAPIError if status >= 500 else ModelError)
+    error = kind(message)
+    headers = {} if reply.retry_after is None else {"retry-after": reply.retry_after}
+    # The attributes of the SDK errors that langchain-openai's errors subclass.
+    error.status_code = status  # type: ignore[attr-defined]
+    error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]
+    return error

@@ -50,6 +50,8 @@ REPLY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
     "prompt tokens": ("prompt_tokens", int),
     "completion tokens": ("completion_tokens", int),
     "error": ("error", str),
+    "status": ("error_status", int),
+    "retry after": ("retry_after", str),
     "cut off after": ("cut_off_after_chunks", int),
     "usage": ("omit_usage", lambda cell: cell == "omitted"),
     "delay": ("chunk_delay_s", float),

@@ -1,0 +1,30 @@
+"""The store extra (`pip install 'cleveractors[store]'`, `[postgres]` for PostgreSQL): sessions
+and an append-only usage ledger in one SQL database.
+
+- `SqlStore(url, history_turns=50, retention_days=None)`: open it with `async with store:`.
+- `store.run(session_id=..., caller=...)`: one run's hold on its session, its history and its
+  ledger rows; `store.history()`, `store.delete_session()`, `store.usage()`, `store.prune()`.
+"""
+
+try:
+    import sqlalchemy  # noqa: F401  # only checked for here
+except ImportError as exc:
+    # ModuleNotFoundError naming the missing module, so callers can tell it from other errors.
+    raise ModuleNotFoundError(
+        f"cleveractors.store needs the store extra ({exc.name} is missing): "
+        "pip install 'cleveractors[store]'",
+        name=exc.name,
+    ) from exc
+
+from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
+from cleveractors.store.sql import DEFAULT_STORE_URL, SqlStore, StoreRun
+
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "LedgerRow",
+    "RunStatus",
+    "SqlStore",
+    "StoreRun",
+    "StoredTurn",
+    "UsageReport",
+]

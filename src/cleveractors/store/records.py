@@ -1,0 +1,90 @@
+"""What the store gives back: stored turns, ledger rows and usage reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from cleveractors.usage import CallPurpose
+
+__all__ = ["LedgerRow", "RunStatus", "StoredTurn", "UsageReport"]
+
+RunStatus = Literal["running", "ok", "failed", "cancelled"]
+"""A run in the ledger: still going (or its process died), answered, failed, or stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """One whole turn of a session: the user's message, the assistant's tool calls, the tool
+    results and the answer, as LangChain messages, in order."""
+
+    position: int
+    """The turn's place in its session, from 1."""
+    run_id: str
+    created_at: datetime
+    messages: tuple[BaseMessage, ...]
+
+
+class LedgerRow(BaseModel):
+    """One LLM call as the ledger recorded it, the moment the loop recorded it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    call_index: int
+    session_id: str | None
+    caller: str | None
+    recorded_at: datetime
+    purpose: CallPurpose
+    round: int
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool
+    cost_usd: Decimal | None = None
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class UsageReport(BaseModel):
+    """Ledger rows and their totals. `cost_usd` is None unless every row was priced: a partial
+    sum is never passed off as the total."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rows: tuple[LedgerRow, ...]
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(row.prompt_tokens for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def completion_tokens(self) -> int:
+        return sum(row.completion_tokens for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def estimated(self) -> bool:
+        return any(row.estimated for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def cost_usd(self) -> Decimal | None:
+        costs = [row.cost_usd for row in self.rows]
+        if any(cost is None for cost in costs):
+            return None
+        return sum((cost for cost in costs if cost is not None), Decimal(0))

@@ -1,0 +1,134 @@
+"""The store's tables and their migrations, in SQLAlchemy Core, for SQLite and PostgreSQL.
+
+The schema is versioned in `cleveractors_schema`; `migrate()` applies every step above the
+stored version in one transaction, so a database is always at exactly one version. Steps are
+only ever appended: a released step never changes.
+
+Money is stored as text (`Decimal` rendered exactly) because SQLite has no exact decimal type;
+sums are made in Python with `Decimal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+    text,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from cleveractors.errors import ConfigurationError
+
+__all__ = ["SCHEMA_VERSION", "llm_calls", "migrate", "runs", "sessions", "turns"]
+
+metadata = MetaData()
+
+schema_version = Table(
+    "cleveractors_schema",
+    metadata,
+    Column("version", Integer, nullable=False),
+)
+
+sessions = Table(
+    "cleveractors_sessions",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    # "" for a session of no particular caller; never NULL, so equality scopes a session.
+    Column("caller", String(200), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, index=True),
+    # The run holding the session, and until when its lease holds (renewed while it runs), so a
+    # run whose process died frees the session by itself.
+    Column("running_run_id", String(64)),
+    Column("lease_until", DateTime(timezone=True)),
+)
+
+turns = Table(
+    "cleveractors_turns",
+    metadata,
+    Column("session_id", String(200), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("run_id", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("messages", Text, nullable=False),
+)
+
+runs = Table(
+    "cleveractors_runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("session_id", String(200), index=True),
+    Column("caller", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("estimated", Boolean),
+    Column("cost_usd", String(40)),
+    Column("error_type", String(200)),
+)
+
+llm_calls = Table(
+    "cleveractors_llm_calls",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("call_index", Integer, primary_key=True),
+    Column("session_id", String(200), index=True),
+    Column("caller", String(200), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("purpose", String(16), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("estimated", Boolean, nullable=False),
+    Column("cost_usd", String(40)),
+)
+
+_Step = Callable[[AsyncConnection], Awaitable[None]]
+
+
+async def _v1_tables(connection: AsyncConnection) -> None:
+    tables = [sessions, turns, runs, llm_calls]
+    await connection.run_sync(lambda sync: metadata.create_all(sync, tables=tables))
+
+
+_STEPS: Sequence[_Step] = (_v1_tables,)
+SCHEMA_VERSION = len(_STEPS)
+"""The version this code writes; a database at a newer one is refused, not guessed at."""
+
+
+async def migrate(connection: AsyncConnection) -> int:
+    """Bring the database to `SCHEMA_VERSION` inside the caller's transaction; returns the
+    version it found (0 for an empty database).
+
+    Raises:
+        ConfigurationError: the database was written by a newer cleveractors.
+    """
+    if connection.dialect.name == "postgresql":
+        # Two workers opening one fresh database must not both create the tables.
+        await connection.execute(text("SELECT pg_advisory_xact_lock(7264311)"))
+    await connection.run_sync(lambda sync: schema_version.create(sync, checkfirst=True))
+    found = (await connection.execute(select(schema_version.c.version))).scalar_one_or_none()
+    current = found or 0
+    if current > SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"store: the database is at schema version {current}, newer than this cleveractors "
+            f"knows ({SCHEMA_VERSION}); upgrade cleveractors"
+        )
+    for step in _STEPS[current:]:
+        await step(connection)
+    if found is None:
+        await connection.execute(schema_version.insert().values(version=SCHEMA_VERSION))
+    elif current < SCHEMA_VERSION:
+        await connection.execute(schema_version.update().values(version=SCHEMA_VERSION))
+    return current

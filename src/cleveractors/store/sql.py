@@ -1,0 +1,467 @@
+"""`SqlStore`: sessions and an append-only usage ledger on SQLite or PostgreSQL.
+
+    async with SqlStore("sqlite:///cleveractors.db") as store:
+        async with store.run(session_id="s-1", caller="key-1") as run:
+            history = run.history                  # the session's last turns, loaded in one query
+            await run.record_call(call)            # one ledger row per LLM call, as it happens
+            await run.commit_turn(messages, result)  # the new turn, atomically, on an answer
+
+A session is held by one run at a time, across processes: `run()` takes a lease on the session
+row with one conditional UPDATE (atomic on both databases) and renews it while the run goes, so
+a second run gets `SessionBusyError` at once, and a run whose process was killed frees the
+session when its lease runs out. Ledger rows are keyed `(run_id, call_index)` and inserted with
+ON CONFLICT DO NOTHING, so a write retried after a transient error never doubles a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, Self
+
+from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
+from sqlalchemy import Row, delete, event, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
+from cleveractors.result import ExecutionResult
+from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
+from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
+from cleveractors.usage import LLMCallUsage
+
+__all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
+
+# The async driver for each plain URL scheme, and the extra that installs it.
+_DRIVERS = {
+    "sqlite": ("sqlite+aiosqlite", "aiosqlite", "cleveractors[store]"),
+    "postgresql": ("postgresql+asyncpg", "asyncpg", "cleveractors[postgres]"),
+}
+_NO_CALLER = ""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """SQLite hands timestamps back without their zone; every one we write is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def async_url(url: str) -> str:
+    """The SQLAlchemy URL with the async driver for its database.
+
+    Raises:
+        ConfigurationError: the URL is not a database URL we support.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigurationError(
+            f"store.url: {url!r} is not a database URL (e.g. {DEFAULT_STORE_URL})"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in _DRIVERS:
+        raise ConfigurationError(
+            f"store.url: unsupported database {backend!r}; use sqlite:/// or postgresql://"
+        )
+    driver, _module, _extra = _DRIVERS[backend]
+    return parsed.set(drivername=driver).render_as_string(hide_password=False)
+
+
+def _check_driver(url: str) -> None:
+    backend = make_url(url).get_backend_name()
+    _driver, module, extra = _DRIVERS[backend]
+    try:
+        __import__(module)
+    except ImportError:
+        raise ConfigurationError(
+            f"store: {backend} needs the {module} driver: pip install '{extra}'"
+        ) from None
+
+
+class SqlStore:
+    """Sessions and the usage ledger in one SQL database.
+
+    Args:
+        url: `sqlite:///path.db` or `postgresql://user@host/db` (the async drivers are chosen
+            for you).
+        history_turns: How many of a session's latest turns a run loads into its prompt.
+        retention_days: `prune()` removes sessions untouched for longer; None keeps them all.
+        lease_s: How long a run's hold on its session lasts without renewal (renewed every third
+            of it while the run goes): the longest a crashed run keeps its session busy.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_STORE_URL,
+        *,
+        history_turns: int = 50,
+        retention_days: int | None = None,
+        lease_s: float = 30.0,
+    ) -> None:
+        self.url = async_url(url)
+        self.history_turns = history_turns
+        self.retention_days = retention_days
+        self.lease_s = lease_s
+        self._engine: AsyncEngine | None = None
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date. Safe to call again."""
+        if self._engine is not None:
+            return
+        _check_driver(self.url)
+        engine = create_async_engine(self.url, **self._engine_options())
+        if engine.dialect.name == "sqlite":
+            event.listen(engine.sync_engine, "connect", _tune_sqlite)
+        try:
+            async with engine.begin() as connection:
+                await migrate(connection)
+        except BaseException:
+            await engine.dispose()
+            raise
+        self._engine = engine
+
+    def _engine_options(self) -> dict[str, Any]:
+        if make_url(self.url).get_backend_name() == "sqlite":
+            # Writers from several processes wait for each other instead of failing at once.
+            return {"connect_args": {"timeout": 30}}
+        return {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
+
+    async def aclose(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("the store is not open: use `async with store:` or `await open()`")
+        return self._engine
+
+    # -- a run -----------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def run(
+        self,
+        *,
+        session_id: str | None = None,
+        caller: str | None = None,
+        run_id: str | None = None,
+    ) -> AsyncIterator[StoreRun]:
+        """Hold a session (if any) for one run, and keep its ledger.
+
+        Leaving the block without `commit_turn()` marks the run failed or cancelled (from the
+        exception) and appends nothing to the session.
+
+        Raises:
+            SessionBusyError: another run holds the session.
+            SessionNotFoundError: the session belongs to another caller.
+        """
+        handle = StoreRun(self, run_id or uuid.uuid4().hex, session_id, caller or _NO_CALLER)
+        await handle.start()
+        try:
+            yield handle
+        except BaseException as exc:
+            status: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+            await asyncio.shield(handle.end(status, error_type=type(exc).__name__))
+            raise
+        else:
+            await handle.end("ok" if handle.is_committed else "failed")
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def history(self, session_id: str, *, caller: str | None = None) -> list[StoredTurn]:
+        """Every turn of a session, oldest first; empty for an unknown (or another caller's)
+        session."""
+        async with self.engine.connect() as connection:
+            return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
+
+    async def delete_session(self, session_id: str, *, caller: str | None = None) -> bool:
+        """Remove a session and its turns (its ledger rows stay: they are the bill).
+        Returns whether there was such a session for this caller."""
+        async with self.engine.begin() as connection:
+            return await _delete_sessions(
+                connection,
+                (sessions.c.id == session_id) & (sessions.c.caller == (caller or _NO_CALLER)),
+            )
+
+    async def usage(
+        self,
+        *,
+        session_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> UsageReport:
+        """The ledger's rows (oldest first), filtered, with their totals."""
+        query = select(llm_calls).order_by(llm_calls.c.recorded_at, llm_calls.c.call_index)
+        if session_id is not None:
+            query = query.where(llm_calls.c.session_id == session_id)
+        if since is not None:
+            query = query.where(llm_calls.c.recorded_at >= since)
+        if until is not None:
+            query = query.where(llm_calls.c.recorded_at < until)
+        async with self.engine.connect() as connection:
+            rows = (await connection.execute(query)).all()
+        return UsageReport(rows=tuple(_ledger_row(row) for row in rows))
+
+    async def prune(self, *, now: datetime | None = None) -> int:
+        """Remove sessions untouched for `retention_days` (never the ledger). Returns how many."""
+        if self.retention_days is None:
+            return 0
+        cutoff = (now or _now()) - timedelta(days=self.retention_days)
+        async with self.engine.begin() as connection:
+            idle = (sessions.c.updated_at < cutoff) & (sessions.c.running_run_id.is_(None))
+            ids = (await connection.execute(select(sessions.c.id).where(idle))).scalars().all()
+            await _delete_sessions(connection, sessions.c.id.in_(ids))
+        return len(ids)
+
+
+class StoreRun:
+    """One run's hold on its session and its ledger; made by `SqlStore.run()`."""
+
+    def __init__(self, store: SqlStore, run_id: str, session_id: str | None, caller: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.session_id = session_id
+        self.caller = caller
+        self.history: list[BaseMessage] = []
+        """The session's latest `history_turns` turns, flattened, as the run found them."""
+        self.is_committed = False
+        self._lease: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        async with self.store.engine.begin() as connection:
+            if self.session_id is not None:
+                await self._claim_session(connection)
+                found = await _turns(
+                    connection, self.session_id, self.caller, limit=self.store.history_turns
+                )
+                self.history = [message for turn in found for message in turn.messages]
+            await connection.execute(
+                runs.insert().values(
+                    run_id=self.run_id,
+                    session_id=self.session_id,
+                    caller=self.caller,
+                    status="running",
+                    started_at=_now(),
+                )
+            )
+        if self.session_id is not None:
+            self._lease = asyncio.create_task(self._renew_lease())
+
+    async def _claim_session(self, connection: AsyncConnection) -> None:
+        now = _now()
+        insert = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
+        await connection.execute(
+            insert(sessions)
+            .values(id=self.session_id, caller=self.caller, created_at=now, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+        claimed = await connection.execute(
+            update(sessions)
+            .where(
+                sessions.c.id == self.session_id,
+                sessions.c.caller == self.caller,
+                or_(sessions.c.running_run_id.is_(None), sessions.c.lease_until < now),
+            )
+            .values(running_run_id=self.run_id, lease_until=now + self._lease_span())
+        )
+        if claimed.rowcount == 1:
+            return
+        owner = await connection.scalar(
+            select(sessions.c.caller).where(sessions.c.id == self.session_id)
+        )
+        if owner != self.caller:
+            raise SessionNotFoundError(f"no session {self.session_id!r}")
+        raise SessionBusyError(f"session {self.session_id!r} is busy with another run")
+
+    def _lease_span(self) -> timedelta:
+        return timedelta(seconds=self.store.lease_s)
+
+    async def _renew_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self.store.lease_s / 3)
+            try:
+                async with self.store.engine.begin() as connection:
+                    await connection.execute(
+                        update(sessions)
+                        .where(sessions.c.running_run_id == self.run_id)
+                        .values(lease_until=_now() + self._lease_span())
+                    )
+            except Exception:  # the next renewal may succeed; the lease holds until then
+                logger.warning("store: renewing the lease of run %s failed", self.run_id)
+
+    async def record_call(self, call: LLMCallUsage) -> None:
+        """Write one LLM call's ledger row now. Writing it again is a no-op."""
+        row = _call_values(self, call)
+        async with self.store.engine.begin() as connection:
+            insert = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
+            await connection.execute(insert(llm_calls).values(row).on_conflict_do_nothing())
+
+    async def commit_turn(self, messages: Sequence[BaseMessage], result: ExecutionResult) -> None:
+        """Append the run's whole turn to its session and close the run, in one transaction."""
+        async with self.store.engine.begin() as connection:
+            if self.session_id is not None:
+                await self._append_turn(connection, messages)
+            await connection.execute(_finish(self.run_id, "ok", result))
+            await self._release(connection)
+        self.is_committed = True
+
+    async def _append_turn(
+        self, connection: AsyncConnection, messages: Sequence[BaseMessage]
+    ) -> None:
+        last = await connection.scalar(
+            select(func.max(turns.c.position)).where(turns.c.session_id == self.session_id)
+        )
+        now = _now()
+        await connection.execute(
+            turns.insert().values(
+                session_id=self.session_id,
+                position=(last or 0) + 1,
+                run_id=self.run_id,
+                created_at=now,
+                messages=json.dumps(messages_to_dict(list(messages))),
+            )
+        )
+        await connection.execute(
+            update(sessions).where(sessions.c.id == self.session_id).values(updated_at=now)
+        )
+
+    async def end(self, status: RunStatus, *, error_type: str | None = None) -> None:
+        """Stop renewing the lease; a run not committed is marked and its session freed."""
+        if self._lease is not None:
+            self._lease.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lease
+        if self.is_committed:
+            return
+        async with self.store.engine.begin() as connection:
+            await connection.execute(
+                update(runs)
+                .where(runs.c.run_id == self.run_id)
+                .values(status=status, finished_at=_now(), error_type=error_type)
+            )
+            await self._release(connection)
+
+    async def _release(self, connection: AsyncConnection) -> None:
+        if self.session_id is not None:
+            await connection.execute(
+                update(sessions)
+                .where(sessions.c.running_run_id == self.run_id)
+                .values(running_run_id=None, lease_until=None)
+            )
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+
+def _tune_sqlite(dbapi_connection: Any, _record: object) -> None:
+    # WAL lets readers go on while one process writes; NORMAL sync is durable at each commit
+    # in WAL mode except across a power loss, which is the usual trade for a local ledger.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
+    return {
+        "run_id": run.run_id,
+        "call_index": call.index,
+        "session_id": run.session_id,
+        "caller": run.caller,
+        "recorded_at": _now(),
+        "purpose": call.purpose,
+        "round": call.round,
+        "prompt_tokens": call.usage.prompt_tokens,
+        "completion_tokens": call.usage.completion_tokens,
+        "estimated": call.usage.estimated,
+    }
+
+
+def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
+    return (
+        update(runs)
+        .where(runs.c.run_id == run_id)
+        .values(
+            status=status,
+            finished_at=_now(),
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            estimated=result.usage_estimated,
+        )
+    )
+
+
+def _ledger_row(row: Row[Any]) -> LedgerRow:
+    return LedgerRow(
+        run_id=row.run_id,
+        call_index=row.call_index,
+        session_id=row.session_id,
+        caller=row.caller or None,
+        recorded_at=_as_utc(row.recorded_at),
+        purpose=row.purpose,
+        round=row.round,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        estimated=row.estimated,
+        cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
+    )
+
+
+async def _turns(
+    connection: AsyncConnection, session_id: str, caller: str, *, limit: int | None
+) -> list[StoredTurn]:
+    """A session's turns, oldest first (the latest `limit`), in one query scoped to the caller."""
+    query = (
+        select(turns)
+        .join(sessions, sessions.c.id == turns.c.session_id)
+        .where(turns.c.session_id == session_id, sessions.c.caller == caller)
+        .order_by(turns.c.position.desc())
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    rows = (await connection.execute(query)).all()
+    return [
+        StoredTurn(
+            position=row.position,
+            run_id=row.run_id,
+            created_at=_as_utc(row.created_at),
+            messages=tuple(messages_from_dict(json.loads(row.messages))),
+        )
+        for row in reversed(rows)
+    ]
+
+
+async def _delete_sessions(connection: AsyncConnection, which: Any) -> bool:
+    ids = select(sessions.c.id).where(which).scalar_subquery()
+    await connection.execute(delete(turns).where(turns.c.session_id.in_(ids)))
+    removed = await connection.execute(delete(sessions).where(which))
+    return removed.rowcount > 0
