@@ -33,6 +33,7 @@ from cpu import (
     server_process,
 )
 from latency import measure_latency
+from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
@@ -47,6 +48,7 @@ class Settings:
     cpu_warmup: int
     concurrency_repetitions: int
     profile_turns: int
+    ledger_writes: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -56,6 +58,7 @@ class Settings:
             cpu_warmup=10,
             concurrency_repetitions=7,
             profile_turns=40,
+            ledger_writes=500,
         )
 
     @classmethod
@@ -66,6 +69,7 @@ class Settings:
             cpu_warmup=2,
             concurrency_repetitions=2,
             profile_turns=10,
+            ledger_writes=50,
         )
 
     @property
@@ -116,6 +120,9 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.concurrency_repetitions
         )
         outcome.rows.extend(concurrency_rows)
+    with _section("ledger (SQLite file, WAL)"):
+        ledger_rows, outcome.samples["ledger"] = await measure_ledger(settings.ledger_writes)
+        outcome.rows.extend(ledger_rows)
     return outcome
 
 

@@ -8,6 +8,8 @@ holds a session through its own `SqlStore`.
 from __future__ import annotations
 
 import asyncio
+import copy
+import os
 import signal
 import subprocess  # nosec B404  # a child Python process of our own
 import sys
@@ -23,12 +25,15 @@ from typing import TypeVar
 from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from sqlalchemy import update
+from sqlalchemy import text, update
+from sqlalchemy.engine import make_url
 
 from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
+from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
-from cleveractors.store import SqlStore
+from cleveractors.store import LedgerRow, SqlStore
 from cleveractors.store.schema import SCHEMA_VERSION, schema_version
+from cleveractors.testing.tables import scripted_reply
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 T = TypeVar("T")
@@ -156,7 +161,7 @@ def one_turn_of_caller(context: Context, session_id: str, caller: str) -> None:
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys
-    from cleveractors.store import SqlStore
+    from cleveractors.store import LedgerRow, SqlStore
 
     async def hold() -> None:
         async with SqlStore(sys.argv[1], lease_s=float(sys.argv[3])) as store:
@@ -444,4 +449,167 @@ def bad_url(context: Context, url: str, words: str) -> None:
     assert isinstance(error, ConfigurationError), (
         f"{url!r} was accepted or failed otherwise: {error}"
     )
+    assert words in str(error), error
+
+
+# -- an executor with a store -----------------------------------------------------------------
+
+
+def _script(context: Context) -> list[dict[str, object]]:
+    return [
+        scripted_reply(row.as_dict()).model_dump(exclude_defaults=True) for row in context.table
+    ]
+
+
+def _executor(context: Context, script: list[dict[str, object]]) -> ActorExecutor:
+    actor = copy.deepcopy(context.actor)
+    actor["agent"]["script"] = script
+    actor["store"] = {"url": context.store_world.url}
+    return ActorExecutor.from_config(actor)
+
+
+async def _ask(executor: ActorExecutor, message: str, session_id: str, mode: str) -> None:
+    async with executor:
+        if mode == "blocking":
+            await executor.execute(message, session_id=session_id)
+            return
+        async with executor.execute_events(message, session_id=session_id) as events:
+            async for _event in events:
+                pass
+
+
+@given("the actor keeps sessions in a fresh {database} store")
+def actor_keeps_sessions(context: Context, database: str) -> None:
+    context.store_world = _StoreWorld(url=_database_url(context, database))
+    context.runs = []
+
+
+@given("the actor declares the ledger probe tool")
+def ledger_probe_tool(context: Context) -> None:
+    context.actor["agent"]["tools"].append(
+        {"name": "count_ledger_rows", "handler": "support.ledger_probe:count_ledger_rows"}
+    )
+
+
+@given("the store's ledger table is gone")
+def ledger_table_gone(context: Context) -> None:
+    async def drop(store: SqlStore) -> None:
+        async with store.engine.begin() as connection:
+            await connection.execute(text("DROP TABLE cleveractors_llm_calls"))
+
+    _with_store(context, drop)
+
+
+@given('a run on session "{session_id}" is under way')
+def run_under_way(context: Context, session_id: str) -> None:
+    # The run of another executor (another worker) holds the session for the whole scenario.
+    _start_holder(context, session_id)
+
+
+@when(
+    'the actor is asked "{message}" on session "{session_id}" in {mode} mode, its model replying:'
+)
+def asked_on_session(context: Context, message: str, session_id: str, mode: str) -> None:
+    os.environ["CLEVERACTORS_PROBE_DB"] = make_url(context.store_world.url).database or ""
+    executor = _executor(context, _script(context))
+    context.run_error = _error_of(lambda: asyncio.run(_ask(executor, message, session_id, mode)))
+    assert executor.last_result is not None, f"no result: {context.run_error!r}"
+    context.runs.append((executor, executor.last_result))
+
+
+@then('the second run\'s first request held the first turn whole before "{message}"')
+def second_run_held_first_turn(context: Context, message: str) -> None:
+    (_first_executor, first), (second_executor, _second) = context.runs
+    sent = second_executor.agent.model.requests[0].messages
+    roles = [type(m).__name__ for m in sent]
+    assert roles == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"], roles
+    assert sent[1].tool_calls[0]["id"] == "w1", sent[1]
+    assert sent[2].content == first.tool_calls[0].output, sent[2]
+    assert sent[3].content == first.text, sent[3]
+    assert sent[-1].content == message, sent[-1]
+
+
+def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
+    return (usage.prompt_tokens, usage.completion_tokens, usage.estimated)
+
+
+@then('the ledger for session "{session_id}" holds every call of both runs, as billed')
+@then('the ledger for session "{session_id}" holds every call of the run, as billed')
+def ledger_matches_results(context: Context, session_id: str) -> None:
+    report = _with_store(context, lambda store: store.usage(session_id=session_id))
+    billed = [
+        (c.index, c.attempt, c.status, *_tokens(c.usage))
+        for _executor, result in context.runs
+        for c in result.usage_by_call
+    ]
+    found = [(r.call_index, r.attempt, r.status, *_tokens(r)) for r in report.rows]
+    assert found == billed, f"ledger {found} != results {billed}"
+    assert billed, "the runs billed nothing"
+
+
+@then('the tool call {call_id} answered "{output}"')
+def tool_call_answered(context: Context, call_id: str, output: str) -> None:
+    ((_executor, result),) = context.runs
+    answers = {record.call_id: record.output for record in result.tool_calls}
+    assert answers.get(call_id) == output, answers
+
+
+@then("the run failed")
+def run_failed(context: Context) -> None:
+    ((_executor, result),) = context.runs
+    assert result.error is not None, result
+    assert context.run_error is not None, result
+
+
+@then("the run failed with {error_type}")
+def run_failed_with(context: Context, error_type: str) -> None:
+    ((_executor, result),) = context.runs
+    assert type(context.run_error).__name__ == error_type, repr(context.run_error)
+    assert result.error is not None, result
+    assert result.error.type == error_type, result.error
+
+
+@then('the ledger\'s run is marked "{status}"')
+def ledger_run_marked(context: Context, status: str) -> None:
+    from cleveractors.store.schema import runs
+
+    async def statuses(store: SqlStore) -> list[str]:
+        async with store.engine.connect() as connection:
+            return [str(row.status) for row in await connection.execute(runs.select())]
+
+    assert _with_store(context, statuses) == [status]
+
+
+@then("nothing was billed for it")
+def nothing_billed(context: Context) -> None:
+    ((executor, result),) = context.runs
+    assert result.llm_calls == 0, result
+    assert result.total_tokens == 0, result
+    assert executor.agent.model.requests == (), "the model was asked"
+
+
+@then("the failed run's result still bills {prompt:d} prompt and {completion:d} completion tokens")
+def failed_run_bills(context: Context, prompt: int, completion: int) -> None:
+    ((_executor, result),) = context.runs
+    assert (result.prompt_tokens, result.completion_tokens) == (prompt, completion), result
+
+
+@then('asking on session "{session_id}" without a store fails saying "{words}"')
+def session_without_store(context: Context, session_id: str, words: str) -> None:
+    actor = copy.deepcopy(context.actor)
+    actor["agent"]["script"] = [{"text": "Hi"}]
+    executor = ActorExecutor.from_config(actor)
+    error = _error_of(lambda: asyncio.run(executor.execute("Hi", session_id=session_id)))
+    assert isinstance(error, ConfigurationError), repr(error)
+    assert words in str(error), error
+
+
+@then('asking on session "{session_id}" with a history fails saying "{words}"')
+def session_with_history(context: Context, session_id: str, words: str) -> None:
+    context.store_world = _StoreWorld(url=_database_url(context, "sqlite"))
+    executor = _executor(context, [{"text": "Hi"}])
+    history = [{"role": "user", "content": "earlier"}]
+    call = executor.execute("Hi", history, session_id=session_id)
+    error = _error_of(lambda: asyncio.run(call))
+    assert isinstance(error, ConfigurationError), repr(error)
     assert words in str(error), error

@@ -27,7 +27,7 @@ from pydantic import (
 from cleveractors.errors import ConfigurationError
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["ActorConfig", "LLMAgentConfig", "ToolConfig", "load_actor_config"]
+__all__ = ["ActorConfig", "LLMAgentConfig", "StoreConfig", "ToolConfig", "load_actor_config"]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
@@ -100,11 +100,23 @@ class LLMAgentConfig(_Frozen):
         return self
 
 
+class StoreConfig(_Frozen):
+    """Where sessions and the usage ledger are kept (needs `cleveractors[store]`)."""
+
+    url: str = "sqlite:///cleveractors.db"
+    """`sqlite:///path.db`, or `postgresql://user@host/db` (with `cleveractors[postgres]`)."""
+    history_turns: PositiveInt = 50
+    """How many of a session's latest turns go into the prompt."""
+    retention_days: PositiveInt | None = None
+    """`cleveractors store prune` removes sessions untouched for longer; None keeps them."""
+
+
 class ActorConfig(_Frozen):
-    """An actor: a name and its one agent."""
+    """An actor: a name, its one agent, and optionally a store for sessions and the ledger."""
 
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
+    store: StoreConfig | None = None
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

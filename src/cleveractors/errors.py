@@ -8,7 +8,9 @@ CleverActorsError                 root of everything this library raises itself
       │                           the loop turns it into an error ToolMessage, it never escapes
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── SessionBusyError        another run holds the session (in this process or another)
-      └── SessionNotFoundError    no such session for this caller (another's is never shown)
+      ├── SessionNotFoundError    no such session for this caller (another's is never shown)
+      └── StoreError              the store could not write the ledger or the session: the run
+                                  fails (an answer that cannot be billed is not served)
 ```
 
 Model failures are not wrapped: what a chat model raises (for `ChatOpenAI`, langchain-core's
@@ -26,6 +28,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "StoreError",
     "ToolExecutionError",
 ]
 
@@ -70,3 +73,8 @@ class SessionBusyError(ExecutionError):
 class SessionNotFoundError(ExecutionError):
     """No session by that id belongs to this caller. Another caller's session is reported the
     same way, so its existence is never revealed."""
+
+
+class StoreError(ExecutionError):
+    """The store failed to write what a run must keep (a ledger row, the session's new turn).
+    The database's own exception is the `__cause__`; the run's usage is on its result."""

@@ -13,17 +13,24 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from cleveractors import tokens
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
-from cleveractors.config import ActorConfig, load_actor_config
+from cleveractors.agents._loop import discard_event
+from cleveractors.agents.base import settle_blocking
+from cleveractors.agents.stream import RunOutcome
+from cleveractors.config import ActorConfig, StoreConfig, load_actor_config
 from cleveractors.errors import ConfigurationError
+from cleveractors.events import Event
 from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool, tool_from_config
+
+if TYPE_CHECKING:
+    from cleveractors.store import SqlStore
 
 __all__ = ["ActorExecutor"]
 
@@ -43,16 +50,41 @@ def _build_tools(config: ActorConfig) -> tuple[list[Tool], list[str]]:
 class ActorExecutor:
     """Runs messages through one agent; safe to share between concurrent runs.
 
+    With a `store`, every run's LLM calls are written to its ledger as they happen, and a
+    `session_id` makes the store keep the conversation: use the executor as
+    `async with executor:` (or `await executor.aclose()`) so the store is closed with it.
+
     Args:
         agent: The agent to run, e.g. an `LLMAgent` built in code.
         name: The actor's name, for logs and UIs.
+        store: Where sessions and the usage ledger are kept (`cleveractors.store.SqlStore`).
     """
 
-    def __init__(self, agent: Agent, *, name: str | None = None) -> None:
+    def __init__(
+        self, agent: Agent, *, name: str | None = None, store: SqlStore | None = None
+    ) -> None:
         self.agent = agent
         self.name = name or agent.name
+        self.store = store
         self.last_result: ExecutionResult | None = None
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
+
+    async def open(self) -> None:
+        """Open what the executor holds (its store). Runs open it on first use too."""
+        if self.store is not None:
+            await self.store.open()
+
+    async def aclose(self) -> None:
+        """Close what the executor holds. Runs still going must have ended."""
+        if self.store is not None:
+            await self.store.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @classmethod
     def from_config(
@@ -86,24 +118,110 @@ class ActorExecutor:
                 )
             ) from None
         agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
-        return cls(agent, name=config.name)
+        return cls(agent, name=config.name, store=_build_store(config.store))
 
-    async def execute(self, message: str, history: History | None = None) -> ExecutionResult:
+    async def execute(
+        self,
+        message: str,
+        history: History | None = None,
+        *,
+        session_id: str | None = None,
+        caller: str | None = None,
+    ) -> ExecutionResult:
         """Run a message to its answer.
 
+        Args:
+            message: The user's message.
+            history: Earlier turns, when the executor keeps no session for them.
+            session_id: Continue (or start) this stored session; needs a store.
+            caller: Whose session it is: another caller's session does not exist for them.
+
         Raises:
-            ConfigurationError: the message or history is malformed.
+            ConfigurationError: the message or history is malformed, or a session without store.
+            SessionBusyError: another run holds the session.
+            StoreError: the ledger or the session could not be written.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        return await self.agent.process_message(message, history=history, on_result=self._remember)
+        store = self._store_for(history, session_id)
+        if store is None:
+            return await self.agent.process_message(
+                message, history=history, on_result=self._remember
+            )
+        await store.open()
+        outcome = await store.run_turn(
+            self.agent,
+            message,
+            history=history,
+            session_id=session_id,
+            caller=caller,
+            sink=discard_event,
+            streaming=False,
+        )
+        return settle_blocking(outcome, self._remember)
 
-    def execute_events(self, message: str, history: History | None = None) -> EventStream:
-        """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`."""
-        return self.agent.stream_message(message, history=history, on_result=self._remember)
+    def execute_events(
+        self,
+        message: str,
+        history: History | None = None,
+        *,
+        session_id: str | None = None,
+        caller: str | None = None,
+    ) -> EventStream:
+        """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`.
+        Arguments as for `execute()`."""
+        store = self._store_for(history, session_id)
+        if store is None:
+            return self.agent.stream_message(message, history=history, on_result=self._remember)
 
-    def execute_stream(self, message: str, history: History | None = None) -> TextStream:
-        """Run a message, yielding the answer's text chunks (non-empty) as they arrive."""
-        return TextStream(self.execute_events(message, history))
+        async def run(sink: Callable[[Event], None]) -> RunOutcome:
+            await store.open()
+            return await store.run_turn(
+                self.agent,
+                message,
+                history=history,
+                session_id=session_id,
+                caller=caller,
+                sink=sink,
+                streaming=True,
+            )
+
+        return EventStream(run, on_result=self._remember)
+
+    def execute_stream(
+        self,
+        message: str,
+        history: History | None = None,
+        *,
+        session_id: str | None = None,
+        caller: str | None = None,
+    ) -> TextStream:
+        """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
+        Arguments as for `execute()`."""
+        events = self.execute_events(message, history, session_id=session_id, caller=caller)
+        return TextStream(events)
+
+    def _store_for(self, history: History | None, session_id: str | None) -> SqlStore | None:
+        if session_id is not None and self.store is None:
+            raise ConfigurationError(
+                "session_id needs a store: configure `store:` or pass ActorExecutor(store=...)"
+            )
+        if session_id is not None and history:
+            raise ConfigurationError(
+                "history cannot be given with session_id: the session holds the history"
+            )
+        return self.store
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
+
+
+def _build_store(config: StoreConfig | None) -> SqlStore | None:
+    if config is None:
+        return None
+    try:
+        from cleveractors.store import SqlStore
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"store: {exc}") from None
+    return SqlStore(
+        config.url, history_turns=config.history_turns, retention_days=config.retention_days
+    )

@@ -6,6 +6,7 @@ keeps each call with its purpose, and `UsageLedger` sums them when asked.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Literal
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 __all__ = [
     "AttemptStatus",
     "CallPurpose",
+    "CallRecorder",
     "LLMCallUsage",
     "TokenUsage",
     "UsageLedger",
@@ -122,6 +124,11 @@ class UsageLedger:
     def total(self) -> TokenUsage:
         """The sum over the calls, kept as they are recorded (read on every round)."""
         return self._total
+
+
+CallRecorder = Callable[[LLMCallUsage], Awaitable[None]]
+"""Awaited with each LLM call's record as soon as the call ends, before any tool of its round
+runs (a ledger writes it there). A failing recorder fails the run."""
 
 
 last_token_usage_var: ContextVar[TokenUsage | None] = ContextVar(

@@ -19,7 +19,14 @@ from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
-from cleveractors.usage import AttemptStatus, CallPurpose, LLMCallUsage, TokenUsage, UsageLedger
+from cleveractors.usage import (
+    AttemptStatus,
+    CallPurpose,
+    CallRecorder,
+    LLMCallUsage,
+    TokenUsage,
+    UsageLedger,
+)
 
 EventSink = Callable[[Event], None]
 
@@ -145,6 +152,19 @@ class _Run:
     in_flight: _InFlightCall | None = None
     attempt: int = 1
     """Which attempt at the LLM call under way this is, from 1 (set by `call_with_retries`)."""
+    recorder: CallRecorder | None = None
+    recorded: int = 0
+    """How many of the ledger's calls the recorder has been given."""
+    turn_start: int = 0
+    """Where this turn's messages begin in `messages` (the user's message)."""
+
+    async def flush_calls(self) -> None:
+        """Hand the recorder every call recorded since the last flush."""
+        if self.recorder is None:
+            return
+        for call in self.ledger.calls[self.recorded :]:
+            await self.recorder(call)
+            self.recorded += 1
 
     def record_usage(
         self, purpose: CallPurpose, usage: TokenUsage, *, status: AttemptStatus = "ok"
@@ -193,7 +213,8 @@ class _Run:
             self.record_usage(call.purpose, TokenUsage(), status=status)
 
     def result(self, message: AIMessage) -> _ToolLoopResult:
-        return _ToolLoopResult(message=message, progress=self._progress())
+        turn = (*self.messages[self.turn_start :], message)
+        return _ToolLoopResult(message=message, progress=self._progress(), turn=turn)
 
     def error(self, cause: BaseException) -> _ToolLoopError:
         return _ToolLoopError(cause, self._progress())
@@ -266,6 +287,8 @@ class _ToolLoopResult:
 
     message: AIMessage
     progress: _RunProgress
+    turn: tuple[BaseMessage, ...] = ()
+    """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
 
     @property
     def prompt_tokens(self) -> int:

@@ -7,10 +7,12 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage
 
-from cleveractors.agents.stream import EventStream
+from cleveractors.agents.stream import EventStream, RunOutcome
+from cleveractors.events import Event
 from cleveractors.result import ExecutionResult
+from cleveractors.usage import CallRecorder, last_token_usage_var
 
-__all__ = ["Agent", "History", "ResultCallback"]
+__all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
 
 History = Sequence[BaseMessage | dict[str, object]]
 """Prior chat turns: LangChain messages, or `{"role": ..., "content": ...}` dicts."""
@@ -31,6 +33,7 @@ class Agent(ABC):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> ExecutionResult:
         """Run the message to its answer; on failure, record the usage, then raise the cause."""
 
@@ -41,5 +44,31 @@ class Agent(ABC):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> EventStream:
         """Run the message, yielding its events as they happen."""
+
+    @abstractmethod
+    async def run(
+        self,
+        message: str,
+        *,
+        history: History | None,
+        sink: Callable[[Event], None],
+        streaming: bool,
+        on_call: CallRecorder | None = None,
+    ) -> RunOutcome:
+        """Run the message once, its events into `sink`. Never raises for a failed run: the
+        outcome carries the result and the error. What `process_message` and `stream_message`
+        are made of, and what an executor wraps (e.g. in a stored session)."""
+
+
+def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:
+    """How a blocking run ends: its usage in the caller's context, the callback told, then the
+    result returned or the run's error raised."""
+    last_token_usage_var.set(outcome.result.usage)
+    if on_result is not None:
+        on_result(outcome.result)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.result

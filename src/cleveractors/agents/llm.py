@@ -40,7 +40,7 @@ from cleveractors.agents._loop import (
     discard_event,
 )
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
-from cleveractors.agents.base import Agent, History, ResultCallback
+from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig
@@ -55,7 +55,7 @@ from cleveractors.events import (
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
-from cleveractors.usage import CallPurpose, last_token_usage_var
+from cleveractors.usage import CallPurpose, CallRecorder
 
 __all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
 
@@ -178,6 +178,7 @@ class LLMAgent(Agent):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer, blocking.
 
@@ -186,13 +187,10 @@ class LLMAgent(Agent):
             Exception: whatever the model raised (e.g. langchain-core's `ModelError` family),
                 unchanged, after the usage spent before it was recorded.
         """
-        outcome = await self._run(message, history, discard_event, streaming=False)
-        last_token_usage_var.set(outcome.result.usage)
-        if on_result is not None:
-            on_result(outcome.result)
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.result
+        outcome = await self.run(
+            message, history=history, sink=discard_event, streaming=False, on_call=on_call
+        )
+        return settle_blocking(outcome, on_result)
 
     def stream_message(
         self,
@@ -200,31 +198,49 @@ class LLMAgent(Agent):
         *,
         history: History | None = None,
         on_result: ResultCallback | None = None,
+        on_call: CallRecorder | None = None,
     ) -> EventStream:
         """Run a message, streaming its events (text deltas as the provider sends them)."""
 
         def run(sink: EventSink) -> Awaitable[RunOutcome]:
-            return self._run(message, history, sink, streaming=True)
+            return self.run(message, history=history, sink=sink, streaming=True, on_call=on_call)
 
         return EventStream(run, on_result=on_result)
 
-    async def _run(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+    async def run(
+        self,
+        message: str,
+        *,
+        history: History | None,
+        sink: EventSink,
+        streaming: bool,
+        on_call: CallRecorder | None = None,
     ) -> RunOutcome:
         try:
-            finished = await self._execute_tool_loop(message, history, sink, streaming=streaming)
+            finished = await self._execute_tool_loop(
+                message, history, sink, streaming=streaming, on_call=on_call
+            )
         except _ToolLoopError as failure:
             return RunOutcome(failure.execution_result(), failure.cause)
-        return RunOutcome(finished.execution_result())
+        return RunOutcome(finished.execution_result(), turn=finished.turn)
 
     # -- the loop ------------------------------------------------------------------------------
 
     async def _execute_tool_loop(
-        self, message: str, history: History | None, sink: EventSink, *, streaming: bool
+        self,
+        message: str,
+        history: History | None,
+        sink: EventSink,
+        *,
+        streaming: bool,
+        on_call: CallRecorder | None = None,
     ) -> _ToolLoopResult:
-        run = _Run(messages=[], user_message=message, sink=sink, streaming=streaming)
+        run = _Run(
+            messages=[], user_message=message, sink=sink, streaming=streaming, recorder=on_call
+        )
         try:
             run.messages = self._initial_messages(message, history)
+            run.turn_start = len(run.messages) - 1
             while True:
                 run.round += 1
                 sink(RoundStarted(round=run.round))
@@ -285,7 +301,9 @@ class LLMAgent(Agent):
         def attempt() -> Awaitable[AIMessage]:
             return self._model_attempt(run, purpose, sent, tools_bound=tools_bound)
 
-        return await call_with_retries(run, self.retry, attempt)
+        reply = await call_with_retries(run, self.retry, attempt)
+        await run.flush_calls()  # the ledger has the call before any tool of its round runs
+        return reply
 
     async def _model_attempt(
         self,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Self, cast
 
+from langchain_core.messages import BaseMessage
+
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.usage import last_token_usage_var
@@ -27,10 +29,12 @@ ROUND_SEPARATOR = "\n\n"
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """How a run ended: its result, and the exception to raise if it failed."""
+    """How a run ended: its result, the exception to raise if it failed, and, if it answered,
+    the turn as the transcript holds it (the user's message, tool calls and results, answer)."""
 
     result: ExecutionResult
     error: BaseException | None = None
+    turn: tuple[BaseMessage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from cleveractors.usage import CallPurpose
+from cleveractors.usage import AttemptStatus, CallPurpose
 
 __all__ = ["LedgerRow", "RunStatus", "StoredTurn", "UsageReport"]
 
@@ -42,6 +42,9 @@ class LedgerRow(BaseModel):
     recorded_at: datetime
     purpose: CallPurpose
     round: int
+    attempt: int
+    """Which attempt at the call this was, from 1 (the loop's retries are rows too)."""
+    status: AttemptStatus
     prompt_tokens: int
     completion_tokens: int
     estimated: bool

@@ -88,6 +88,8 @@ llm_calls = Table(
     Column("recorded_at", DateTime(timezone=True), nullable=False, index=True),
     Column("purpose", String(16), nullable=False),
     Column("round", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
     Column("prompt_tokens", Integer, nullable=False),
     Column("completion_tokens", Integer, nullable=False),
     Column("estimated", Boolean, nullable=False),

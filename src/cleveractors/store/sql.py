@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
@@ -30,11 +30,19 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 from sqlalchemy import Row, delete, event, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
-from cleveractors.result import ExecutionResult
+from cleveractors.agents.base import Agent, History
+from cleveractors.agents.stream import RunOutcome
+from cleveractors.errors import (
+    ConfigurationError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StoreError,
+)
+from cleveractors.events import Event
+from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
 from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
 from cleveractors.usage import LLMCallUsage
@@ -195,6 +203,41 @@ class SqlStore:
         else:
             await handle.end("ok" if handle.is_committed else "failed")
 
+    async def run_turn(
+        self,
+        agent: Agent,
+        message: str,
+        *,
+        history: History | None,
+        session_id: str | None,
+        caller: str | None,
+        sink: Callable[[Event], None],
+        streaming: bool,
+    ) -> RunOutcome:
+        """Run one message through `agent` as a stored turn: the session's history in, one ledger
+        row per LLM call as it ends, the new turn appended when the run answered.
+
+        A session's own history replaces `history`. A store that fails to write fails the run
+        with `StoreError` (its usage kept on the result); a busy or foreign session fails it
+        before anything is spent.
+        """
+        try:
+            async with self.run(session_id=session_id, caller=caller) as ledger:
+                outcome = await agent.run(
+                    message,
+                    history=history if session_id is None else ledger.history,
+                    sink=sink,
+                    streaming=streaming,
+                    on_call=ledger.record_call,
+                )
+                return await asyncio.shield(ledger.settle(outcome))
+        except (SessionBusyError, SessionNotFoundError, StoreError) as exc:
+            return RunOutcome(_nothing_spent(exc), exc)
+        except SQLAlchemyError as exc:
+            failure = StoreError(f"store: {type(exc).__name__} while starting the run")
+            failure.__cause__ = exc
+            return RunOutcome(_nothing_spent(failure), failure)
+
     # -- reading ---------------------------------------------------------------------------------
 
     async def history(self, session_id: str, *, caller: str | None = None) -> list[StoredTurn]:
@@ -254,6 +297,8 @@ class StoreRun:
         self.history: list[BaseMessage] = []
         """The session's latest `history_turns` turns, flattened, as the run found them."""
         self.is_committed = False
+        self.failure: tuple[RunStatus, ExecutionResult] | None = None
+        """How the run failed, when it ended without an answer (set by `settle`)."""
         self._lease: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -319,11 +364,47 @@ class StoreRun:
                 logger.warning("store: renewing the lease of run %s failed", self.run_id)
 
     async def record_call(self, call: LLMCallUsage) -> None:
-        """Write one LLM call's ledger row now. Writing it again is a no-op."""
-        row = _call_values(self, call)
-        async with self.store.engine.begin() as connection:
-            insert = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
-            await connection.execute(insert(llm_calls).values(row).on_conflict_do_nothing())
+        """Write one LLM call's ledger row now. Writing it again is a no-op.
+
+        Raises:
+            StoreError: the row could not be written.
+        """
+        await self.record_calls((call,))
+
+    async def record_calls(self, calls: Sequence[LLMCallUsage]) -> None:
+        """Write ledger rows in one transaction; rows already written are left as they are."""
+        if not calls:
+            return
+        rows = [_call_values(self, call) for call in calls]
+        try:
+            async with self.store.engine.begin() as connection:
+                insert = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
+                await connection.execute(insert(llm_calls).values(rows).on_conflict_do_nothing())
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"store: the ledger rows of run {self.run_id} could not be written "
+                f"({type(exc).__name__})"
+            ) from exc
+
+    async def settle(self, outcome: RunOutcome) -> RunOutcome:
+        """Make the ledger whole (calls recorded on the way out of a failure included) and, for
+        an answered run, append its turn. A write that fails turns the outcome into a failure."""
+        result = outcome.result
+        try:
+            await self.record_calls(result.usage_by_call)
+            if outcome.error is None:
+                await self.commit_turn(outcome.turn, result)
+            else:
+                self.failure = ("cancelled" if result.cancelled else "failed", result)
+        except (StoreError, SQLAlchemyError) as exc:
+            failure = exc if isinstance(exc, StoreError) else StoreError(f"store: {exc}")
+            if failure is not exc:
+                failure.__cause__ = exc
+            self.failure = ("failed", result)
+            return RunOutcome(
+                result.model_copy(update={"error": ErrorInfo.from_exception(failure)}), failure
+            )
+        return outcome
 
     async def commit_turn(self, messages: Sequence[BaseMessage], result: ExecutionResult) -> None:
         """Append the run's whole turn to its session and close the run, in one transaction."""
@@ -362,11 +443,15 @@ class StoreRun:
                 await self._lease
         if self.is_committed:
             return
+        values: dict[str, object] = {"status": status, "finished_at": _now()}
+        if self.failure is not None:
+            status, result = self.failure
+            values.update(_totals(result), status=status)
+            error_type = result.error.type if result.error is not None else error_type
+        values["error_type"] = error_type
         async with self.store.engine.begin() as connection:
             await connection.execute(
-                update(runs)
-                .where(runs.c.run_id == self.run_id)
-                .values(status=status, finished_at=_now(), error_type=error_type)
+                update(runs).where(runs.c.run_id == self.run_id).values(values)
             )
             await self._release(connection)
 
@@ -400,23 +485,37 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "recorded_at": _now(),
         "purpose": call.purpose,
         "round": call.round,
+        "attempt": call.attempt,
+        "status": call.status,
         "prompt_tokens": call.usage.prompt_tokens,
         "completion_tokens": call.usage.completion_tokens,
         "estimated": call.usage.estimated,
     }
 
 
+def _totals(result: ExecutionResult) -> dict[str, object]:
+    return {
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "estimated": result.usage_estimated,
+    }
+
+
 def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
-    return (
-        update(runs)
-        .where(runs.c.run_id == run_id)
-        .values(
-            status=status,
-            finished_at=_now(),
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            estimated=result.usage_estimated,
-        )
+    values = {"status": status, "finished_at": _now(), **_totals(result)}
+    return update(runs).where(runs.c.run_id == run_id).values(values)
+
+
+def _nothing_spent(error: BaseException) -> ExecutionResult:
+    """The result of a run refused before it began."""
+    return ExecutionResult(
+        text="",
+        prompt_tokens=0,
+        completion_tokens=0,
+        total_tokens=0,
+        usage_estimated=False,
+        llm_calls=0,
+        error=ErrorInfo.from_exception(error),
     )
 
 
@@ -429,6 +528,8 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         recorded_at=_as_utc(row.recorded_at),
         purpose=row.purpose,
         round=row.round,
+        attempt=row.attempt,
+        status=row.status,
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
         estimated=row.estimated,
