@@ -3,6 +3,7 @@ Documentation       The `cleveractors` console script, run as a real subprocess 
 ...                 actor, on actors written for the test, and against a scripted OpenAI-compatible
 ...                 server (`--base-url`) whose billing record is the truth for the usage table.
 Library             CliLibrary.py
+Library             OperatingSystem
 
 
 *** Variables ***
@@ -132,7 +133,29 @@ Validate Accepts The Demo Actor
     ${demo}    Demo Actor
     Run Cleveractors    validate    ${demo}
     Command Should Succeed
-    Output Should Be    OK: weather-assistant (2 tools)
+    Output Should List Tools    OK: weather-assistant (2 tools)
+    ...    get_weather [python]    convert_temperature [python]
+
+Validate Connects The MCP Servers And Lists Their Tools
+    Set Environment Variable    MCP_TEST_LOG    ${TEMPDIR}${/}cleveractors-cli-mcp.log
+    Run Cleveractors    validate    ${CURDIR}${/}actors${/}wire_mcp.yaml
+    Command Should Succeed
+    Output Should List Tools    OK: wire-mcp (13 tools)
+    ...    get_weather [python]    echo [mcp server 'files']    add [mcp server 'files']
+    ...    structured_only [mcp server 'files']    picture [mcp server 'files']
+    ...    fail [mcp server 'files']    slow [mcp server 'files']    crash [mcp server 'files']
+    ...    secret_seen [mcp server 'files']    grow [mcp server 'files']
+    ...    protocol_error [mcp server 'files']    nothing [mcp server 'files']
+    ...    forget [mcp server 'files']
+
+Run Shows MCP Tool Calls Like Any Other
+    Set Environment Variable    MCP_TEST_LOG    ${TEMPDIR}${/}cleveractors-cli-mcp.log
+    Run Actor    ${CURDIR}${/}actors${/}wire_mcp.yaml    Echo and weather, please.
+    Command Should Succeed
+    Output Should Show Tool Call    echo    text=Paris
+    Output Should Show Tool Call    get_weather    city=Paris
+    Output Should Show Tool Call    echo    text=Rome
+    Output Should Show Answer    Paris and Rome were echoed, and Paris has light rain.
 
 Validate Names A Mistyped Field
     ${actor}    Actor With Mistyped Field And Unimportable Handler

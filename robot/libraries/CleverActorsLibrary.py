@@ -13,6 +13,7 @@ import gc
 import io
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -184,6 +185,21 @@ class CleverActorsLibrary:
             }
         self._executor = ActorExecutor.from_config(config)
         clear_handler_calls()
+
+    @keyword
+    def record_mcp_server_processes(self) -> None:
+        """MCP test servers started from now on write their pid into a fresh file (named by
+        MCP_TEST_LOG, which the actors pass them), for `No MCP Server Process Should Be Running`.
+        """
+        handle, path = tempfile.mkstemp(prefix="mcp-robot-", suffix=".log")
+        os.close(handle)
+        os.environ["MCP_TEST_LOG"] = path
+
+    @keyword
+    def close_actor(self) -> None:
+        """Closes the loaded actor's executor (its MCP sessions; stdio servers are terminated)."""
+        if self._executor is not None:
+            self._run(self._executor.aclose())
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -462,6 +478,33 @@ class CleverActorsLibrary:
         _check_totals(result, sum(p for p, _ in per_call), sum(c for _, c in per_call))
         _should_equal(result.llm_calls, len(self._script), "llm_calls")
         _should_equal(result.usage_estimated, False, "usage_estimated")
+
+    @keyword
+    def tool_call_should_have_output(self, call_id: str, output: str) -> None:
+        """The last turn's call `call_id` succeeded with exactly this output."""
+        record = next(r for r in self._result().tool_calls if r.call_id == call_id)
+        _should_equal((record.status, record.output), ("ok", output), f"call {call_id}")
+
+    @keyword
+    def tool_call_should_have_failed_mentioning(self, call_id: str, text: str) -> None:
+        """The last turn's call `call_id` failed, and the error the model read mentions `text`."""
+        record = next(r for r in self._result().tool_calls if r.call_id == call_id)
+        if record.status != "error" or text not in record.output:
+            raise AssertionError(f"call {call_id}: {record.status} {record.output!r}")
+
+    @keyword
+    def no_mcp_server_process_should_be_running(self) -> None:
+        """Every MCP test server started since `Record MCP Server Processes` has exited."""
+        lines = Path(os.environ["MCP_TEST_LOG"]).read_text(encoding="utf-8").splitlines()
+        pids = [int(line.split()[1]) for line in lines if line.startswith("pid ")]
+        if not pids:
+            raise AssertionError("no MCP server process was started")
+        deadline = time.monotonic() + 10
+        while any(_is_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        running = [pid for pid in pids if _is_running(pid)]
+        if running:
+            raise AssertionError(f"MCP server processes still running: {running}")
 
     @keyword
     def reported_tokens_should_equal_billed(self) -> None:
@@ -746,6 +789,14 @@ class _LogCapture:
         root = logging.getLogger()
         root.removeHandler(self._handler)
         root.setLevel(self._previous_level)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
 
 
 def _read_actor(actor_file: str) -> dict[str, Any]:

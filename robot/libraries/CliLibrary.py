@@ -559,6 +559,15 @@ class CliLibrary:
         if self._last().stdout != expected + "\n":
             raise AssertionError(f"output was {self._last().stdout!r}, expected {expected!r}")
 
+    @keyword
+    def output_should_list_tools(self, first_line: str, *tools: str) -> None:
+        """Standard output is `first_line`, then one line per tool, `name [source] ...`, in this
+        order; each tool is given as `name [source]`."""
+        lines = self._last().stdout.splitlines()
+        assert lines[0] == first_line, f"first line was {lines[0]!r}"
+        listed = [" ".join(line.split("]")[0].split()) + "]" for line in lines[1:]]
+        assert listed == list(tools), f"tools listed: {listed}"
+
     # -- internals --------------------------------------------------------------------------------
 
     def _last(self) -> subprocess.CompletedProcess[str]:

@@ -8,11 +8,18 @@ from cleveractors.agents import (
     TextStream,
     ToolAgent,
 )
-from cleveractors.config import ActorConfig, LLMAgentConfig, ToolConfig, load_actor_config
+from cleveractors.config import (
+    ActorConfig,
+    LLMAgentConfig,
+    McpServer,
+    ToolConfig,
+    load_actor_config,
+)
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
     ExecutionError,
+    McpServerError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
@@ -33,6 +40,8 @@ __all__ = [
     "LLMAgentConfig",
     "LLMCallUsage",
     "LoopLimits",
+    "McpServer",
+    "McpServerError",
     "RetryPolicy",
     "TextStream",
     "TokenUsage",

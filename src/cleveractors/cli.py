@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import Annotated, NoReturn, TypeVar, cast
 
 try:
     import typer
@@ -34,9 +35,10 @@ from langchain_core.exceptions import ModelError
 
 from cleveractors import events as ev
 from cleveractors.config import load_actor_config
-from cleveractors.errors import CleverActorsError, ConfigurationError
+from cleveractors.errors import CleverActorsError, ConfigurationError, McpServerError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
+from cleveractors.tools import Tool
 
 __all__ = ["EventRenderer", "app", "main", "usage_table"]
 
@@ -44,6 +46,7 @@ __all__ = ["EventRenderer", "app", "main", "usage_table"]
 _RUN_ERRORS = (CleverActorsError, ModelError)
 _WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}
 _ACTOR_HELP = "The actor's YAML config."
+_Result = TypeVar("_Result")
 _STATES = {
     "ok": ("finished", "green"),
     "error": ("failed", "red"),
@@ -259,11 +262,12 @@ def run(
     executor: ActorExecutor | None = None
     try:
         executor = _build_executor(actor, base_url)
+        opened = executor
         if events:
-            asyncio.run(_print_events(executor, message))
+            asyncio.run(_opened(opened, lambda: _print_events(opened, message)))
             return
         runner = _run_blocking if no_stream else _run_live
-        result = asyncio.run(runner(executor, message, show=not as_json))
+        result = asyncio.run(_opened(opened, lambda: runner(opened, message, show=not as_json)))
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
         _fail(str(exc) if isinstance(exc, ConfigurationError) else f"{type(exc).__name__}: {exc}")
@@ -280,6 +284,12 @@ def run(
     _out.print(usage_table(result))
 
 
+async def _opened(executor: ActorExecutor, work: Callable[[], Awaitable[_Result]]) -> _Result:
+    """Run `work` with the executor open (its MCP servers connected), closing it after."""
+    async with executor:
+        return await work()
+
+
 def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
     """Show what a failed or interrupted run spent (without an executor, nothing was)."""
     spent = None if executor is None else executor.last_result
@@ -294,14 +304,24 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
 
 @app.command()
 def validate(actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)]) -> None:
-    """Check ACTOR's config: fields, tool handlers and schemas, provider settings."""
+    """Check ACTOR's config: fields, tool handlers and schemas, provider settings; connect its
+    MCP servers. Lists every tool: name, where it comes from, description."""
     try:
         executor = ActorExecutor.from_config(actor)
-    except ConfigurationError as exc:
+        tools = asyncio.run(_opened(executor, lambda: _current_tools(executor)))
+    except (ConfigurationError, McpServerError) as exc:
         _err.print(f"INVALID: {exc}", markup=False, highlight=False)
         raise typer.Exit(1) from None
-    tools = getattr(executor.agent, "tools", {})
     _out.print(f"OK: {executor.name} ({len(tools)} tools)")
+    width = max((len(tool.name) for tool in tools), default=0)
+    for tool in tools:
+        summary = (tool.description.strip().splitlines() or [""])[0]
+        _out.print(f"  {tool.name:<{width}}  [{tool.source}]  {summary}".rstrip())
+
+
+async def _current_tools(executor: ActorExecutor) -> list[Tool]:
+    tools: dict[str, Tool] = getattr(executor.agent, "tools", {})
+    return list(tools.values())
 
 
 @app.command()

@@ -7,6 +7,7 @@ equal to 1 (got 0)``.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,11 +28,22 @@ from pydantic import (
 from cleveractors.errors import ConfigurationError
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["ActorConfig", "LLMAgentConfig", "StoreConfig", "ToolConfig", "load_actor_config"]
+__all__ = [
+    "ActorConfig",
+    "LLMAgentConfig",
+    "McpServer",
+    "StoreConfig",
+    "ToolConfig",
+    "load_actor_config",
+]
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 _SECRETISH = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
+_SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# An MCP server's env and headers carry its credentials: no value under a server is echoed.
+_HIDDEN_VALUE_PATH = re.compile(r"(^|\.)mcp_servers(\.|$)")
 
 
 class _Frozen(BaseModel):
@@ -60,6 +72,78 @@ class ToolConfig(_Frozen):
         return self
 
 
+class McpServer(_Frozen):
+    """An MCP server whose tools the agent may call: a command (stdio) or a URL (streamable HTTP).
+
+    Values in `env` and `headers` may name environment variables as ``${NAME}``; they are read
+    when the server is connected, so secrets never live in the config. A header or variable whose
+    name looks like a credential (key, token, secret, password, auth) must take its value that way.
+    """
+
+    name: str = Field(pattern=_SERVER_NAME_PATTERN)
+    """Unique among the agent's servers; names the server in logs, errors and `validate`."""
+    command: tuple[str, ...] | None = Field(default=None, min_length=1)
+    """The program and its arguments, started as a child process talking MCP on stdio."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables for the command's process, on top of a minimal inherited set (PATH, HOME...)."""
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    """The server's streamable HTTP endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    tools: tuple[str, ...] | None = None
+    """Allow-list of the server's tool names; None offers all of them."""
+    prefix: bool = False
+    """Expose each tool as ``<server name>_<tool name>``."""
+    timeout_s: PositiveFloat = 30.0
+    """How long one call may take before the model reads a timeout error."""
+    concurrent: bool = False
+    """The server's tools may run at the same time as the other concurrent calls of a batch."""
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either 'command' (stdio) or 'url' (streamable HTTP)")
+        if self.command is None and self.env:
+            raise ValueError("'env' is for a 'command' server; an HTTP server takes 'headers'")
+        if self.url is None and self.headers:
+            raise ValueError("'headers' are for a 'url' server; a command server takes 'env'")
+        for field_name, values in (("env", self.env), ("headers", self.headers)):
+            for key, value in values.items():
+                if _SECRETISH.search(key) and not _ENV_REFERENCE.search(value):
+                    raise ValueError(
+                        f"{field_name}.{key} looks like a credential: give it as '${{VARIABLE}}' "
+                        "and set the variable in the environment"
+                    )
+        return self
+
+    def resolved_env(self) -> dict[str, str]:
+        """`env` with every ``${NAME}`` replaced from the environment.
+
+        Raises:
+            ConfigurationError: a named variable is not set.
+        """
+        return {key: self._resolve("env", key, value) for key, value in self.env.items()}
+
+    def resolved_headers(self) -> dict[str, str]:
+        """`headers` with every ``${NAME}`` replaced from the environment.
+
+        Raises:
+            ConfigurationError: a named variable is not set.
+        """
+        return {key: self._resolve("headers", key, value) for key, value in self.headers.items()}
+
+    def _resolve(self, field_name: str, key: str, value: str) -> str:
+        def lookup(match: re.Match[str]) -> str:
+            variable = match.group(1)
+            if variable not in os.environ:
+                raise ConfigurationError(
+                    f"mcp server {self.name!r}: {field_name}.{key} names the environment "
+                    f"variable {variable}, which is not set"
+                )
+            return os.environ[variable]
+
+        return _ENV_REFERENCE.sub(lookup, value)
+
+
 class LLMAgentConfig(_Frozen):
     """The one LLM agent of an actor: a chat model, its prompt, its tools and its limits."""
 
@@ -84,6 +168,8 @@ class LLMAgentConfig(_Frozen):
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
     tools: tuple[ToolConfig, ...] = ()
+    mcp_servers: tuple[McpServer, ...] = ()
+    """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
 
@@ -97,6 +183,10 @@ class LLMAgentConfig(_Frozen):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+        servers = [server.name for server in self.mcp_servers]
+        repeated = sorted({name for name in servers if servers.count(name) > 1})
+        if repeated:
+            raise ValueError(f"mcp server names must be unique; repeated: {', '.join(repeated)}")
         return self
 
 
@@ -153,7 +243,11 @@ def _describe_validation_error(origin: str, exc: ValidationError) -> str:
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "(top level)"
         # An unknown key's value, or a secret-looking field's, may be a pasted API key: never echo.
-        hidden = error["type"] in ("missing", "extra_forbidden") or _SECRETISH.search(where)
+        hidden = (
+            error["type"] in ("missing", "extra_forbidden")
+            or _SECRETISH.search(where)
+            or _HIDDEN_VALUE_PATH.search(where)
+        )
         got = "" if hidden else f" (got {error['input']!r})"
         lines.append(f"  {where}: {error['msg']}{got}")
     return "\n".join(lines)

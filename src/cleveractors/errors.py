@@ -4,6 +4,7 @@
 CleverActorsError                 root of everything this library raises itself
  ├── ConfigurationError           you configured or called us wrong (field, file, value named)
  └── ExecutionError               a run went wrong at run time
+      ├── McpServerError          an MCP server cannot be reached or answered wrongly (named)
       ├── ToolExecutionError      one tool call failed (tool name and call id named);
       │                           the loop turns it into an error ToolMessage, it never escapes
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
@@ -25,6 +26,7 @@ __all__ = [
     "CleverActorsError",
     "ConfigurationError",
     "ExecutionError",
+    "McpServerError",
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
@@ -46,6 +48,14 @@ class ConfigurationError(CleverActorsError):
 
 class ExecutionError(CleverActorsError):
     """A run failed at run time."""
+
+
+class McpServerError(ExecutionError):
+    """An MCP server cannot be connected, or its answer cannot be used; the server is named.
+
+    Raised when a toolbox opens (e.g. `async with executor:` or `cleveractors validate`); during
+    a run, a failing MCP call becomes an error result the model reads instead.
+    """
 
 
 class ToolExecutionError(ExecutionError):

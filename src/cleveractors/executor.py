@@ -7,6 +7,10 @@
     async for event in executor.execute_events("Weather in Paris?"):  # typed events
         ...
 
+An executor is also an async context manager: `async with ActorExecutor.from_config(path) as
+executor:` opens what it holds for its life (its store, its agent's MCP sessions) and closes it
+on leaving, like `await executor.aclose()`. Without it, the first run opens them.
+
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
 """
@@ -70,14 +74,26 @@ class ActorExecutor:
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
     async def open(self) -> None:
-        """Open what the executor holds (its store). Runs open it on first use too."""
+        """Open what the executor holds: its store, and its agent's MCP servers (connected,
+        their tools fetched). Runs open them on first use too.
+
+        Raises:
+            McpServerError: an MCP server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: an MCP tool's name collides with another tool's, or a variable
+                named in a server's env or headers is not set.
+        """
         if self.store is not None:
             await self.store.open()
+        await self.agent.open()
 
     async def aclose(self) -> None:
-        """Close what the executor holds. Runs still going must have ended."""
-        if self.store is not None:
-            await self.store.aclose()
+        """Close what the executor holds: the MCP sessions (stdio servers are terminated) and
+        the store. Runs still going must have ended; a later run opens them again."""
+        try:
+            await self.agent.aclose()
+        finally:
+            if self.store is not None:
+                await self.store.aclose()
 
     async def __aenter__(self) -> Self:
         await self.open()

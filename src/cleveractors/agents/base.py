@@ -37,6 +37,12 @@ class Agent(ABC):
     ) -> ExecutionResult:
         """Run the message to its answer; on failure, record the usage, then raise the cause."""
 
+    async def open(self) -> None:  # noqa: B027 (a hook: most agents hold nothing to open)
+        """Acquire what the agent holds for its life (e.g. MCP sessions); a no-op by default."""
+
+    async def aclose(self) -> None:  # noqa: B027 (a hook: most agents hold nothing to close)
+        """Release what `open()` or a run acquired; a no-op by default."""
+
     @abstractmethod
     def stream_message(
         self,

@@ -43,7 +43,7 @@ from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
-from cleveractors.config import LLMAgentConfig
+from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import (
     OutputPruned,
@@ -55,6 +55,7 @@ from cleveractors.events import (
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
+from cleveractors.tools.mcp import McpToolbox
 from cleveractors.usage import CallPurpose, CallRecorder
 
 __all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
@@ -110,6 +111,9 @@ class LLMAgent(Agent):
         retry: The loop's retries of a failed LLM call, each attempt billed and evented. Off by
             default: a model built in code keeps its own client's retries, which the loop cannot
             see or bill; turn those off (e.g. `ChatOpenAI(max_retries=0)`) when you turn these on.
+        mcp_servers: MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``). They are
+            connected by `open()` (an executor's `async with`) or by the first run, and stay
+            connected until `aclose()`.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class LLMAgent(Agent):
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
         retry: RetryPolicy = _NO_RETRIES,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.name = name
         self.model = model
@@ -129,19 +134,59 @@ class LLMAgent(Agent):
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
-        self.tools: dict[str, Tool] = {}
+        self._own_tools: dict[str, Tool] = {}
         for candidate in tools:
             tool = as_tool(candidate)
-            if tool.name in self.tools:
+            if tool.name in self._own_tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
-        self._dispatcher = ToolDispatcher(self.tools, agent_name=name)
-        # Bound once: binding converts every schema, which is no work to repeat per round.
+            self._own_tools[tool.name] = tool
+        self._mcp = McpToolbox(mcp_servers, agent_name=name) if mcp_servers else None
+        self._mcp_version = 0
+        self._bind_tools(self._own_tools)
+
+    def _bind_tools(self, tools: dict[str, Tool]) -> None:
+        """Make `tools` the agent's tool set; done once, and again when an MCP server's list
+        changes (binding converts every schema, which is no work to repeat per round)."""
+        self.tools = tools
+        self._dispatcher = ToolDispatcher(tools, agent_name=self.name)
         self._model_with_tools: Runnable[LanguageModelInput, Any] = (
-            model.bind_tools([tool.openai_schema() for tool in self.tools.values()])
-            if self.tools
-            else model
+            self.model.bind_tools([tool.openai_schema() for tool in tools.values()])
+            if tools
+            else self.model
         )
+
+    async def open(self) -> None:
+        """Connect the MCP servers and fetch their tools (also done by the first run).
+
+        Raises:
+            McpServerError: a server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: an MCP tool's name collides with another tool's.
+        """
+        await self._sync_mcp_tools()
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
+        if self._mcp is not None:
+            await self._mcp.aclose()
+
+    async def _sync_mcp_tools(self) -> None:
+        """Bind the MCP servers' tools when they are new or changed; before each round."""
+        if self._mcp is None:
+            return
+        mcp_tools, version = await self._mcp.current_tools()
+        if version == self._mcp_version:
+            return
+        tools = dict(self._own_tools)
+        for tool in mcp_tools:
+            if tool.name in tools:
+                raise ConfigurationError(
+                    f"agent {self.name!r}: tool name {tool.name!r} is offered twice: by "
+                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
+                    "'prefix: true' on the server)"
+                )
+            tools[tool.name] = tool
+        self._bind_tools(tools)
+        self._mcp_version = version
 
     @classmethod
     def from_config(
@@ -168,6 +213,7 @@ class LLMAgent(Agent):
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
+            mcp_servers=config.mcp_servers,
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -242,6 +288,7 @@ class LLMAgent(Agent):
             run.messages = self._initial_messages(message, history)
             run.turn_start = len(run.messages) - 1
             while True:
+                await self._sync_mcp_tools()
                 run.round += 1
                 sink(RoundStarted(round=run.round))
                 reply = await self._model_turn(run, "round", tools_bound=bool(self.tools))

@@ -49,6 +49,8 @@ class Tool:
     timeout_s: float | None = None
     ends_turn: bool = False
     concurrent: bool = False
+    source: str = "python"
+    """Where the tool comes from, for errors and listings, e.g. ``mcp server 'files'``."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

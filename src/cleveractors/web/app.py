@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI
@@ -30,7 +32,14 @@ def create_app(
             `create_chat_router`.
         max_body_bytes: Larger request bodies are refused with 413.
     """
-    app = FastAPI(title=f"{executor.name} (cleveractors)")
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # The executor's MCP sessions live as long as the app serves.
+        async with executor:
+            yield
+
+    app = FastAPI(title=f"{executor.name} (cleveractors)", lifespan=lifespan)
     app.include_router(
         create_chat_router(lambda: executor, on_usage, max_body_bytes=max_body_bytes)
     )

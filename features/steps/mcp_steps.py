@@ -1,0 +1,436 @@
+"""Steps about MCP servers: real servers (features/support/mcp_servers) over stdio and HTTP.
+
+The stdio server appends its pid to the file named by MCP_TEST_LOG when it starts, and a line
+when it sees a call cancelled, so the steps can check the process table and the cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from behave import given, then, when
+from behave.runner import Context
+
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, McpServer
+from cleveractors.events import ToolCallStarted
+from cleveractors.testing import ScriptedChatModel
+
+_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
+_GUARD_S = 30.0  # a step that takes this long has hung
+_SECRET = "mcp-test-secret-0f9e8d"
+
+
+@dataclass
+class _McpOutcome:
+    mode: str
+    result: ExecutionResult | None = None
+    error: BaseException | None = None
+    chunks: list[str] = field(default_factory=list)
+
+
+def _servers(context: Context) -> list[dict[str, Any]]:
+    servers: list[dict[str, Any]] = context.actor["agent"].setdefault("mcp_servers", [])
+    return servers
+
+
+def _server(context: Context, name: str) -> dict[str, Any]:
+    return next(server for server in _servers(context) if server["name"] == name)
+
+
+def _log_lines(context: Context) -> list[str]:
+    return Path(context.mcp_log).read_text(encoding="utf-8").splitlines()
+
+
+def _server_pids(context: Context) -> list[int]:
+    return [int(line.split()[1]) for line in _log_lines(context) if line.startswith("pid ")]
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
+
+
+async def _ask(executor: ActorExecutor, message: str, mode: str) -> _McpOutcome:
+    outcome = _McpOutcome(mode=mode)
+    try:
+        if mode == "blocking":
+            outcome.result = await executor.execute(message)
+        else:
+            stream = executor.execute_stream(message)
+            try:
+                async for chunk in stream:
+                    outcome.chunks.append(chunk)
+            finally:
+                outcome.result = stream.result
+    except Exception as exc:
+        outcome.error = exc
+        outcome.result = executor.last_result
+    return outcome
+
+
+def _run(context: Context, work: Any) -> Any:
+    async def guarded() -> Any:
+        async with asyncio.timeout(_GUARD_S):
+            return await work()
+
+    return asyncio.run(guarded())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _GUARD_S
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the MCP HTTP server exited while starting"
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the MCP HTTP server never listened on port {port}")
+
+
+def _start_http_server(
+    context: Context, port: int, environment: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, str(_SERVER), "http", str(port)], env=environment)
+    context.add_cleanup(process.wait, 10)
+    context.add_cleanup(process.terminate)
+    _wait_for_port(port, process)
+    return process
+
+
+# -- Given: servers ----------------------------------------------------------------------------
+
+
+@given('the MCP test server "{name}" over stdio')
+def _given_stdio_server(context: Context, name: str) -> None:
+    if not hasattr(context, "mcp_log"):
+        handle, context.mcp_log = tempfile.mkstemp(prefix="mcp-test-", suffix=".log")
+        os.close(handle)
+        context.add_cleanup(os.unlink, context.mcp_log)
+        os.environ["MCP_TEST_LOG"] = context.mcp_log
+    _servers(context).append(
+        {
+            "name": name,
+            "command": [sys.executable, str(_SERVER)],
+            "env": {"MCP_TEST_LOG": "${MCP_TEST_LOG}"},
+        }
+    )
+
+
+@given('the MCP test server "{name}" over streamable HTTP, its token from ${variable}')
+def _given_http_server(context: Context, name: str, variable: str) -> None:
+    port = _free_port()
+    environment = {**os.environ, "MCP_TEST_BEARER": _SECRET}
+    environment.pop("MCP_TEST_LOG", None)
+    context.http_server = _start_http_server(context, port, environment)
+    context.http_server_command = (port, environment)
+    os.environ[variable] = _SECRET
+    _servers(context).append(
+        {
+            "name": name,
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": f"Bearer ${{{variable}}}"},
+        }
+    )
+
+
+@given('the MCP server "{name}" has {setting} {value:Json}')
+def _given_server_setting(context: Context, name: str, setting: str, value: Any) -> None:
+    _server(context, name)[setting.replace(" ", "_")] = value
+
+
+@given("the environment variable {variable} is unset")
+def _given_unset(context: Context, variable: str) -> None:
+    os.environ.pop(variable, None)
+
+
+# -- When --------------------------------------------------------------------------------------
+
+
+@when('the actor is asked "{message}" in {mode} mode, with its MCP servers open')
+def _when_asked_open(context: Context, message: str, mode: str) -> None:
+    async def work() -> _McpOutcome:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            return await _ask(executor, message, mode)
+
+    context.outcome = _run(context, work)
+
+
+@when("the actor's MCP servers are opened and closed")
+def _when_opened(context: Context) -> None:
+    async def work() -> None:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.offered = sorted(executor.agent.tools)
+
+    context.open_error = None
+    try:
+        _run(context, work)
+    except Exception as exc:
+        context.open_error = exc
+
+
+@when('the actor is asked "{first}", its stdio server is killed, then it is asked "{second}"')
+def _when_killed_between(context: Context, first: str, second: str) -> None:
+    async def work() -> list[_McpOutcome]:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            before = await _ask(executor, first, "blocking")
+            for pid in _server_pids(context):
+                os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.2)  # let the session notice, as it would between user turns
+            return [before, await _ask(executor, second, "blocking")]
+
+    context.outcomes = _run(context, work)
+    context.outcome = context.outcomes[-1]
+
+
+@when('the actor is asked "{first}", its HTTP server is restarted, then it is asked "{second}"')
+def _when_http_restarted(context: Context, first: str, second: str) -> None:
+    async def work() -> list[_McpOutcome]:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            before = await _ask(executor, first, "blocking")
+            context.http_server.kill()
+            context.http_server.wait()
+            port, environment = context.http_server_command
+            await asyncio.to_thread(_start_http_server, context, port, environment)
+            return [before, await _ask(executor, second, "blocking")]
+
+    context.outcomes = _run(context, work)
+    context.outcome = context.outcomes[-1]
+
+
+@when('the actor is asked "{first}", its HTTP server is stopped, then it is asked "{second}"')
+def _when_http_stopped(context: Context, first: str, second: str) -> None:
+    async def work() -> list[_McpOutcome]:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            before = await _ask(executor, first, "blocking")
+            context.http_server.kill()
+            context.http_server.wait()
+            return [before, await _ask(executor, second, "blocking")]
+
+    context.outcomes = _run(context, work)
+    context.outcome = context.outcomes[-1]
+
+
+@when('an agent is built in code with two MCP servers named "{name}"')
+def _when_built_in_code(context: Context, name: str) -> None:
+    server = McpServer(name=name, command=(sys.executable, str(_SERVER)))
+    context.open_error = None
+    try:
+        LLMAgent(ScriptedChatModel(replies=[]), mcp_servers=[server, server])
+    except Exception as exc:
+        context.open_error = exc
+
+
+@when("the web app serving the actor starts and stops")
+def _when_web_app(context: Context) -> None:
+    from fastapi.testclient import TestClient
+
+    from cleveractors.web import create_app
+
+    executor = ActorExecutor.from_config(context.actor)
+    with TestClient(create_app(executor)):
+        context.offered = sorted(executor.agent.tools)
+
+
+@when('the run of "{message}" is cancelled while the tool {tool} runs')
+def _when_cancelled(context: Context, message: str, tool: str) -> None:
+    async def work() -> None:
+        async with ActorExecutor.from_config(context.actor) as executor:
+            context.model = executor.agent.model
+            started = asyncio.Event()
+
+            async def consume() -> None:
+                async with executor.execute_events(message) as events:
+                    async for event in events:
+                        if isinstance(event, ToolCallStarted) and event.name == tool:
+                            started.set()
+
+            task = asyncio.create_task(consume())
+            await started.wait()
+            await asyncio.sleep(0.3)  # the call has reached the server
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            context.cancelled_result = executor.last_result
+            await _wait_for_log_line(context, "cancelled slow")
+
+    _run(context, work)
+
+
+@when("a program opens the actor by its first run and exits without closing it")
+def _when_program_exits(context: Context) -> None:
+    program = (
+        "import asyncio, json, sys\n"
+        "from cleveractors import ActorExecutor\n"
+        "executor = ActorExecutor.from_config(json.loads(sys.argv[1]))\n"
+        "print(asyncio.run(executor.execute('hello')).text)\n"
+    )
+    actor = context.actor | {"agent": context.actor["agent"] | {"script": [{"text": "hi"}]}}
+    payload = _as_json(actor)
+    context.program = subprocess.run(
+        [sys.executable, "-c", program, payload],
+        capture_output=True,
+        text=True,
+        timeout=_GUARD_S,
+        check=False,
+    )
+
+
+@when("a program without the mcp package loads the actor")
+def _when_without_mcp(context: Context) -> None:
+    program = (
+        "import json, sys\n"
+        "sys.modules['mcp'] = None\n"
+        "import cleveractors, cleveractors.cli, cleveractors.web\n"
+        "from cleveractors import ActorExecutor, ConfigurationError\n"
+        "try:\n"
+        "    ActorExecutor.from_config(json.loads(sys.argv[1]))\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    context.program = subprocess.run(
+        [sys.executable, "-c", program, _as_json(context.actor)],
+        capture_output=True,
+        text=True,
+        timeout=_GUARD_S,
+        check=False,
+    )
+
+
+def _as_json(actor: dict[str, Any]) -> str:
+    import json
+
+    script = [
+        reply.model_dump() if hasattr(reply, "model_dump") else reply
+        for reply in actor["agent"].get("script", [])
+    ]
+    return json.dumps(actor | {"agent": actor["agent"] | {"script": script}})
+
+
+async def _wait_for_log_line(context: Context, line: str) -> None:
+    # The server writes the line from its own process: poll the file, boundedly.
+    for _ in range(int(_GUARD_S / 0.05)):
+        if line in _log_lines(context):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
+
+
+# -- Then --------------------------------------------------------------------------------------
+
+
+@then("the agent offered the tools {names}")
+def _then_offered(context: Context, names: str) -> None:
+    assert context.open_error is None, f"opening failed: {context.open_error!r}"
+    expected = sorted(name.strip() for name in names.split(","))
+    assert context.offered == expected, context.offered
+
+
+@then("while it served, the agent offered the tool {name}")
+def _then_offered_while_serving(context: Context, name: str) -> None:
+    assert name in context.offered, context.offered
+
+
+@then('building it failed with {error_type} "{message}"')
+@then('opening failed with {error_type} "{message}"')
+def _then_open_failed(context: Context, error_type: str, message: str) -> None:
+    error = context.open_error
+    assert error is not None, "opening succeeded"
+    assert type(error).__name__ == error_type, f"{error!r} is not a {error_type}"
+    assert message in str(error), str(error)
+
+
+@then('the error does not show "{value}"')
+def _then_value_hidden(context: Context, value: str) -> None:
+    assert value not in str(context.error), str(context.error)
+
+
+@then("the error does not show the secret")
+def _then_no_secret(context: Context) -> None:
+    assert _SECRET not in str(context.open_error), str(context.open_error)
+
+
+@then("the secret appears in no result, tool output or log line")
+def _then_secret_hidden(context: Context) -> None:
+    assert _SECRET not in context.outcome.result.model_dump_json()
+    assert all(_SECRET not in record.getMessage() for record in context.log_records)
+
+
+@then("the tool call {call_id} output is {expected:Json}")
+def _then_output(context: Context, call_id: str, expected: str) -> None:
+    record = next(r for r in context.outcome.result.tool_calls if r.call_id == call_id)
+    assert record.status == "ok", record
+    assert record.output == expected, record.output
+
+
+@then("the model's request {number:d} had the tool {name} bound")
+def _then_bound(context: Context, number: int, name: str) -> None:
+    assert name in context.model.requests[number - 1].tool_names
+
+
+@then("the model's request {number:d} had no tool {name} bound")
+def _then_not_bound(context: Context, number: int, name: str) -> None:
+    assert name not in context.model.requests[number - 1].tool_names
+
+
+@then("the MCP server saw the call cancelled")
+def _then_server_cancelled(context: Context) -> None:
+    assert "cancelled slow" in _log_lines(context), _log_lines(context)
+
+
+@then("the server started both slow calls before it ended either")
+def _then_overlapped(context: Context) -> None:
+    slow = [line for line in _log_lines(context) if line.startswith("slow ")]
+    assert [line.split()[1] for line in slow] == ["started", "started", "ended", "ended"], slow
+
+
+@then("the cancelled run's tokens are reported")
+def _then_cancelled_tokens(context: Context) -> None:
+    result = context.cancelled_result
+    assert result is not None, "no result was kept"
+    assert result.llm_calls == 1, result
+    assert result.total_tokens > 0, result
+
+
+@then("{count:d} stdio server processes were started")
+def _then_started(context: Context, count: int) -> None:
+    assert len(_server_pids(context)) == count, _log_lines(context)
+
+
+@then("no MCP server process is left running")
+def _then_no_orphans(context: Context) -> None:
+    pids = _server_pids(context)
+    assert pids, "no server process was started"
+    deadline = time.monotonic() + 10
+    while any(_is_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running = [pid for pid in pids if _is_running(pid)]
+    assert not running, f"server processes still running: {running}"
+
+
+@then('the program printed "{text}"')
+def _then_printed(context: Context, text: str) -> None:
+    assert context.program.returncode == 0, context.program.stderr
+    assert text in context.program.stdout, context.program.stdout

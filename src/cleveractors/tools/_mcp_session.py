@@ -1,0 +1,317 @@
+"""`McpSession`: one MCP server's long-lived session, built on the official `mcp` SDK's `Client`.
+
+The SDK's sessions live in anyio task groups and cancel scopes, which must be entered and left
+by the same task. So each session has an owner task that enters the client, waits until it is
+told to stop, and leaves it; tool calls come from the agent's tasks and only send requests.
+Cancelling a call sends the MCP cancellation notification (the SDK does that for a caller that
+stops waiting), so `timeout_s` and a cancelled run both reach the server.
+
+A connection found lost (the server died, its stream dropped) is reconnected once, on the next
+call. A call whose HTTP session had expired is sent again once on the new session: the server
+never ran it. A call that was running when the connection dropped is not resent; the model
+reads the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections import Counter
+from contextlib import AsyncExitStack
+from functools import partial
+from importlib.metadata import version
+from typing import Any, TextIO
+
+import httpx2
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
+from mcp.shared.exceptions import MCPError
+
+from cleveractors.config import McpServer
+from cleveractors.errors import ConfigurationError, McpServerError
+from cleveractors.tools.spec import Tool
+
+__all__ = ["McpCallError", "McpSession"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_LIST_PAGES = 100  # a server whose tools/list pages never end cannot hang the connect
+_SESSION_TERMINATED = "Session terminated"  # the SDK's words for an HTTP 404 on a known session
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a response may stream long
+
+
+class McpCallError(Exception):
+    """An MCP tool call failed; the message is what the model reads (the server named)."""
+
+    def __init__(self, message: str, *, is_session_expired: bool = False) -> None:
+        super().__init__(message)
+        self.is_session_expired = is_session_expired
+
+
+class McpSession:
+    """One server: its session, owned by a dedicated task, and the tools it offers."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.source = f"mcp server {server.name!r}"
+        self.tools: list[Tool] = []
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._is_lost = False
+        self._is_list_stale = False
+        self._has_unreported_list = False
+        self._reconnecting = asyncio.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def connect(self) -> Client:
+        """Open the session and fetch the tools; returns the session's client.
+
+        Raises:
+            McpServerError: the server cannot be reached or its tool list cannot be used.
+            ConfigurationError: a variable named in env or headers is not set.
+        """
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._is_lost = False
+        self._owner = asyncio.create_task(
+            self._own(ready, self._stop), name=f"cleveractors {self.source}"
+        )
+        try:
+            self._client = client = await ready
+            self.tools = await self._fetch_tools(client)
+        except BaseException:
+            await self.close()
+            raise
+        self._is_list_stale = False
+        self._has_unreported_list = True
+        logger.info("%s: connected, %d tool(s)", self.source, len(self.tools))
+        return client
+
+    def _usable_client(self) -> Client | None:
+        """The client, if calls can go out now: connected, not found lost, and the owner task
+        still holds the session (an event loop that ended took it down)."""
+        owner = self._owner
+        if self._is_lost or owner is None or owner.done():
+            return None
+        return self._client
+
+    async def close(self) -> None:
+        """Close the session (a stdio server is terminated, its process group with it)."""
+        owner, self._owner, self._client = self._owner, None, None
+        if owner is None or owner.done():
+            return
+        self._stop.set()
+        await asyncio.wait([owner])  # the owner leaves the SDK's scopes in its own task
+
+    async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(await self._new_client(stack))
+                await self._follow_list_changes(stack, client, stop)
+                ready.set_result(client)
+                await stop.wait()
+        except ConfigurationError as exc:
+            ready.set_exception(exc)
+        except Exception as exc:  # the SDK and its transports raise many types, some in groups
+            if not ready.done():
+                reason = _describe(exc)
+                ready.set_exception(McpServerError(f"{self.source}: cannot connect: {reason}"))
+            else:
+                logger.warning("%s: closing the session failed: %s", self.source, _describe(exc))
+        finally:
+            if not ready.done():  # cancelled while connecting
+                ready.cancel()
+
+    async def _new_client(self, stack: AsyncExitStack) -> Client:
+        info = types.Implementation(name="cleveractors", version=version("cleveractors"))
+        if self.server.url is not None:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=self.server.resolved_headers(), timeout=_HTTP_TIMEOUT)
+            )
+            web = streamable_http_client(self.server.url, http_client=http)
+            return Client(web, message_handler=self._on_message, client_info=info, cache=None)
+        # The config gives a command whenever it gives no url.
+        program, *arguments = self.server.command or ()
+        # The SDK starts the server in a new session (its own process group) and kills that
+        # group on close; a child without our environment gets only what env names.
+        stdio = StdioServerParameters(
+            command=program, args=arguments, env=self.server.resolved_env()
+        )
+        transport = stdio_client(stdio, errlog=_server_stderr())
+        return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
+
+    async def _follow_list_changes(
+        self, stack: AsyncExitStack, client: Client, stop: asyncio.Event
+    ) -> None:
+        """On a 2026 session, subscribe to tool-list changes; its end tells us the server went.
+
+        Earlier protocol versions send `notifications/tools/list_changed` unasked (see
+        `_on_message`)."""
+        try:
+            subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+        except (ListenNotSupportedError, MCPError):  # an earlier protocol, or no such support
+            return
+        follower = asyncio.create_task(self._read_changes(subscription, stop))
+        stack.push_async_callback(_cancel_and_wait, follower)
+
+    async def _read_changes(self, subscription: Subscription, stop: asyncio.Event) -> None:
+        try:
+            async for _change in subscription:
+                self._is_list_stale = True
+        except SubscriptionLost:
+            pass
+        if not stop.is_set():
+            logger.warning(
+                "%s: the connection was lost; reconnecting on the next call", self.source
+            )
+            self._is_lost = True
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._is_list_stale = True
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def refresh_tools(self) -> bool:
+        """Refetch the tools if the server announced a change; True when `tools` is new since
+        the last call (also after a connect or reconnect)."""
+        client = self._usable_client()
+        if self._is_list_stale and client is not None:
+            self._is_list_stale = False
+            try:
+                self.tools = await self._fetch_tools(client)
+                self._has_unreported_list = True
+            except Exception as exc:  # keep the tools we have; the next round tries again
+                self._is_list_stale = True
+                logger.warning("%s: refreshing its tools failed: %s", self.source, _describe(exc))
+        is_new, self._has_unreported_list = self._has_unreported_list, False
+        return is_new
+
+    async def _fetch_tools(self, client: Client) -> list[Tool]:
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        allowed = self.server.tools
+        if allowed is not None:
+            missing = sorted(set(allowed) - {tool.name for tool in listed})
+            if missing:
+                raise McpServerError(
+                    f"{self.source} does not offer the allowed tool(s): {', '.join(missing)}"
+                )
+            listed = [tool for tool in listed if tool.name in allowed]
+        return [self._as_tool(tool) for tool in listed]
+
+    def _as_tool(self, listed: types.Tool) -> Tool:
+        name = f"{self.server.name}_{listed.name}" if self.server.prefix else listed.name
+        try:
+            return Tool(
+                name=name,
+                description=listed.description or "",
+                parameters=listed.input_schema,
+                run=partial(self.call, listed.name),
+                timeout_s=self.server.timeout_s,
+                concurrent=self.server.concurrent,
+                source=self.source,
+            )
+        except ConfigurationError as exc:
+            raise McpServerError(f"{self.source}: {exc}") from None
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def call(self, tool_name: str, arguments: dict[str, Any]) -> str:
+        """Call one tool; its result as the text the model reads.
+
+        Raises:
+            McpCallError: the server reported an error, refused the call, or cannot be reached.
+        """
+        try:
+            result = await self._send(tool_name, arguments)
+        except McpCallError as error:
+            if not error.is_session_expired:
+                raise
+            result = await self._send(tool_name, arguments)
+        return _output(result, self.source)
+
+    async def _send(self, tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        client = await self._live_client()
+        try:
+            return await client.call_tool(tool_name, arguments)
+        except MCPError as exc:
+            expired = _SESSION_TERMINATED in exc.message
+            if expired or exc.code == types.CONNECTION_CLOSED:
+                self._is_lost = True
+                raise McpCallError(
+                    f"{self.source}: the connection was lost during the call "
+                    "(it is reconnected on the next call)",
+                    is_session_expired=expired,
+                ) from exc
+            raise McpCallError(f"{self.source} refused the call: {exc.message}") from exc
+
+    async def _live_client(self) -> Client:
+        """The session's client, reconnected first (once) if the connection was lost."""
+        async with self._reconnecting:
+            client = self._usable_client()
+            if client is not None:
+                return client
+            logger.warning("%s: reconnecting", self.source)
+            await self.close()
+            try:
+                return await self.connect()
+            except (McpServerError, ConfigurationError) as exc:
+                self._is_lost = True
+                raise McpCallError(f"{self.source} is unavailable: {exc}") from exc
+
+
+def _output(result: types.CallToolResult, source: str) -> str:
+    """Text blocks as the output, else the structured content's JSON; other blocks noted."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if texts:
+        output = "\n".join(texts)
+    elif result.structured_content is not None:
+        output = json.dumps(result.structured_content)
+    else:
+        output = ""
+    left_out = Counter(
+        block.type for block in result.content if not isinstance(block, types.TextContent)
+    )
+    if left_out:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
+        note = f"[cleveractors: left out content the model cannot read here: {kinds}]"
+        output = f"{output}\n{note}" if output else note
+    if result.is_error:
+        raise McpCallError(f"{source} reported an error: {output or '(no details)'}")
+    return output
+
+
+def _server_stderr() -> TextIO:
+    """Where a stdio server's stderr goes: ours, unless ours is no file (a test runner or a
+    notebook captured it); then the process's own."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost cause of an error, unwrapping the exception groups of task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.wait([task])

@@ -1,0 +1,101 @@
+"""`McpToolbox`: the tools of an agent's MCP servers, one long-lived session per server.
+
+The toolbox opens every server once (when the executor opens, or on the first run) and keeps
+its session until it is closed. Each server's tools become ordinary `Tool`s whose `run` calls
+the server, so they go through the same loop, records, events, limits and timeouts as any
+other tool. A server's tool list is fetched when it connects and again after it announced a
+change (`notifications/tools/list_changed`), before the next round.
+
+The `mcp` package is imported here only when an agent has servers: the library works without
+``cleveractors[mcp]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cleveractors.config import McpServer
+from cleveractors.errors import ConfigurationError
+from cleveractors.tools.spec import Tool
+
+if TYPE_CHECKING:
+    from cleveractors.tools._mcp_session import McpSession
+
+__all__ = ["McpToolbox"]
+
+
+def _import_session_class() -> type[McpSession]:
+    try:
+        from cleveractors.tools._mcp_session import McpSession
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"mcp_servers need the 'mcp' package ({exc}): pip install 'cleveractors[mcp]'"
+        ) from None
+    return McpSession
+
+
+class McpToolbox:
+    """The MCP servers of one agent and the tools they offer now.
+
+    Args:
+        servers: The servers, each with a unique name.
+        agent_name: For logs.
+
+    Raises:
+        ConfigurationError: two servers share a name, or the `mcp` package is not installed.
+    """
+
+    def __init__(self, servers: Sequence[McpServer], *, agent_name: str) -> None:
+        names = [server.name for server in servers]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ConfigurationError(
+                f"agent {agent_name!r}: mcp server names must be unique; repeated: "
+                + ", ".join(repeated)
+            )
+        session_class = _import_session_class()
+        self._sessions = [session_class(server) for server in servers]
+        self._agent_name = agent_name
+        self._lock = asyncio.Lock()
+        self._is_open = False
+        self._version = 0
+
+    async def open(self) -> None:
+        """Connect every server and fetch its tools; a no-op when already open.
+
+        Raises:
+            McpServerError: a server cannot be reached or does not offer an allowed tool.
+            ConfigurationError: a variable named in a server's env or headers is not set.
+        """
+        async with self._lock:
+            if self._is_open:
+                return
+            try:
+                for session in self._sessions:
+                    await session.connect()
+            except BaseException:
+                await self._close_sessions()
+                raise
+            self._is_open = True
+
+    async def aclose(self) -> None:
+        """Close every session; stdio servers are terminated. The toolbox may be opened again."""
+        async with self._lock:
+            await self._close_sessions()
+            self._is_open = False
+
+    async def current_tools(self) -> tuple[list[Tool], int]:
+        """The servers' tools now, opening the toolbox first if needed, and the list's version,
+        which grows whenever a list was (re)fetched: after a connect, or a change the server
+        announced."""
+        await self.open()
+        for session in self._sessions:
+            if await session.refresh_tools():
+                self._version += 1
+        return [tool for session in self._sessions for tool in session.tools], self._version
+
+    async def _close_sessions(self) -> None:
+        for session in self._sessions:
+            await session.close()
