@@ -29,14 +29,7 @@ def _call(index: int) -> LLMCallUsage:
 
 
 def _answered() -> ExecutionResult:
-    return ExecutionResult(
-        text="ok",
-        prompt_tokens=1,
-        completion_tokens=1,
-        total_tokens=2,
-        usage_estimated=False,
-        llm_calls=1,
-    )
+    return ExecutionResult(text="ok", usage_by_call=(_call(1),))
 
 
 async def measure_ledger(writes: int) -> tuple[list[Row], dict[str, list[float]]]:

@@ -16,7 +16,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a missing name                   | name                  | (removed)  | name: Field required                                             |
       | a mistyped field                 | agent.tool_max_rounds | many       | agent.tool_max_rounds ; (got 'many')                             |
       | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
-      | an unknown provider              | agent.provider        | anthropic  | agent.provider ; 'openai' or 'stub' ; (got 'anthropic')          |
+      | an unknown provider              | agent.provider        | llamahub   | agent.provider ; 'openai', 'stub', 'anthropic' ; (got 'llamahub') |
       | an unknown key                   | agent.colour          | blue       | agent.colour: Extra inputs are not permitted                     |
       | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: Extra inputs are not permitted            |
       | a malformed handler path         | agent.tools.0.handler | get_weather | agent.tools.0.handler ; (got 'get_weather')                     |
@@ -120,7 +120,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
     Then loading fails with a ConfigurationError naming the file and "cannot read actor config (No such file or directory)"
 
   Scenario: A config given as a dict is named as such in the error
-    Given an actor config dict where agent.provider is anthropic
+    Given an actor config dict where agent.provider is llamahub
     When the actor is loaded from it
     Then loading fails with a ConfigurationError saying "<dict>: invalid actor config (1 problem(s)) ; agent.provider"
 

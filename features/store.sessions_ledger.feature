@@ -82,6 +82,20 @@ Feature: Sessions and the usage ledger survive, on SQLite and on PostgreSQL
       | sqlite     |
       | postgresql |
 
+  Scenario Outline: Each ledger row keeps its call's exact cost, and the total is their sum (<database>)
+    Given a fresh <database> store
+    When a run on session "s-1" records these LLM calls, each written twice:
+      | index | purpose | round | prompt | completion | estimated | cost          |
+      | 1     | round   | 1     | 2048   | 300        | no        | 0.00684       |
+      | 2     | round   | 2     | 2400   | 40         | no        | 0.0000000384  |
+    Then the ledger for session "s-1" has 2 rows, one per call, in order
+    And the ledger's cost is USD 0.0068400384, each row's cost as recorded
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
   Scenario Outline: Another caller's session does not exist for them (<database>)
     Given a fresh <database> store
     And caller "alice" has 1 committed turn in session "s-1"

@@ -33,6 +33,8 @@ The Chat Page Streams A Tool-Using Answer With Tool Cards And Usage
     Element Attribute Value Should Be    id:usage    data-total-tokens    ${turn}[total_tokens]
     Element Attribute Value Should Be    id:usage    data-estimated    false
     Element Should Contain    id:usage    ${turn}[total_tokens] total
+    Element Attribute Value Should Be    css:#usage .cost    data-cost-usd    0.0011325
+    Element Should Contain    id:usage    $0.00113
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page.png
 
 

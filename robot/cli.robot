@@ -79,6 +79,15 @@ Live Usage Table Shows The Tokens Of The Result
     Usage Table Should Match Result    ${result}
     Usage Table Total Should Be    ${result.total_tokens}
 
+Usage Table Shows Cached And Reasoning Tokens And The Cost
+    ${actor}    Set Variable    ${CURDIR}/actors/stub_priced.yaml
+    Run Actor    ${actor}    Weather in Paris?    --json
+    ${result}    Output Should Be An Execution Result
+    Should Be Equal As Numbers    ${result.cost_usd}    0.010680
+    Run Actor    ${actor}    Weather in Paris?
+    Command Should Succeed
+    Usage Table Should Match Result    ${result}
+
 Live Usage Table Shows What The Provider Billed
     ${demo}    Demo Actor Without Delays
     ${remote}    Remote Copy Of Actor    ${demo}

@@ -21,6 +21,48 @@ Two Tool Rounds Report What The Server Billed, Blocking And Streaming
     Reported Tokens Should Equal Billed
     Streaming And Blocking Turns Should Match
 
+Cached And Reasoning Tokens And The Cost Are What The Server Billed
+    [Documentation]    The server's usage reports prompt_tokens_details.cached_tokens and
+    ...    completion_tokens_details.reasoning_tokens as OpenAI does; every call's details are
+    ...    the server's, and its cost is what gpt-4o's published prices (USD 2.50 input, 1.25
+    ...    cached input, 10.00 output per million tokens) make of the server's bill.
+    Send Chat Message Over The Wire    wire_cached.yaml    ${WEATHER QUESTION}    mode=blocking
+    Reported Tokens Should Equal Billed
+    Token Details And Cost Should Equal Billed    2.50    1.25    10.00
+    Send Chat Message Over The Wire    wire_cached.yaml    ${WEATHER QUESTION}    mode=streaming
+    Reported Tokens Should Equal Billed
+    Token Details And Cost Should Equal Billed    2.50    1.25    10.00    reported_model=${False}
+
+A ChatOpenAI Built In Code Without stream_usage Still Bills Streamed Calls Exactly
+    [Documentation]    ChatOpenAI asks for the usage chunk only on OpenAI's own URL; the agent
+    ...    turns it on, so the request carries stream_options.include_usage and nothing is
+    ...    estimated.
+    Start Scripted OpenAI Server    wire_two_rounds.yaml
+    Load ChatOpenAI Built In Code    wire_two_rounds.yaml
+    Send Chat Message    ${WEATHER QUESTION}    mode=streaming
+    Every Streamed Request Should Have Asked For Usage
+    Reported Tokens Should Equal Billed
+
+Provider Anthropic From Config Reports The Cache Tokens And Cost The Endpoint Billed
+    [Documentation]    `provider: anthropic` with `model_options` builds ChatAnthropic, which talks
+    ...    to a scripted Anthropic endpoint over real HTTP (JSON, and SSE): the options reach the
+    ...    request, each call's prompt is uncached + cache reads + cache writes as billed, and its
+    ...    cost is what claude-sonnet-4's published prices (USD 3.00 input, 0.30 cache read, 3.75
+    ...    cache write, 15.00 output per million tokens) make of the bill.
+    ...    One-hour cache writes are priced at their own USD 6.00.
+    [Template]    Anthropic Usage And Cost Should Equal The Bill
+    blocking     5m    3.75
+    streaming    5m    3.75
+    blocking     1h    6.00
+    streaming    1h    6.00
+
+The Older Anthropic Event Form Is Estimated And Flagged, Not Billed As Zero Prompt Tokens
+    [Documentation]    Input usage only in message_start: langchain-anthropic reports 0 input
+    ...    tokens; the library estimates the prompt, flags it and keeps the reported output.
+    Load Actor Over The Anthropic Wire    wire_anthropic.yaml    usage_in_message_start_only=${True}
+    Send Chat Message    ${WEATHER QUESTION}    mode=streaming
+    Every Call Should Estimate The Prompt And Keep The Anthropic Output
+
 Three Calls In One Reply Run In Model Order And Are Answered In One Re-Ask
     [Documentation]    One reply calls get_weather, get_time, get_weather: three handlers run in
     ...    that order, and the single next request answers each call id, in order.
@@ -114,6 +156,15 @@ ${SERVER ERROR}     OpenAIAPIError: Error code: 500 - The scripted provider is d
 
 
 *** Keywords ***
+Anthropic Usage And Cost Should Equal The Bill
+    [Arguments]    ${mode}    ${cache_ttl}    ${cache_write_price}
+    Load Actor Over The Anthropic Wire    wire_anthropic.yaml    cache_ttl=${cache_ttl}
+    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Anthropic Requests Should Carry    max_tokens    2048
+    Anthropic Requests Should Carry    top_k    5
+    Usage And Cost Should Equal Anthropic Bill    3.00    0.30    ${cache_write_price}    15.00
+    Stop Scripted OpenAI Servers
+
 Three Calls Should Run In Order And Be Answered Once
     [Arguments]    ${mode}
     Send Chat Message Over The Wire    wire_three_calls.yaml    ${WEATHER QUESTION}    mode=${mode}

@@ -29,6 +29,7 @@ from cleveractors import (
     TextStream,
     TokenUsage,
     last_token_usage_var,
+    load_actor_config,
 )
 from cleveractors.agents._loop import _ToolLoopError, discard_event
 from cleveractors.events import Event, TextDelta, ToolCallStarted
@@ -77,10 +78,23 @@ def _executor(context: Context) -> ActorExecutor:
     """The executor a Given built in code, or the one the scenario's actor config describes."""
     executor: ActorExecutor | None = getattr(context, "executor", None)
     if executor is None:
-        executor = ActorExecutor.from_config(context.actor)
+        stands_in_for = getattr(context, "stands_in_for", None)
+        if stands_in_for is None:
+            executor = ActorExecutor.from_config(context.actor)
+        else:
+            executor = _stand_in_executor(context.actor, *stands_in_for)
         context.executor = executor
     context.model = executor.agent.model
     return executor
+
+
+def _stand_in_executor(actor: dict[str, Any], provider: str, model: str) -> ActorExecutor:
+    """The actor's scripted model, named and priced as `model` of `provider`: the config is the
+    actor's with that provider and model, and the agent is given the scripted model to run."""
+    agent = {key: value for key, value in actor["agent"].items() if key != "script"}
+    config = load_actor_config({**actor, "agent": {**agent, "provider": provider, "model": model}})
+    scripted = ScriptedChatModel(replies=list(actor["agent"]["script"]))
+    return ActorExecutor(LLMAgent.from_config(config.agent, model=scripted, name=config.name))
 
 
 async def _consume(outcome: _Outcome, executor: ActorExecutor, message: str, history: Any) -> None:
@@ -440,7 +454,7 @@ def _then_failed_with(context: Context, error_type: str) -> None:
 def _then_synthesis_reason(context: Context, reason: str) -> None:
     result = context.outcome.result
     assert result.synthesis_reason == reason, f"synthesis reason {result.synthesis_reason!r}"
-    assert result.budget_exhausted == (reason == "budget")
+    assert result.budget_exhausted == (reason in ("budget", "cost_budget"))
     assert result.usage_by_call[-1].purpose == "synthesis", result.usage_by_call
 
 

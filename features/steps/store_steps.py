@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
 
@@ -81,14 +82,9 @@ def _error_of(action: Callable[[], object]) -> Exception | None:
 
 
 def _result(prompt: int = 10, completion: int = 5) -> ExecutionResult:
-    return ExecutionResult(
-        text="done",
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        usage_estimated=False,
-        llm_calls=1,
-    )
+    usage = TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+    call = LLMCallUsage(index=1, purpose="round", round=1, usage=usage)
+    return ExecutionResult(text="done", usage_by_call=(call,))
 
 
 def _turn(question: str) -> list[BaseMessage]:
@@ -263,6 +259,7 @@ def record_calls(context: Context, session_id: str) -> None:
                 completion_tokens=int(row["completion"]),
                 estimated=row["estimated"] == "yes",
             ),
+            cost_usd=Decimal(row["cost"]) if row.get("cost") else None,
         )
         for row in context.table
     ]
@@ -374,6 +371,14 @@ def ledger_totals(context: Context, prompt: int, completion: int) -> None:
     assert (report.prompt_tokens, report.completion_tokens) == (prompt, completion), report
     assert report.estimated, report
     assert report.cost_usd is None, "no row was priced, so there is no total cost"
+
+
+@then("the ledger's cost is USD {usd}, each row's cost as recorded")
+def ledger_cost(context: Context, usd: str) -> None:
+    report = context.usage_report
+    recorded = [call.cost_usd for call in context.recorded_calls]
+    assert [row.cost_usd for row in report.rows] == recorded, report.rows
+    assert report.cost_usd == Decimal(usd), report.cost_usd
 
 
 @then('the ledger has no rows for session "{session_id}"')

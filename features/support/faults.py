@@ -540,8 +540,9 @@ def expected_bill(run: ConversationRun) -> ExpectedBill:
     """Price every request the model received, from the script and what the model delivered.
 
     Every request is an attempt, and every attempt a record. A completed call costs what the
-    script says (or the words of the request and reply, as the scripted model counts them); a
-    completed call without usage, a stream cut off (even before its first chunk: the request got
+    script says (or the words of the request and reply, as the scripted model counts them),
+    except that a report of 0 prompt tokens is implausible and the prompt is estimated (flagged);
+    a completed call without usage, a stream cut off (even before its first chunk: the request got
     past sending) and a call cancelled in flight cost an estimate of what was sent and received;
     a call refused before any output (a provider error, the script running out) costs 0.
     """
@@ -562,15 +563,15 @@ def _call_cost(
         return TokenUsage()
     if delivery.has_received_usage:
         messages = convert_to_openai_messages(list(request.messages))
+        prompt = prompt_words(messages) if reply.prompt_tokens is None else reply.prompt_tokens
         return TokenUsage(
-            prompt_tokens=(
-                prompt_words(messages) if reply.prompt_tokens is None else reply.prompt_tokens
-            ),
+            prompt_tokens=prompt or estimate_prompt_tokens(request.messages),
             completion_tokens=(
                 completion_words(reply)
                 if reply.completion_tokens is None
                 else reply.completion_tokens
             ),
+            estimated=prompt == 0,
         )
     # From here on the loop never had the provider's figures: an estimate, if the provider did
     # any work (it answered, or streamed something, or the stream was cut, or the call was

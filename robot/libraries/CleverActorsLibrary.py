@@ -17,19 +17,25 @@ import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
+from anthropic_endpoint import ScriptedAnthropicEndpoint
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 from robot.api import logger
 from robot.api.deco import keyword, library
 from robot_tools import clear_handler_calls, handler_calls
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
 from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.testing.tables import other_running_tasks
+from cleveractors.tools import tool_from_config
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
 API_KEY_ENV = "CLEVERACTORS_ROBOT_API_KEY"
@@ -80,6 +86,7 @@ class CleverActorsLibrary:
         self._script: tuple[ScriptedReply, ...] = ()
         self._server: ScriptedOpenAIServer | None = None
         self._servers: list[ScriptedOpenAIServer] = []
+        self._anthropic: ScriptedAnthropicEndpoint | None = None
         self._authorizations: dict[int, list[str]] = {}
         self._turns: list[_Turn] = []
         self._log_capture: _LogCapture | None = None
@@ -163,6 +170,9 @@ class CleverActorsLibrary:
         for server in self._servers:
             server.stop()
         self._servers.clear()
+        if self._anthropic is not None:
+            self._anthropic.stop()
+            self._anthropic = None
 
     @keyword
     def start_capturing_logs(self) -> None:
@@ -444,7 +454,9 @@ class CleverActorsLibrary:
         made without tools, gave the answer: the script's last reply."""
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
-        _should_equal(result.budget_exhausted, reason == "budget", "budget_exhausted")
+        _should_equal(
+            result.budget_exhausted, reason in ("budget", "cost_budget"), "budget_exhausted"
+        )
         _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
         _should_equal(result.text, self._script[-1].text, "answer")
         if self._turn().mode != "blocking":
@@ -529,6 +541,161 @@ class CleverActorsLibrary:
         _should_equal(result.usage_estimated, False, "usage_estimated")
         if not result.prompt_tokens or not result.completion_tokens:
             raise AssertionError(f"nothing was billed: {result!r}")
+
+    @keyword
+    def token_details_and_cost_should_equal_billed(
+        self,
+        input_per_mtok: str,
+        cached_per_mtok: str,
+        output_per_mtok: str,
+        reported_model: bool = True,
+    ) -> None:
+        """Each call's cached and reasoning tokens are what the server's usage said, its cost is
+        what the given published prices (USD per million tokens) make of the server's bill, and
+        the result's cost is their sum. With `reported_model`, each call names the model the
+        server said answered."""
+        result, billed = self._result(), self._wire_server().billed
+        _should_equal(
+            [(c.usage.cache_read_tokens, c.usage.reasoning_tokens) for c in result.usage_by_call],
+            [(b.cached_tokens, b.reasoning_tokens) for b in billed],
+            "cached and reasoning tokens per call against the server's bill",
+        )
+        prices = Decimal(input_per_mtok), Decimal(cached_per_mtok), Decimal(output_per_mtok)
+        expected = [_billed_cost(b, *prices) for b in billed]
+        _should_equal([c.cost_usd for c in result.usage_by_call], expected, "cost per call")
+        _should_equal(result.cost_usd, sum(expected), "the result's cost")
+        if reported_model:
+            _should_equal(
+                [c.model for c in result.usage_by_call], [b.model for b in billed], "models"
+            )
+
+    @keyword
+    def load_actor_over_the_anthropic_wire(
+        self, actor_file: str, usage_in_message_start_only: bool = False, cache_ttl: str = "5m"
+    ) -> None:
+        """Serves the actor file's `script:` from a scripted Anthropic endpoint on 127.0.0.1 and
+        loads the actor as written (`provider: anthropic`, its `model_options`), pointed at it
+        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The endpoint reports every
+        cache write with lifetime `cache_ttl` (`5m` or `1h`)."""
+        config = _read_actor(actor_file)
+        endpoint = ScriptedAnthropicEndpoint(
+            _script_of(config),
+            usage_in_message_start_only=usage_in_message_start_only,
+            cache_ttl=cache_ttl,
+        )
+        endpoint.start()
+        self._anthropic = endpoint
+        self._script = _script_of(config)
+        agent = {key: value for key, value in config["agent"].items() if key != "script"}
+        agent.update(base_url=endpoint.base_url, max_retries=0)
+        os.environ["ANTHROPIC_API_KEY"] = DUMMY_API_KEY
+        self._load({**config, "agent": agent}, None)
+
+    @keyword
+    def anthropic_requests_should_carry(self, field: str, value: str) -> None:
+        """Every request body the Anthropic endpoint received has `field` equal to `value`
+        (YAML), e.g. what `model_options` set."""
+        endpoint = self._anthropic_endpoint()
+        expected = yaml.safe_load(value)
+        for body in endpoint.requests:
+            _should_equal(body.get(field), expected, f"request field {field}")
+
+    @keyword
+    def usage_and_cost_should_equal_anthropic_bill(
+        self,
+        input_per_mtok: str,
+        cache_read_per_mtok: str,
+        cache_write_per_mtok: str,
+        output_per_mtok: str,
+    ) -> None:
+        """Every call reports exactly what the Anthropic endpoint billed: the whole prompt
+        (uncached + cache reads + cache writes), its cache parts, the output; each call's cost is
+        what the given published prices (USD per million tokens) make of the bill."""
+        result, billed = self._result(), self._anthropic_endpoint().billed
+        _should_equal(
+            [
+                (
+                    c.usage.prompt_tokens,
+                    c.usage.cache_read_tokens,
+                    c.usage.cache_write_tokens,
+                    c.usage.completion_tokens,
+                    c.usage.estimated,
+                )
+                for c in result.usage_by_call
+            ],
+            [
+                (b.prompt_tokens, b.cache_read_tokens, b.cache_write_tokens, b.output_tokens, False)
+                for b in billed
+            ],
+            "usage per call against the Anthropic bill",
+        )
+        prices = [
+            Decimal(price)
+            for price in (
+                input_per_mtok,
+                cache_read_per_mtok,
+                cache_write_per_mtok,
+                output_per_mtok,
+            )
+        ]
+        expected = [
+            (
+                b.input_tokens * prices[0]
+                + b.cache_read_tokens * prices[1]
+                + b.cache_write_tokens * prices[2]
+                + b.output_tokens * prices[3]
+            )
+            / Decimal(1_000_000)
+            for b in billed
+        ]
+        _should_equal([c.cost_usd for c in result.usage_by_call], expected, "cost per call")
+        _should_equal(result.cost_usd, sum(expected), "the result's cost")
+        _should_equal({c.provider for c in result.usage_by_call}, {"anthropic"}, "provider")
+
+    @keyword
+    def every_call_should_estimate_the_prompt_and_keep_the_anthropic_output(self) -> None:
+        """The endpoint sent the input usage only in message_start, which langchain-anthropic
+        reads as 0 prompt tokens: each call is flagged estimated with a non-zero prompt, and
+        keeps the output count the endpoint reported."""
+        result, billed = self._result(), self._anthropic_endpoint().billed
+        _should_equal(len(result.usage_by_call), len(billed), "calls against requests")
+        for call, bill in zip(result.usage_by_call, billed, strict=True):
+            _should_equal(call.usage.estimated, True, f"call {call.index} estimated")
+            _should_equal(call.usage.completion_tokens, bill.output_tokens, "output tokens")
+            if call.usage.prompt_tokens <= 0:
+                raise AssertionError(f"call {call.index} was billed no prompt: {call}")
+
+    def _anthropic_endpoint(self) -> ScriptedAnthropicEndpoint:
+        if self._anthropic is None:
+            raise RuntimeError("Load Actor Over The Anthropic Wire first")
+        return self._anthropic
+
+    @keyword
+    def load_chatopenai_built_in_code(self, actor_file: str) -> None:
+        """An agent with the actor file's tools around a `ChatOpenAI` built in code for the latest
+        scripted server, without `stream_usage` (which ChatOpenAI then leaves off for any URL but
+        OpenAI's own)."""
+        if self._server is None:
+            raise RuntimeError("Start Scripted OpenAI Server first")
+        model = ChatOpenAI(
+            model="gpt-4o",
+            base_url=self._server.base_url,
+            api_key=SecretStr(DUMMY_API_KEY),
+            max_retries=0,
+        )
+        config = load_actor_config(_read_actor(actor_file))
+        tools = [tool_from_config(tool) for tool in config.agent.tools]
+        self._executor = ActorExecutor(LLMAgent(model, tools=tools))
+        clear_handler_calls()
+
+    @keyword
+    def every_streamed_request_should_have_asked_for_usage(self) -> None:
+        """Every streamed request body the server received asked for the usage chunk."""
+        bodies = [body for body in self._wire_server().requests if body.get("stream")]
+        if not bodies:
+            raise AssertionError("no streamed request was received")
+        for body in bodies:
+            _should_equal(body.get("stream_options"), {"include_usage": True}, "stream_options")
 
     @keyword("Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One")
     def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(self) -> None:
@@ -789,6 +956,14 @@ class _LogCapture:
         root = logging.getLogger()
         root.removeHandler(self._handler)
         root.setLevel(self._previous_level)
+
+
+def _billed_cost(call: BilledCall, input: Decimal, cached: Decimal, output: Decimal) -> Decimal:
+    """What published per-million-token prices make of one billed call; reasoning tokens are
+    completion tokens, priced once."""
+    fresh = call.prompt_tokens - call.cached_tokens
+    micro_dollars = fresh * input + call.cached_tokens * cached + call.completion_tokens * output
+    return micro_dollars / Decimal(1_000_000)
 
 
 def _is_running(pid: int) -> bool:

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_ACTOR = ROOT / "examples" / "demo_actor.yaml"
 COMMAND = Path(sys.executable).parent / "cleveractors"
 TIMEOUT_S = 60
+# Counts: prompt, completion, the detail columns the run has (cached, reasoning...), total; then
+# the cost in USD ("n/a" when unknown) and the estimate marker.
 _ROW = re.compile(
-    r"^\s*(\d+)\s+(round|synthesis|pruning)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*(\S*)\s*$"
+    r"^\s*(\d+)\s+(round|synthesis|pruning)\s+(\d+)\s+([\d ]+?)\s+(n/a|\d+\.\d+)\s*(\S*)\s*$"
 )
-_TOTAL = re.compile(r"^\s*total\s+(\d+) calls?\s+(\d+)\s+(\d+)\s+(\d+)\s*(\S*)\s*$")
+_TOTAL = re.compile(r"^\s*total\s+(\d+) calls?\s+([\d ]+?)\s+(n/a|\d+\.\d+)\s*(\S*)\s*$")
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _replies = TypeAdapter(list[ScriptedReply])
 
@@ -54,6 +57,9 @@ class UsageRow:
     completion: int
     total: int
     estimated: bool
+    details: tuple[int, ...] = ()
+    """The cached / cache-write / reasoning counts, those the table shows."""
+    cost_usd: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -469,6 +475,7 @@ class CliLibrary:
         totals = (result.prompt_tokens, result.completion_tokens, result.total_tokens)
         if (table.total.prompt, table.total.completion, table.total.total) != totals:
             raise AssertionError(f"usage total {table.total} differs from the result's {totals}")
+        _details_and_cost_should_match(table, result)
 
     @keyword
     def usage_table_should_match_billed_calls(self) -> None:
@@ -614,17 +621,25 @@ def parse_usage_table(output: str) -> UsageTable:
     total = None
     for line in table.splitlines() if found else ():
         if row := _ROW.match(line):
-            calls.append(_usage_row(row.group(1), row.group(4, 5, 6), row.group(7)))
+            calls.append(_usage_row(row.group(1), row.group(4), row.group(5), row.group(6)))
         elif row := _TOTAL.match(line):
-            total = _usage_row("total", row.group(2, 3, 4), row.group(5))
+            total = _usage_row("total", row.group(2), row.group(3), row.group(4))
     if total is None:
         raise AssertionError(f"no usage table with a total row in:\n{output}")
     return UsageTable(calls, total)
 
 
-def _usage_row(label: str, counts: tuple[str, ...], marker: str) -> UsageRow:
-    prompt, completion, total = (int(count) for count in counts)
-    return UsageRow(label, prompt, completion, total, estimated=marker == "estimated")
+def _usage_row(label: str, counts: str, cost: str, marker: str) -> UsageRow:
+    prompt, completion, *details, total = (int(count) for count in counts.split())
+    return UsageRow(
+        label,
+        prompt,
+        completion,
+        total,
+        estimated=marker == "estimated",
+        details=tuple(details),
+        cost_usd=None if cost == "n/a" else Decimal(cost),
+    )
 
 
 def _table_should_add_up(table: UsageTable) -> None:
@@ -633,6 +648,26 @@ def _table_should_add_up(table: UsageTable) -> None:
         raise AssertionError(f"usage rows add up to {sums}, but the total row says {table.total}")
     if any(row.prompt + row.completion != row.total for row in [*table.calls, table.total]):
         raise AssertionError(f"a usage row's total is not prompt + completion: {table}")
+
+
+def _details_and_cost_should_match(table: UsageTable, result: ExecutionResult) -> None:
+    """The detail columns are those the result has any of; every cost is the result's, to the
+    millionth of a dollar the table shows ("n/a" for an unknown one)."""
+    kinds = [
+        kind
+        for kind in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+        if getattr(result, kind)
+    ]
+    expected = [tuple(getattr(call.usage, kind) for kind in kinds) for call in result.usage_by_call]
+    expected.append(tuple(getattr(result, kind) for kind in kinds))
+    shown = [row.details for row in [*table.calls, table.total]]
+    if shown != expected:
+        raise AssertionError(f"usage detail columns {shown} differ from the result's {expected}")
+    costs = [call.cost_usd for call in result.usage_by_call] + [result.cost_usd]
+    rounded = [None if cost is None else cost.quantize(Decimal("0.000001")) for cost in costs]
+    shown_costs = [row.cost_usd for row in [*table.calls, table.total]]
+    if shown_costs != rounded:
+        raise AssertionError(f"usage costs {shown_costs} differ from the result's {rounded}")
 
 
 def _call_label(name: str, arguments: dict[str, object]) -> str:

@@ -185,6 +185,8 @@ class WebLibrary:
                 "prompt_tokens": reply["prompt_tokens"],
                 "completion_tokens": reply["completion_tokens"],
                 "total_tokens": reply["prompt_tokens"] + reply["completion_tokens"],
+                "cache_read_tokens": reply.get("cache_read_tokens", 0),
+                "reasoning_tokens": reply.get("reasoning_tokens", 0),
             }
             for reply in turn
             if reply.get("error") is None
@@ -194,6 +196,8 @@ class WebLibrary:
             "prompt_tokens": sum(call["prompt_tokens"] for call in calls),
             "completion_tokens": sum(call["completion_tokens"] for call in calls),
             "total_tokens": sum(call["total_tokens"] for call in calls),
+            "cache_read_tokens": sum(call["cache_read_tokens"] for call in calls),
+            "reasoning_tokens": sum(call["reasoning_tokens"] for call in calls),
             "texts": [reply.get("text", "") for reply in turn if reply.get("error") is None],
             "answer": turn[-1].get("text", ""),
             "error": turn[-1].get("error"),
@@ -270,10 +274,20 @@ class WebLibrary:
 
     @keyword
     def usage_should_match_script(self, usage: dict[str, Any], turn: dict[str, Any]) -> None:
-        """USAGE (a result, a usage record or an OpenAI `usage`) has the turn's token counts."""
+        """USAGE (a result, a usage record or an OpenAI `usage`) has the turn's token counts,
+        the cached and reasoning ones included (where OpenAI puts them, for an OpenAI `usage`)."""
+        details = usage
+        if "prompt_tokens_details" in usage:
+            details = {
+                "cache_read_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+                "reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"],
+            }
         for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
             if usage[name] != turn[name]:
                 raise AssertionError(f"{name} is {usage[name]}, the script bills {turn[name]}")
+        for name in ("cache_read_tokens", "reasoning_tokens"):
+            if details[name] != turn[name]:
+                raise AssertionError(f"{name} is {details[name]}, the script bills {turn[name]}")
 
     # -- OpenAI-compatible clients -----------------------------------------------------------
 

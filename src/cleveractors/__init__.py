@@ -23,7 +23,8 @@ from cleveractors.errors import (
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ErrorInfo, ExecutionResult, ToolCallRecord
+from cleveractors.pricing import ModelPrices
+from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
 from cleveractors.usage import LLMCallUsage, TokenUsage, last_token_usage_var
 
@@ -42,6 +43,8 @@ __all__ = [
     "LoopLimits",
     "McpServer",
     "McpServerError",
+    "ModelPrices",
+    "ResultCallback",
     "RetryPolicy",
     "TextStream",
     "TokenUsage",

@@ -14,6 +14,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, NoReturn, TypeVar, cast
@@ -22,6 +23,7 @@ try:
     import typer
     from rich import box
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.status import Status
     from rich.table import Table
     from rich.text import Text
@@ -39,6 +41,7 @@ from cleveractors.errors import CleverActorsError, ConfigurationError, McpServer
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
 from cleveractors.tools import Tool
+from cleveractors.usage import TokenUsage
 
 __all__ = ["EventRenderer", "app", "main", "usage_table"]
 
@@ -169,22 +172,51 @@ class EventRenderer:
             self._status = None
 
 
+# Token columns after "prompt" / "completion"; the detail ones only when a run has any.
+_DETAIL_COLUMNS = (
+    ("cached", "cache_read_tokens"),
+    ("cache write", "cache_write_tokens"),
+    ("reasoning", "reasoning_tokens"),
+)
+
+
 def usage_table(result: ExecutionResult) -> Table:
-    """The tokens of a run: one row per LLM call, then the total; estimated counts marked."""
+    """The tokens and cost of a run: one row per LLM call, then the total; estimated counts
+    marked; cached / cache-write / reasoning columns where the run has any; cost "n/a" for a
+    call whose model has no known price, and for a total that would be partial."""
+    details = [(title, key) for title, key in _DETAIL_COLUMNS if getattr(result.usage, key)]
     table = Table(title="Token usage", box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("call", "purpose", "round", "prompt", "completion", "total", "estimated"):
+    columns = ["call", "purpose", "round", "prompt", "completion"]
+    columns += [title for title, _ in details] + ["total", "USD", "estimated"]
+    for column in columns:
         table.add_column(column, justify="left" if column in ("purpose", "estimated") else "right")
     for call in result.usage_by_call:
-        usage = call.usage
-        counts = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
-        marker = "estimated" if usage.estimated else ""
-        table.add_row(str(call.index), call.purpose, str(call.round), *map(str, counts), marker)
+        row = [str(call.index), call.purpose, str(call.round), *_counts(call.usage, details)]
+        table.add_row(*row, _money(call.cost_usd), "estimated" if call.usage.estimated else "")
     table.add_section()
-    counts = (result.prompt_tokens, result.completion_tokens, result.total_tokens)
     calls = f"{result.llm_calls} call{'' if result.llm_calls == 1 else 's'}"
     marker = "estimated" if result.usage_estimated else ""
-    table.add_row("total", calls, "", *map(str, counts), marker, style="bold")
+    totals = _counts(result.usage, details)
+    table.add_row("total", calls, "", *totals, _money(result.cost_usd), marker, style="bold")
     return table
+
+
+def _print_unsqueezed(console: Console, table: Table) -> None:
+    """Print the table at its natural width even where the console is narrower (80 columns when
+    not a terminal): a count or a cost cut to "0.00…" is worse than a long line."""
+    needed = Measurement.get(console, console.options.update_width(1_000), table).maximum
+    console.width = max(console.width, needed)  # print() clamps any width to the console's
+    console.print(table)
+
+
+def _counts(usage: TokenUsage, details: list[tuple[str, str]]) -> list[str]:
+    counts = [usage.prompt_tokens, usage.completion_tokens]
+    counts += [getattr(usage, key) for _, key in details] + [usage.total_tokens]
+    return [str(count) for count in counts]
+
+
+def _money(cost: Decimal | None) -> str:
+    return "n/a" if cost is None else f"{cost:.6f}"
 
 
 def _show_tool_records(records: tuple[ToolCallRecord, ...]) -> None:
@@ -281,7 +313,7 @@ def run(
         _show_tool_records(result.tool_calls)
         _out.print(result.text)
     _out.print()
-    _out.print(usage_table(result))
+    _print_unsqueezed(_out, usage_table(result))
 
 
 async def _opened(executor: ActorExecutor, work: Callable[[], Awaitable[_Result]]) -> _Result:
@@ -296,7 +328,7 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
     if spent is not None and as_json:
         _out.file.write(spent.model_dump_json(indent=2) + "\n")
     elif spent is not None:
-        _err.print(usage_table(spent))
+        _print_unsqueezed(_err, usage_table(spent))
 
 
 # -- validate and serve ------------------------------------------------------------------------

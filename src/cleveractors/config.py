@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,16 +27,36 @@ from pydantic import (
 )
 
 from cleveractors.errors import ConfigurationError
+from cleveractors.pricing import ModelPrices
 from cleveractors.testing.script import ScriptedReply
 
 __all__ = [
     "ActorConfig",
     "LLMAgentConfig",
     "McpServer",
+    "ProviderName",
     "StoreConfig",
     "ToolConfig",
     "load_actor_config",
 ]
+
+ProviderName = Literal[
+    "openai",
+    "stub",
+    "anthropic",
+    "google_genai",
+    "google_vertexai",
+    "ollama",
+    "azure_openai",
+    "bedrock_converse",
+    "mistralai",
+    "groq",
+    "deepseek",
+    "xai",
+    "fireworks",
+    "together",
+]
+"""`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
 
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
@@ -148,11 +169,15 @@ class LLMAgentConfig(_Frozen):
     """The one LLM agent of an actor: a chat model, its prompt, its tools and its limits."""
 
     type: Literal["llm"] = "llm"
-    provider: Literal["openai", "stub"]
+    provider: ProviderName
     model: str = "scripted"
     base_url: str | None = None
-    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    """The name of the environment variable holding the key (never the key itself)."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The name of the environment variable holding the key (never the key itself); by default
+    the provider's usual one (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, ...)."""
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    """Passed through to the provider's chat model class, e.g. Anthropic's `thinking` and
+    `max_tokens`, or OpenAI's `reasoning_effort`."""
     temperature: NonNegativeFloat | None = None
     max_retries: int = Field(default=2, ge=0, le=10)
     """The loop's retries of a failed LLM call (HTTP 408/409/429/5xx, connection errors, cut-off
@@ -164,6 +189,10 @@ class LLMAgentConfig(_Frozen):
     system_prompt: str | None = None
     tool_max_rounds: PositiveInt = 10
     token_budget: PositiveInt | None = None
+    cost_budget_usd: Decimal | None = Field(default=None, gt=0)
+    """Stop using tools once a message's calls cost this much (US dollars); needs a known price."""
+    pricing: ModelPrices | None = None
+    """Your own prices (USD per million tokens), instead of genai-prices' table."""
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
@@ -177,7 +206,7 @@ class LLMAgentConfig(_Frozen):
     def _check_provider_fields(self) -> LLMAgentConfig:
         if self.provider == "stub" and self.script is None:
             raise ValueError("provider 'stub' needs a 'script' (a list of replies)")
-        if self.provider == "openai" and self.script is not None:
+        if self.provider != "stub" and self.script is not None:
             raise ValueError("'script' is only for provider 'stub'")
         names = [tool.name for tool in self.tools]
         duplicates = sorted({name for name in names if names.count(name) > 1})

@@ -122,18 +122,19 @@ class ActorExecutor:
         if origin is None:
             origin = str(source) if isinstance(source, (str, Path)) else "<dict>"
         tools, problems = _build_tools(config)
+        agent: LLMAgent | None = None
         try:
             model = make_chat_model(config.agent)
+            agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
         except ConfigurationError as exc:
             problems.append(str(exc))
-        if problems:
+        if problems or agent is None:
             raise ConfigurationError(
                 "\n".join(
                     [f"{origin}: invalid actor config ({len(problems)} problem(s))"]
                     + [f"  {problem}" for problem in problems]
                 )
             ) from None
-        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
         return cls(agent, name=config.name, store=_build_store(config.store))
 
     async def execute(

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    computed_field,
+    model_validator,
+)
 
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
-__all__ = ["ErrorInfo", "ExecutionResult", "SynthesisReason", "ToolCallRecord", "ToolCallStatus"]
+__all__ = [
+    "ErrorInfo",
+    "ExecutionResult",
+    "ResultCallback",
+    "SynthesisReason",
+    "ToolCallRecord",
+    "ToolCallStatus",
+]
 
-SynthesisReason = Literal["max_rounds", "budget", "stuck"]
+SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped"]
@@ -48,34 +63,116 @@ class ToolCallRecord(BaseModel):
 class ExecutionResult(BaseModel):
     """The outcome of one message: the answer, what ran, and every token spent.
 
-    On failure `error` is set and the counts hold everything spent before the failure.
+    It stores the records (`usage_by_call`, `tool_calls`); every total is derived from them, so a
+    total can never disagree with the calls it sums. On failure `error` is set and the records
+    hold everything spent before the failure.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     text: str
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    usage_estimated: bool
-    """True when any call's usage was estimated (cut off before the provider reported it)."""
-    llm_calls: int
     usage_by_call: tuple[LLMCallUsage, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
     rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
-    budget_exhausted: bool = False
     error: ErrorInfo | None = None
     cancelled: bool = False
 
     @property
     def usage(self) -> TokenUsage:
-        return TokenUsage(
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            estimated=self.usage_estimated,
-        )
+        """The sum over every call."""
+        return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def prompt_tokens(self) -> int:
+        return self.usage.prompt_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completion_tokens(self) -> int:
+        return self.usage.completion_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_tokens(self) -> int:
+        return self.usage.total_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cache_read_tokens(self) -> int:
+        """Prompt tokens read from the provider's cache (part of `prompt_tokens`)."""
+        return self.usage.cache_read_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cache_write_tokens(self) -> int:
+        """Prompt tokens written to the provider's cache (part of `prompt_tokens`)."""
+        return self.usage.cache_write_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reasoning_tokens(self) -> int:
+        """Completion tokens spent reasoning (part of `completion_tokens`)."""
+        return self.usage.reasoning_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usage_estimated(self) -> bool:
+        """True when any call's usage was estimated (cut off, or not plausibly reported)."""
+        return self.usage.estimated
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def llm_calls(self) -> int:
+        return len(self.usage_by_call)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unpriced_calls(self) -> tuple[int, ...]:
+        """The `index` of every call whose model has no known price."""
+        return tuple(call.index for call in self.usage_by_call if call.cost_usd is None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """What the run cost in US dollars; None unless every call was priced (never a partial
+        sum passed off as the total: see `unpriced_calls`)."""
+        if self.unpriced_calls:
+            return None
+        return sum((call.cost_usd or Decimal(0) for call in self.usage_by_call), Decimal(0))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def budget_exhausted(self) -> bool:
+        """True when the token or cost budget ended the tool rounds."""
+        return self.synthesis_reason in ("budget", "cost_budget")
 
     @property
     def is_success(self) -> bool:
         return self.error is None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derived_keys_agree(cls, data: object, build: ModelWrapValidatorHandler[Self]) -> Self:
+        """A dumped result loads back (its derived keys are checked, not stored); a derived key
+        that disagrees with the records, e.g. `prompt_tokens` given without `usage_by_call`, is
+        an error rather than a result that silently bills zero."""
+        if not isinstance(data, Mapping):
+            return build(data)
+        derived = cls.model_computed_fields.keys() & data.keys()
+        result = build({key: value for key, value in data.items() if key not in derived})
+        as_python = result.model_dump(include=set(derived))
+        as_json = result.model_dump(mode="json", include=set(derived))
+        for key in sorted(derived):
+            if data[key] not in (as_python[key], as_json[key]):
+                raise ValueError(
+                    f"{key} is derived from usage_by_call ({as_python[key]!r}), "
+                    f"not given ({data[key]!r})"
+                )
+        return result
+
+
+ResultCallback = Callable[[ExecutionResult], None]
+"""Called once per run with its final result, also when the run failed or was cancelled: the
+hook for billing, used by agents, the executor and the web app alike."""

@@ -6,9 +6,10 @@ keeps each call with its purpose, and `UsageLedger` sums them when asked.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import Literal
+from decimal import Decimal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -36,12 +37,22 @@ class TokenUsage(BaseModel):
 
     `estimated` is True when any part was estimated (a stream cut off before the provider sent its
     usage, or a provider that reports none), so "the provider sent nothing" is never read as zero.
+    The detail counts are parts of the main ones, never added to them: cache reads and writes are
+    prompt tokens, reasoning tokens are completion tokens.
     """
 
     model_config = ConfigDict(frozen=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Prompt tokens read from the provider's prompt cache (billed at the cache-read price)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache (Anthropic bills them above input)."""
+    cache_write_1h_tokens: int = 0
+    """Of the cache writes, those kept for an hour (Anthropic bills them above 5-minute ones)."""
+    reasoning_tokens: int = 0
+    """Completion tokens the model spent thinking: billed as output, never shown."""
     estimated: bool = False
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
@@ -53,6 +64,10 @@ class TokenUsage(BaseModel):
         return TokenUsage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             estimated=self.estimated or other.estimated,
         )
 
@@ -62,13 +77,31 @@ class TokenUsage(BaseModel):
         metadata = message.usage_metadata
         if metadata is None:
             return None
+        prompt = metadata.get("input_token_details") or {}
+        completion = metadata.get("output_token_details") or {}
         return cls(
-            prompt_tokens=metadata["input_tokens"], completion_tokens=metadata["output_tokens"]
+            prompt_tokens=metadata["input_tokens"],
+            completion_tokens=metadata["output_tokens"],
+            cache_read_tokens=prompt.get("cache_read") or 0,
+            cache_write_tokens=_cache_writes(prompt),
+            cache_write_1h_tokens=prompt.get("ephemeral_1h_input_tokens") or 0,
+            reasoning_tokens=completion.get("reasoning") or 0,
         )
 
 
+def _cache_writes(details: Mapping[str, Any]) -> int:
+    """langchain-anthropic reports cache writes by lifetime when Anthropic does
+    (`ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`) and then sets `cache_creation` to 0
+    so they are not counted twice."""
+    by_lifetime = sum(details.get(key) or 0 for key in _CACHE_WRITE_LIFETIMES)
+    return by_lifetime or details.get("cache_creation") or 0
+
+
+_CACHE_WRITE_LIFETIMES = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+
+
 class LLMCallUsage(BaseModel):
-    """What one LLM call cost, and why it was made."""
+    """What one LLM call cost, who answered it, and why it was made."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -78,6 +111,12 @@ class LLMCallUsage(BaseModel):
     round: int
     """The tool-loop round the call belongs to, from 1."""
     usage: TokenUsage
+    provider: str | None = None
+    """The LangChain provider name (`openai`, `anthropic`, `google_genai`, ...), when known."""
+    model: str | None = None
+    """The model the provider says answered (e.g. a dated snapshot), else the one configured."""
+    cost_usd: Decimal | None = None
+    """The call's price in US dollars, or None when the model's prices are unknown."""
     attempt: int = 1
     """Which attempt at this call the record is, from 1: the loop's retries are records too."""
     status: AttemptStatus = "ok"
@@ -89,11 +128,12 @@ class LLMCallUsage(BaseModel):
 class UsageLedger:
     """The LLM calls of one run, in the order they were made. Never shared between runs."""
 
-    __slots__ = ("_calls", "_total")
+    __slots__ = ("_calls", "_cost", "_total")
 
     def __init__(self) -> None:
         self._calls: list[LLMCallUsage] = []
         self._total = TokenUsage()
+        self._cost = Decimal(0)
 
     def record(
         self,
@@ -101,6 +141,9 @@ class UsageLedger:
         purpose: CallPurpose,
         round: int,
         usage: TokenUsage,
+        provider: str | None = None,
+        model: str | None = None,
+        cost_usd: Decimal | None = None,
         attempt: int = 1,
         status: AttemptStatus = "ok",
     ) -> LLMCallUsage:
@@ -109,11 +152,15 @@ class UsageLedger:
             purpose=purpose,
             round=round,
             usage=usage,
+            provider=provider,
+            model=model,
+            cost_usd=cost_usd,
             attempt=attempt,
             status=status,
         )
         self._calls.append(call)
         self._total += usage
+        self._cost += cost_usd or 0
         return call
 
     @property
@@ -124,6 +171,11 @@ class UsageLedger:
     def total(self) -> TokenUsage:
         """The sum over the calls, kept as they are recorded (read on every round)."""
         return self._total
+
+    @property
+    def cost_spent_usd(self) -> Decimal:
+        """The cost of the calls that could be priced (what a cost budget is checked against)."""
+        return self._cost
 
 
 CallRecorder = Callable[[LLMCallUsage], Awaitable[None]]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +19,7 @@ from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._retry import may_have_been_billed
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
+from cleveractors.pricing import CallPricer
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.usage import (
@@ -29,6 +32,8 @@ from cleveractors.usage import (
 )
 
 EventSink = Callable[[Event], None]
+
+logger = logging.getLogger("cleveractors.agents.llm")
 
 
 def discard_event(event: Event) -> None:
@@ -144,6 +149,7 @@ class _Run:
     user_message: str
     sink: EventSink
     streaming: bool
+    pricer: CallPricer = field(default_factory=lambda: CallPricer(provider=None, model=None))
     ledger: UsageLedger = field(default_factory=UsageLedger)
     tool_records: list[ToolCallRecord] = field(default_factory=list)
     round: int = 0
@@ -167,10 +173,23 @@ class _Run:
             self.recorded += 1
 
     def record_usage(
-        self, purpose: CallPurpose, usage: TokenUsage, *, status: AttemptStatus = "ok"
+        self,
+        purpose: CallPurpose,
+        usage: TokenUsage,
+        reply: AIMessage | None = None,
+        *,
+        status: AttemptStatus = "ok",
     ) -> None:
+        model = self.pricer.answering_model(reply)
         call = self.ledger.record(
-            purpose=purpose, round=self.round, usage=usage, attempt=self.attempt, status=status
+            purpose=purpose,
+            round=self.round,
+            usage=usage,
+            attempt=self.attempt,
+            status=status,
+            provider=self.pricer.provider,
+            model=model,
+            cost_usd=self.pricer.cost(usage, model),
         )
         self.in_flight = None
         self.sink(UsageRecorded(call=call, total=self.ledger.total))
@@ -183,11 +202,13 @@ class _Run:
         *,
         status: AttemptStatus = "ok",
     ) -> None:
-        """Record a completed call: the provider's figures, or an estimate if it sent none."""
+        """Record a completed call: the provider's figures when plausible, else an estimate."""
         reported = TokenUsage.from_message(reply)
-        if reported is None:
-            reported = _estimate(sent, reply.text, reply)
-        self.record_usage(purpose, reported, status=status)
+        if reported is None or reported.prompt_tokens == 0:
+            estimate = _estimate(sent, reply.text, reply)
+            _warn_implausible(self.pricer, reply, reported)
+            reported = estimate if reported is None else _with_estimated_prompt(reported, estimate)
+        self.record_usage(purpose, reported, reply, status=status)
 
     def bill_interrupted_call(self, cause: BaseException) -> None:
         """Record an in-flight call that failed or was cut off (every attempt is a record). The
@@ -208,7 +229,8 @@ class _Run:
         if received or may_have_been_billed(cause):
             text = call.fold.text if call.fold is not None else ""
             partial = call.fold.message() if call.fold is not None else None
-            self.record_usage(call.purpose, _estimate(call.messages, text, partial), status=status)
+            estimate = _estimate(call.messages, text, partial)
+            self.record_usage(call.purpose, estimate, partial, status=status)
         else:
             self.record_usage(call.purpose, TokenUsage(), status=status)
 
@@ -240,6 +262,34 @@ def _estimate(messages: Sequence[BaseMessage], text: str, reply: AIMessage | Non
     )
 
 
+def _with_estimated_prompt(reported: TokenUsage, estimate: TokenUsage) -> TokenUsage:
+    """A report of 0 prompt tokens for a non-empty prompt (langchain-anthropic reads input usage
+    only from `message_delta`, which older event forms leave at 0): keep what the provider did
+    report, estimate the prompt, flag it."""
+    return reported.model_copy(update={"prompt_tokens": estimate.prompt_tokens, "estimated": True})
+
+
+_warned_models: set[tuple[str | None, str | None]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_implausible(pricer: CallPricer, reply: AIMessage, reported: TokenUsage | None) -> None:
+    """Log once per provider and model in this process: a provider that reports no usage does so
+    on every call, and one line says it as well as a thousand."""
+    model = pricer.answering_model(reply)
+    with _warned_lock:
+        if (pricer.provider, model) in _warned_models:
+            return
+        _warned_models.add((pricer.provider, model))
+    problem = "no usage" if reported is None else "0 prompt tokens for a non-empty prompt"
+    logger.warning(
+        "provider %s, model %s reported %s; billing an estimate (flagged estimated)",
+        pricer.provider,
+        model,
+        problem,
+    )
+
+
 # -- how a run ends ----------------------------------------------------------------------------
 
 
@@ -257,19 +307,12 @@ class _RunProgress:
         return sum((call.usage for call in self.calls), TokenUsage())
 
     def execution_result(self, *, text: str, error: BaseException | None = None) -> ExecutionResult:
-        usage = self.usage
         return ExecutionResult(
             text=text,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-            usage_estimated=usage.estimated,
-            llm_calls=len(self.calls),
             usage_by_call=self.calls,
             tool_calls=self.tool_records,
             rounds=self.rounds,
             synthesis_reason=self.synthesis_reason,
-            budget_exhausted=self.synthesis_reason == "budget",
             error=None if error is None else _error_info(error),
             cancelled=isinstance(error, asyncio.CancelledError),
         )

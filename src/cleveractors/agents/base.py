@@ -9,16 +9,13 @@ from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.events import Event
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ExecutionResult, ResultCallback
 from cleveractors.usage import CallRecorder, last_token_usage_var
 
 __all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
 
 History = Sequence[BaseMessage | dict[str, object]]
 """Prior chat turns: LangChain messages, or `{"role": ..., "content": ...}` dicts."""
-
-ResultCallback = Callable[[ExecutionResult], None]
-"""Called once per run with its final result, also when the run failed or was cancelled."""
 
 
 class Agent(ABC):

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -52,6 +53,7 @@ from cleveractors.events import (
     TextDelta,
     ToolCallRequested,
 )
+from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import ExecutionResult, SynthesisReason
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
@@ -70,6 +72,7 @@ _SYNTHESIS_PROMPT = (
 _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "max_rounds": "the limit of tool rounds for this message is reached",
     "budget": "the token budget for this message is spent",
+    "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
 _NO_RETRIES = RetryPolicy()
@@ -88,6 +91,9 @@ class LoopLimits:
     max_tool_rounds: int = 10
     token_budget: int | None = None
     tool_output_max_tokens: int | None = None
+    cost_budget_usd: Decimal | None = None
+    """Checked before each further round against the cost of the calls so far, like
+    `token_budget`; needs a model with a known price (or `pricing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +120,15 @@ class LLMAgent(Agent):
         mcp_servers: MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``). They are
             connected by `open()` (an executor's `async with`) or by the first run, and stay
             connected until `aclose()`.
+        provider: LangChain's provider name for usage records and prices (`openai`,
+            `anthropic`, ...); read from the model when omitted.
+        model_name: The model's name for usage records and prices; read from the model when
+            omitted.
+        pricing: Your own prices, instead of genai-prices' table.
+
+    Raises:
+        ConfigurationError: two tools share a name, or `limits.cost_budget_usd` is set for a
+            model whose price is unknown.
     """
 
     def __init__(
@@ -125,11 +140,22 @@ class LLMAgent(Agent):
         system_prompt: str | None = None,
         limits: LoopLimits = LoopLimits(),
         stream_tool_rounds: bool = True,
+        provider: str | None = None,
+        model_name: str | None = None,
+        pricing: ModelPrices | None = None,
         retry: RetryPolicy = _NO_RETRIES,
         mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.name = name
+        model = _with_streamed_usage(model)
         self.model = model
+        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
+        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
+            raise ConfigurationError(
+                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
+                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
+                "set agent.pricing (input_per_mtok, output_per_mtok)"
+            )
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
@@ -210,8 +236,12 @@ class LLMAgent(Agent):
                 max_tool_rounds=config.tool_max_rounds,
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
+                cost_budget_usd=config.cost_budget_usd,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
+            provider=config.provider,
+            model_name=config.model,
+            pricing=config.pricing,
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
         )
@@ -282,7 +312,12 @@ class LLMAgent(Agent):
         on_call: CallRecorder | None = None,
     ) -> _ToolLoopResult:
         run = _Run(
-            messages=[], user_message=message, sink=sink, streaming=streaming, recorder=on_call
+            messages=[],
+            user_message=message,
+            sink=sink,
+            streaming=streaming,
+            recorder=on_call,
+            pricer=self.pricer,
         )
         try:
             run.messages = self._initial_messages(message, history)
@@ -306,8 +341,8 @@ class LLMAgent(Agent):
                         batch = await self._run_tool_batch(run, tool_reply, calls)
                         if batch.answer is not None:
                             return run.result(AIMessage(content=batch.answer))
-                        if self._budget_spent(run):
-                            return run.result(await self._synthesize(run, "budget"))
+                        if spent := self._budget_spent(run):
+                            return run.result(await self._synthesize(run, spent))
                     case _:
                         assert_never(step)
         except (Exception, asyncio.CancelledError) as exc:
@@ -461,9 +496,14 @@ class LLMAgent(Agent):
 
     # -- step 5: limits ------------------------------------------------------------------------
 
-    def _budget_spent(self, run: _Run) -> bool:
-        budget = self.limits.token_budget
-        return budget is not None and run.ledger.total.total_tokens >= budget
+    def _budget_spent(self, run: _Run) -> SynthesisReason | None:
+        """Which budget, if any, the calls so far have reached."""
+        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        if tokens is not None and run.ledger.total.total_tokens >= tokens:
+            return "budget"
+        if cost is not None and run.ledger.cost_spent_usd >= cost:
+            return "cost_budget"
+        return None
 
     async def _synthesize(self, run: _Run, reason: SynthesisReason) -> AIMessage:
         run.synthesis_reason = reason
@@ -471,6 +511,19 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
         messages = [*run.messages, HumanMessage(prompt)]
         return await self._model_turn(run, "synthesis", tools_bound=False, messages=messages)
+
+
+def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
+    """The model with streamed usage requested. Integrations with a `stream_usage` switch
+    (ChatOpenAI, AzureChatOpenAI, ChatAnthropic, ...) may leave it off: ChatOpenAI turns it on only
+    for OpenAI's own URL, so a model built in code for another server would bill streamed calls
+    by estimate only. A copy shares the model's clients."""
+    if (
+        "stream_usage" in type(model).model_fields
+        and getattr(model, "stream_usage", None) is not True
+    ):
+        return model.model_copy(update={"stream_usage": True})
+    return model
 
 
 def _as_ai_message(reply: object) -> AIMessage:

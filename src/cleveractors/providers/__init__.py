@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import assert_never
-
 from langchain_core.language_models import BaseChatModel
 
 from cleveractors.config import LLMAgentConfig
@@ -16,7 +14,7 @@ def make_chat_model(config: LLMAgentConfig) -> BaseChatModel:
 
     Raises:
         ConfigurationError: the provider's settings are incomplete (e.g. the API key variable is
-            not set).
+            not set), or its integration package is not installed (naming the extra).
     """
     match config.provider:
         case "openai":
@@ -28,4 +26,6 @@ def make_chat_model(config: LLMAgentConfig) -> BaseChatModel:
 
             return make_stub_model(config)
         case _:
-            assert_never(config.provider)
+            from cleveractors.providers.integrations import make_integration_model
+
+            return make_integration_model(config)

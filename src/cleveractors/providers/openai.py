@@ -2,36 +2,47 @@
 
 from __future__ import annotations
 
-import os
-
 from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
 
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import ConfigurationError
 from cleveractors.providers._client import CLIENT_MAX_RETRIES
+from cleveractors.providers.integrations import read_api_key
 
 __all__ = ["make_openai_model"]
 
+_OWN_FIELDS = {
+    "model",
+    "base_url",
+    "api_key",
+    "temperature",
+    "max_retries",
+    "timeout",
+    "stream_usage",
+}
+
 
 def make_openai_model(config: LLMAgentConfig) -> ChatOpenAI:
-    """Build `ChatOpenAI` from an agent config, reading the API key from `api_key_env`.
+    """Build `ChatOpenAI` from an agent config, reading the API key from `api_key_env`
+    (default `OPENAI_API_KEY`); `model_options` are passed through.
 
     The client never retries (`CLIENT_MAX_RETRIES`): the loop does, per config `max_retries`.
 
     Raises:
-        ConfigurationError: the API key variable is not set. Its value never appears in messages.
+        ConfigurationError: the API key variable is not set (its value never appears in
+            messages), or `model_options` sets what the agent's own fields set.
     """
-    api_key = os.environ.get(config.api_key_env)
-    if not api_key:
+    api_key = read_api_key(config, "OPENAI_API_KEY")
+    clashes = sorted(config.model_options.keys() & _OWN_FIELDS)
+    if clashes:
         raise ConfigurationError(
-            f"agent.api_key_env: environment variable {config.api_key_env!r} is not set "
-            "(provider 'openai' needs an API key; any value works for a server that ignores it)"
+            f"agent.model_options: {', '.join(clashes)} must be set with the agent's own fields"
         )
     return ChatOpenAI(
+        **config.model_options,
         model=config.model,
         base_url=config.base_url,
-        api_key=SecretStr(api_key),
+        api_key=api_key,
         temperature=config.temperature,
         max_retries=CLIENT_MAX_RETRIES,
         timeout=config.request_timeout_s,

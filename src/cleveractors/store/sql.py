@@ -490,7 +490,13 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "prompt_tokens": call.usage.prompt_tokens,
         "completion_tokens": call.usage.completion_tokens,
         "estimated": call.usage.estimated,
+        "cost_usd": _money(call.cost_usd),
     }
+
+
+def _money(cost: Decimal | None) -> str | None:
+    """A cost as exact decimal text (the column is a string: no float ever holds money)."""
+    return None if cost is None else str(cost)
 
 
 def _totals(result: ExecutionResult) -> dict[str, object]:
@@ -498,6 +504,7 @@ def _totals(result: ExecutionResult) -> dict[str, object]:
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
         "estimated": result.usage_estimated,
+        "cost_usd": _money(result.cost_usd),
     }
 
 
@@ -508,15 +515,7 @@ def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
 
 def _nothing_spent(error: BaseException) -> ExecutionResult:
     """The result of a run refused before it began."""
-    return ExecutionResult(
-        text="",
-        prompt_tokens=0,
-        completion_tokens=0,
-        total_tokens=0,
-        usage_estimated=False,
-        llm_calls=0,
-        error=ErrorInfo.from_exception(error),
-    )
+    return ExecutionResult(text="", error=ErrorInfo.from_exception(error))
 
 
 def _ledger_row(row: Row[Any]) -> LedgerRow:

@@ -51,6 +51,12 @@ class BilledCall:
     completion_tokens: int
     streamed: bool
     completed: bool
+    cached_tokens: int = 0
+    """Of the prompt tokens, those reported as `prompt_tokens_details.cached_tokens`."""
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those reported as `completion_tokens_details.reasoning_tokens`."""
+    model: str = ""
+    """The model the reply named."""
 
     @property
     def total_tokens(self) -> int:
@@ -99,7 +105,7 @@ class Exchange:
         return cls(
             index=index,
             reply=reply,
-            model=str(body.get("model", "")),
+            model=reply.model_name or str(body.get("model", "")),
             prompt_tokens=prompt_words(body["messages"]) if prompt is None else prompt,
             is_streamed=bool(body.get("stream")),
             include_usage=bool(stream_options.get("include_usage")) and not reply.omit_usage,
@@ -112,6 +118,9 @@ class Exchange:
             completion_tokens=completion_tokens,
             streamed=self.is_streamed,
             completed=completed,
+            cached_tokens=self.reply.cache_read_tokens,
+            reasoning_tokens=self.reply.reasoning_tokens if completed else 0,
+            model=self.model,
         )
 
     @property
@@ -171,10 +180,19 @@ def words_sent(sent: Sequence[Piece]) -> int:
     return sum(count_words(text) for text in texts)
 
 
-def usage_payload(exchange: Exchange) -> dict[str, int]:
+def usage_payload(exchange: Exchange) -> dict[str, Any]:
     prompt, completion = exchange.prompt_tokens, exchange.completion_tokens
     total = prompt + completion
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
+    }
+    reply = exchange.reply
+    if reply.cache_read_tokens or reply.reasoning_tokens:  # as OpenAI reports them
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cache_read_tokens}
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    return usage
 
 
 def _envelope(exchange: Exchange, kind: str) -> dict[str, Any]:

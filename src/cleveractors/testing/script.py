@@ -66,6 +66,15 @@ class ScriptedReply(BaseModel):
     """The `Retry-After` header sent with `error`: seconds, or an HTTP date."""
     cut_off_after_chunks: NonNegativeInt | None = None
     omit_usage: bool = False
+    cache_read_tokens: NonNegativeInt = 0
+    """Of the prompt tokens, how many the provider reports read from its cache."""
+    cache_write_tokens: NonNegativeInt = 0
+    """Of the prompt tokens, how many the provider reports written to its cache."""
+    reasoning_tokens: NonNegativeInt = 0
+    """Of the completion tokens, how many the provider reports spent reasoning."""
+    model_name: str | None = None
+    """The model the reply says answered (providers report a dated snapshot); by default the
+    scripted model reports none and the server echoes the requested one."""
     chunk_delay_s: float = Field(default=0.0, ge=0)
     """Pause before each streamed chunk (and before a blocking reply), to make timing visible."""
     args_chunk_size: PositiveInt = 8

@@ -209,9 +209,17 @@ class ScriptedChatModel(BaseChatModel):
         completion = reply.completion_tokens
         if completion is None:
             completion = completion_words(reply)
-        return UsageMetadata(
+        usage = UsageMetadata(
             input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
         )
+        if reply.cache_read_tokens or reply.cache_write_tokens:
+            usage["input_token_details"] = {
+                "cache_read": reply.cache_read_tokens,
+                "cache_creation": reply.cache_write_tokens,
+            }
+        if reply.reasoning_tokens:
+            usage["output_token_details"] = {"reasoning": reply.reasoning_tokens}
+        return usage
 
     def _result(self, turn: _Turn, messages: list[BaseMessage]) -> ChatResult:
         reply = turn.reply
@@ -231,6 +239,7 @@ class ScriptedChatModel(BaseChatModel):
             tool_calls=valid,
             invalid_tool_calls=invalid,
             usage_metadata=None if reply.omit_usage else self._usage(reply, messages),
+            response_metadata=_reported_model(reply),
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -242,7 +251,12 @@ class ScriptedChatModel(BaseChatModel):
             yield ChatGenerationChunk(message=chunk)
         usage = None if reply.omit_usage else self._usage(reply, messages)
         yield ChatGenerationChunk(
-            message=AIMessageChunk(content="", usage_metadata=usage, chunk_position="last")
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=usage,
+                response_metadata=_reported_model(reply),
+                chunk_position="last",
+            )
         )
 
     def _content_chunks(self, turn: _Turn) -> Iterator[AIMessageChunk]:
@@ -270,6 +284,10 @@ class ScriptedChatModel(BaseChatModel):
                         tool_call_chunk(args=arguments[start : start + size], index=index)
                     ],
                 )
+
+
+def _reported_model(reply: ScriptedReply) -> dict[str, Any]:
+    return {} if reply.model_name is None else {"model_name": reply.model_name}
 
 
 def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:

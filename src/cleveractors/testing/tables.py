@@ -56,6 +56,10 @@ REPLY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
     "usage": ("omit_usage", lambda cell: cell == "omitted"),
     "delay": ("chunk_delay_s", float),
     "args chunk": ("args_chunk_size", int),
+    "cache read": ("cache_read_tokens", int),
+    "cache write": ("cache_write_tokens", int),
+    "reasoning": ("reasoning_tokens", int),
+    "model": ("model_name", str),
 }
 """The columns a script table may have, and the `ScriptedReply` field each one fills."""
 

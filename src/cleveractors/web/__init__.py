@@ -18,6 +18,6 @@ except ImportError as exc:
     ) from exc
 
 from cleveractors.web.app import create_app
-from cleveractors.web.router import ChatRequest, ChatTurn, UsageCallback, create_chat_router
+from cleveractors.web.router import ChatRequest, ChatTurn, create_chat_router
 
-__all__ = ["ChatRequest", "ChatTurn", "UsageCallback", "create_app", "create_chat_router"]
+__all__ = ["ChatRequest", "ChatTurn", "create_app", "create_chat_router"]

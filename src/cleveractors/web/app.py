@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from cleveractors.executor import ActorExecutor
-from cleveractors.web.router import UsageCallback, create_chat_router
+from cleveractors.result import ResultCallback
+from cleveractors.web.router import create_chat_router
 
 __all__ = ["create_app"]
 
@@ -21,7 +22,7 @@ _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
 def create_app(
     executor: ActorExecutor,
     *,
-    on_usage: UsageCallback | None = None,
+    on_usage: ResultCallback | None = None,
     max_body_bytes: int = 1_000_000,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.

@@ -46,11 +46,13 @@ __all__ = [
     "Choice",
     "ChunkChoice",
     "CompletionReply",
+    "CompletionTokensDetails",
     "CompletionUsage",
     "ContentPart",
     "Delta",
     "ErrorDetail",
     "ErrorResponse",
+    "PromptTokensDetails",
     "StreamOptions",
     "error_response",
     "run_error_response",
@@ -148,18 +150,33 @@ def _is_none(value: object) -> bool:
     return value is None
 
 
+class PromptTokensDetails(_Wire):
+    cached_tokens: int
+
+
+class CompletionTokensDetails(_Wire):
+    reasoning_tokens: int
+
+
 class CompletionUsage(_Wire):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
 
     @classmethod
     def of(cls, result: ExecutionResult) -> CompletionUsage:
-        """Every token the turn spent, over all its LLM calls (tool rounds included)."""
+        """Every token the turn spent, over all its LLM calls (tool rounds included), with the
+        cached and reasoning parts where OpenAI reports them."""
         return cls(
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             total_tokens=result.total_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=result.cache_read_tokens),
+            completion_tokens_details=CompletionTokensDetails(
+                reasoning_tokens=result.reasoning_tokens
+            ),
         )
 
 

@@ -32,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 from cleveractors.agents import EventStream
 from cleveractors.events import RunFailed, RunFinished, TextDelta
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ErrorInfo, ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.web.openai_compat import (
     AnswerText,
     ChatCompletionRequest,
@@ -44,10 +44,7 @@ from cleveractors.web.openai_compat import (
 )
 from cleveractors.web.sse import SSE_LINE_SEPARATOR, data_frame, event_frame
 
-__all__ = ["ChatRequest", "ChatTurn", "UsageCallback", "create_chat_router"]
-
-UsageCallback = Callable[[ExecutionResult], None]
-"""Called once per request that ran the actor, with the final result, for billing."""
+__all__ = ["ChatRequest", "ChatTurn", "create_chat_router"]
 
 _Body = TypeVar("_Body", bound=BaseModel)
 
@@ -55,11 +52,6 @@ _Body = TypeVar("_Body", bound=BaseModel)
 # its events), nothing was spent; the callback still hears of the request, once.
 _NOTHING_SPENT = ExecutionResult(
     text="",
-    prompt_tokens=0,
-    completion_tokens=0,
-    total_tokens=0,
-    usage_estimated=False,
-    llm_calls=0,
     error=ErrorInfo(type="CancelledError", message="the client left before the run started"),
     cancelled=True,
 )
@@ -103,7 +95,7 @@ class _RequestRejected(Exception):
 
 def create_chat_router(
     executor_factory: Callable[[], ActorExecutor],
-    on_usage: UsageCallback | None = None,
+    on_usage: ResultCallback | None = None,
     *,
     max_body_bytes: int = 1_000_000,
 ) -> APIRouter:
@@ -161,7 +153,7 @@ def create_chat_router(
 
 @asynccontextmanager
 async def _billed_run(
-    stream: EventStream, on_usage: UsageCallback | None
+    stream: EventStream, on_usage: ResultCallback | None
 ) -> AsyncIterator[EventStream]:
     try:
         yield stream
