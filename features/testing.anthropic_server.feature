@@ -140,6 +140,12 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
     When the Anthropic server is asked "Hi there" by the sync streaming client with thinking off
     Then the Anthropic server billed 40 prompt and 7 completion tokens, completed
 
+  Scenario: The model named, cache writes by lifetime, and the older usage events, as scripted
+    Given the Anthropic server's script starts with the text "Cached answer here." as model claude-sonnet-4-20250514, 3 tokens written to the 1h cache, input usage in message_start only
+    When the Anthropic server is asked "Weather in Paris and Rome, please?" by the sync streaming client with thinking off
+    And the Anthropic server is sent a streamed request with thinking on over plain HTTP
+    Then the SDK message names the model claude-sonnet-4-20250514, its cache writes are 3 for 1h, and message_delta reported only the output tokens
+
   Scenario: A blocking request for a reply scripted to fail mid-stream gets HTTP 529
     Given the Anthropic server's script starts with the text "one two three four five" and an error event after 4 events
     When the Anthropic server is asked "Hi there" by the sync blocking client with thinking off
@@ -164,7 +170,7 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
 
   Scenario Outline: ChatAnthropic reads the server's usage with its cache parts (<mode>)
     When ChatAnthropic asks the Anthropic server "Weather in Paris and Rome?" with thinking on, <mode>
-    Then ChatAnthropic's usage is what the server billed, with cache_read 3 and cache_creation 2
+    Then ChatAnthropic's usage is what the server billed, 3 read from the cache and 2 written to it for 5 minutes
     And ChatAnthropic's reply keeps the thinking block with its signature and calls get_weather twice
 
     Examples:

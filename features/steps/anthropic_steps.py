@@ -255,6 +255,22 @@ def _given_raw_arguments(context: Context, raw: str) -> None:
     _serve(context, [reply, reply])
 
 
+@given(
+    'the Anthropic server\'s script starts with the text "{text}" as model {model}, {write:d} '
+    "tokens written to the {ttl} cache, input usage in message_start only"
+)
+def _given_details(context: Context, text: str, model: str, write: int, ttl: str) -> None:
+    reply = ScriptedAnthropicReply(
+        text=text,
+        model_name=model,
+        cache_write_tokens=write,
+        cache_write_ttl=ttl,
+        usage_in_message_start_only=True,
+    )
+    # Twice: once for the SDK, once read as raw events.
+    _serve(context, [reply, reply])
+
+
 # -- When -------------------------------------------------------------------------------------
 
 
@@ -396,6 +412,7 @@ def _then_usage_billed(context: Context, read: int, write: int) -> None:
     output = _words(f"{reply.thinking} {reply.text} {calls}")
     assert (billed.prompt_tokens, billed.completion_tokens) == (prompt, output), billed
     assert (billed.cache_read_tokens, billed.cache_write_tokens) == (read, write), billed
+    assert billed.cached_tokens == read, billed
     reported = (
         usage.input_tokens,
         usage.cache_read_input_tokens,
@@ -411,7 +428,7 @@ def _then_thinking_tokens(context: Context) -> None:
     assert details is not None, "no output_tokens_details"
     assert details.thinking_tokens == _words(context.scripted[0].thinking), details
     billed = context.anthropic_server.billed[-1]
-    assert billed.thinking_tokens == details.thinking_tokens, billed
+    assert billed.reasoning_tokens == details.thinking_tokens, billed
 
 
 @then("the two SDK messages are equal apart from their ids and signatures")
@@ -533,6 +550,27 @@ def _then_sdk_error_body(context: Context, kind: str, error_type: str, message: 
 @then("the SDK's error carried the header retry-after: {value}")
 def _then_retry_after(context: Context, value: str) -> None:
     assert context.sdk_error.response.headers.get("retry-after") == value, context.sdk_error
+
+
+@then(
+    "the SDK message names the model {model}, its cache writes are {write:d} for {ttl}, and "
+    "message_delta reported only the output tokens"
+)
+def _then_details(context: Context, model: str, write: int, ttl: str) -> None:
+    message = _message(context)
+    billed = context.anthropic_server.billed[0]
+    assert (message.model, billed.model) == (model, model), (message.model, billed)
+    usage = message.usage
+    # The SDK keeps message_start's input usage when message_delta brings none.
+    assert usage.input_tokens == billed.prompt_tokens - write, usage
+    assert usage.cache_creation_input_tokens == write, usage
+    creation = usage.cache_creation
+    assert creation is not None, usage
+    by_ttl = {"5m": creation.ephemeral_5m_input_tokens, "1h": creation.ephemeral_1h_input_tokens}
+    assert by_ttl == {"5m": write * (ttl == "5m"), "1h": write * (ttl == "1h")}, creation
+    assert (billed.cache_write_tokens, billed.cache_write_ttl) == (write, ttl), billed
+    delta = context.raw_events[-2][1]
+    assert delta["usage"] == {"output_tokens": billed.completion_tokens}, delta
 
 
 @then("the SDK client failed with {kind}")
@@ -667,8 +705,8 @@ def _then_omit_usage_refused(context: Context, message: str) -> None:
 
 
 @then(
-    "ChatAnthropic's usage is what the server billed, with cache_read {read:d} and "
-    "cache_creation {write:d}"
+    "ChatAnthropic's usage is what the server billed, {read:d} read from the cache and {write:d} "
+    "written to it for 5 minutes"
 )
 def _then_chat_usage(context: Context, read: int, write: int) -> None:
     usage = context.chat_reply.usage_metadata
@@ -678,7 +716,9 @@ def _then_chat_usage(context: Context, read: int, write: int) -> None:
     assert usage["output_tokens"] == billed.completion_tokens, (usage, billed)
     details = usage.get("input_token_details", {})
     assert details.get("cache_read") == read, details
-    assert details.get("cache_creation") == write, details
+    # The API reports writes by lifetime too; langchain-anthropic then counts them there only.
+    assert details.get("ephemeral_5m_input_tokens") == write, details
+    assert details.get("cache_creation") == 0, details
 
 
 @then(

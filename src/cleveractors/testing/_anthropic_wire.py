@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import NonNegativeInt
 
@@ -56,8 +56,11 @@ _ERROR_TYPES = {
 
 
 class ScriptedAnthropicReply(ScriptedReply):
-    """A `ScriptedReply` with what only the Messages API has: thinking, cache usage, an error
-    event mid-stream. (`error_status` 529 is Anthropic's `overloaded_error`.)
+    """A `ScriptedReply` with what only the Messages API has: thinking, cache-write lifetimes,
+    the older usage events, an error event mid-stream. (`error_status` 529 is Anthropic's
+    `overloaded_error`; `cache_read_tokens` / `cache_write_tokens` are reported as
+    `cache_read_input_tokens` / `cache_creation_input_tokens`, apart from `input_tokens`;
+    `reasoning_tokens`, when set, replaces the words of the thinking as `thinking_tokens`.)
 
     A plain `ScriptedReply` is served too; these fields then keep their defaults.
     """
@@ -67,10 +70,11 @@ class ScriptedAnthropicReply(ScriptedReply):
     thinking, as the API does."""
     redacted_thinking: str = ""
     """`data` of a `redacted_thinking` block sent after the thinking block (thinking enabled)."""
-    cache_read_tokens: NonNegativeInt = 0
-    """Part of the prompt reported as `cache_read_input_tokens` (not in `input_tokens`)."""
-    cache_write_tokens: NonNegativeInt = 0
-    """Part of the prompt reported as `cache_creation_input_tokens` (not in `input_tokens`)."""
+    cache_write_ttl: Literal["5m", "1h"] = "5m"
+    """The lifetime of the cache writes, reported in `usage.cache_creation` (priced apart)."""
+    usage_in_message_start_only: bool = False
+    """Streamed: report the input usage in `message_start` only, and only `output_tokens` in
+    `message_delta` (the older event form some providers still send)."""
     error_event_after_chunks: NonNegativeInt | None = None
     """Streamed: after that many content-block events, send `event: error` (overloaded_error) and
     end the stream. Blocking: answer HTTP 529, billing nothing."""
@@ -78,13 +82,14 @@ class ScriptedAnthropicReply(ScriptedReply):
 
 @dataclass(frozen=True)
 class BilledAnthropicCall(BilledCall):
-    """A `BilledCall` with the prompt's cached parts (both included in `prompt_tokens`) and the
-    thinking part of the completion, as `output_tokens_details` reports it (0 for a reply that
-    ended early, whose usage the client never gets)."""
+    """A `BilledCall` with the prompt's cached parts (both included in `prompt_tokens`; reads are
+    also `cached_tokens`) and, as `reasoning_tokens`, the thinking part of the completion that
+    `output_tokens_details` reports (0 for a reply that ended early, whose usage the client never
+    gets)."""
 
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    thinking_tokens: int = 0
+    cache_write_ttl: str = "5m"
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,7 @@ class AnthropicExchange:
         return cls(
             index=index,
             reply=scripted,
-            model=str(body.get("model", "")),
+            model=scripted.model_name or str(body.get("model", "")),
             prompt_tokens=max(prompt, scripted.cache_read_tokens + scripted.cache_write_tokens),
             is_streamed=bool(body.get("stream")),
             is_thinking=thinking_enabled(body),
@@ -159,8 +164,11 @@ class AnthropicExchange:
             streamed=self.is_streamed,
             completed=completed,
             cache_read_tokens=self.reply.cache_read_tokens,
+            cached_tokens=self.reply.cache_read_tokens,
             cache_write_tokens=self.reply.cache_write_tokens,
-            thinking_tokens=thinking_tokens,
+            cache_write_ttl=self.reply.cache_write_ttl,
+            reasoning_tokens=thinking_tokens,
+            model=self.model,
         )
 
     def usage(self, output_tokens: int, thinking_tokens: int | None) -> dict[str, Any]:
@@ -170,6 +178,11 @@ class AnthropicExchange:
             "input_tokens": self.prompt_tokens - reply.cache_read_tokens - reply.cache_write_tokens,
             "cache_creation_input_tokens": reply.cache_write_tokens,
             "cache_read_input_tokens": reply.cache_read_tokens,
+            "cache_creation": {
+                f"ephemeral_{ttl}_input_tokens": reply.cache_write_tokens
+                * (ttl == reply.cache_write_ttl)
+                for ttl in ("5m", "1h")
+            },
             "output_tokens": output_tokens,
         }
         if thinking_tokens:
@@ -293,8 +306,10 @@ def _tool_use_block(
     )
 
 
-def thinking_tokens(blocks: Sequence[BlockEvents]) -> int:
-    return sum(_block_words(block) for block in blocks if block.start["type"] == "thinking")
+def thinking_tokens(reply: ScriptedReply, blocks: Sequence[BlockEvents]) -> int:
+    """The thinking part of the output: as scripted, else the words of the thinking sent."""
+    thinking = (block for block in blocks if block.start["type"] == "thinking")
+    return reply.reasoning_tokens or sum(_block_words(block) for block in thinking)
 
 
 def message_payload(
@@ -302,7 +317,8 @@ def message_payload(
 ) -> dict[str, Any]:
     """The `Message` object: the blocking reply, or (`content=False`) `message_start`'s message."""
     if content:
-        usage = exchange.usage(exchange.completion_tokens(blocks), thinking_tokens(blocks))
+        output = exchange.completion_tokens(blocks)
+        usage = exchange.usage(output, thinking_tokens(exchange.reply, blocks))
     else:
         usage = exchange.usage(1, None)
     return {

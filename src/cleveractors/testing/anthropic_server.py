@@ -319,7 +319,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(529, _OVERLOADED)
         else:
             owner._issue(blocks)
-            output, thinking = exchange.completion_tokens(blocks), thinking_tokens(blocks)
+            output = exchange.completion_tokens(blocks)
+            thinking = thinking_tokens(reply, blocks)
             owner._bill(exchange.bill(output, completed=True, thinking_tokens=thinking))
             self._send_json(HTTPStatus.OK, message_payload(exchange, blocks))
 
@@ -348,11 +349,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _finish_stream(self, exchange: AnthropicExchange, blocks: list[BlockEvents]) -> None:
         owner = self.server.owner
         owner._issue(blocks)
-        output, thinking = exchange.completion_tokens(blocks), thinking_tokens(blocks)
+        output = exchange.completion_tokens(blocks)
+        thinking = thinking_tokens(exchange.reply, blocks)
         # Billed before the last events, so a client that has read message_stop finds the record.
         owner._bill(exchange.bill(output, completed=True, thinking_tokens=thinking))
         delta = {"stop_reason": exchange.stop_reason, "stop_sequence": None}
         usage = exchange.usage(output, thinking)
+        if exchange.reply.usage_in_message_start_only:
+            usage = {"output_tokens": output}
         self._write_event({"type": "message_delta", "delta": delta, "usage": usage})
         self._write_event({"type": "message_stop"})
         self._write_chunk(b"")
