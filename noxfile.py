@@ -8,11 +8,14 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
+# A Python version a session asks for that is not installed fails the run; never skipped.
+nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
     "format",
     "lint",
@@ -20,6 +23,8 @@ nox.options.sessions = [
     "security_scan",
     "unit_tests",
     "integration_tests",
+    "stop_scenarios-3.11",
+    "stop_scenarios-3.13",
     "coverage_report",
 ]
 
@@ -29,6 +34,44 @@ REPORTS = ROOT / "reports"
 DEMO_MESSAGE = "What's the weather in Paris and in Rome?"
 CHROMIUM_PACKAGES = ["chromium", "chromium-driver"]
 POSTGRES_PACKAGES = ["postgresql"]
+# Stopping and streaming behave differently across Python versions (3.11's wait_for swallows a
+# cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
+STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
+STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
+
+
+def _installed_python(version: str) -> str:
+    """The path of the CPython `version` ("3.13") installed here, or `version` itself when none
+    is found (nox then fails the session, naming it).
+
+    pyenv's `python3.13` shim fails unless that version is selected, so ask pyenv where the
+    version lives, then look in its versions folder, then on PATH; each candidate must run and
+    report the version."""
+    candidates: list[Path] = []
+    if pyenv := shutil.which("pyenv"):
+        prefix = subprocess.run(
+            [pyenv, "prefix", version], capture_output=True, text=True, check=False
+        )
+        candidates += [Path(line) / "bin" / f"python{version}" for line in prefix.stdout.split()]
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
+    if on_path := shutil.which(f"python{version}"):
+        candidates.append(Path(on_path))
+    for candidate in candidates:
+        if _runs_as(candidate, version):
+            return str(candidate)
+    return version
+
+
+def _runs_as(interpreter: Path, version: str) -> bool:
+    check = "import sys; print('%d.%d' % sys.version_info[:2])"
+    try:
+        ran = subprocess.run(
+            [str(interpreter), "-c", check], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return False
+    return ran.returncode == 0 and ran.stdout.strip() == version
 
 
 def _install_project(session: nox.Session) -> None:
@@ -151,6 +194,38 @@ def integration_tests(session: nox.Session) -> None:
         "robot",
         env=env,
     )
+
+
+def _stop_scenarios(session: nox.Session) -> None:
+    """The cancellation and streaming scenarios (Behave and Robot, tagged) on one Python."""
+    _install_project(session)
+    session.run(
+        "behave",
+        "--format",
+        "progress",
+        "--no-capture-stderr",
+        "--tags",
+        " or ".join(f"@{tag}" for tag in STOP_SCENARIO_TAGS),
+        "features",
+    )
+    session.run(
+        "robot",
+        "--outputdir",
+        str(REPORTS / session.name),
+        "--pythonpath",
+        "robot/libraries",
+        "--include",
+        "OR".join(STOP_SCENARIO_TAGS),
+        "robot",
+    )
+
+
+for _version in STOP_SCENARIO_PYTHONS:
+    nox.session(
+        name=f"stop_scenarios-{_version}",
+        python=_installed_python(_version),
+        download_python="never",
+    )(_stop_scenarios)
 
 
 @nox.session

@@ -1,4 +1,5 @@
-"""Benchmarks of issue 3 (`nox -s bench`): latency to the first token, CPU per turn, concurrency.
+"""Benchmarks of issues 3 and 8 (`nox -s bench`): latency to the first token, CPU per turn,
+concurrency, and what stops cost (a disconnect storm's CPU, a stalled reader's memory).
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -37,6 +38,7 @@ from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
+from stops import measure_stops
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -48,6 +50,7 @@ class Settings:
     cpu_warmup: int
     concurrency_repetitions: int
     profile_turns: int
+    disconnects: int
     ledger_writes: int
 
     @classmethod
@@ -58,6 +61,7 @@ class Settings:
             cpu_warmup=10,
             concurrency_repetitions=7,
             profile_turns=40,
+            disconnects=50,
             ledger_writes=500,
         )
 
@@ -69,6 +73,7 @@ class Settings:
             cpu_warmup=2,
             concurrency_repetitions=2,
             profile_turns=10,
+            disconnects=10,
             ledger_writes=50,
         )
 
@@ -120,6 +125,9 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.concurrency_repetitions
         )
         outcome.rows.extend(concurrency_rows)
+    with _section("stops (a storm of disconnects, a stalled reader)"):
+        stop_rows, outcome.samples["stops"] = await measure_stops(settings.disconnects)
+        outcome.rows.extend(stop_rows)
     with _section("ledger (SQLite file, WAL)"):
         ledger_rows, outcome.samples["ledger"] = await measure_ledger(settings.ledger_writes)
         outcome.rows.extend(ledger_rows)

@@ -1,3 +1,4 @@
+@cancellation
 Feature: A consumer that stops early cancels the run and keeps the bill
   When the consumer of a stream stops (it breaks out, calls aclose(), or its task is
   cancelled), the in-flight model request and running tools are cancelled, no task is left

@@ -1,3 +1,4 @@
+@streaming
 Feature: execute_stream() streams every round token by token, at no extra cost
   Each round is one streamed request with tools bound: text the model writes before its tool
   calls and the final answer both reach the caller as the provider sends them, and the bill is

@@ -1,3 +1,4 @@
+@streaming
 Feature: Streamed tool calls are put back together from their fragments
   A streamed reply carries its tool calls as fragments: the first of a call usually has its
   index, id and name, the rest only the index and a piece of the arguments. They are grouped

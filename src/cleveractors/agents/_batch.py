@@ -84,6 +84,7 @@ class ToolDispatcher:
         return [task.result() for task in running]
 
     async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
+        await run.checkpoint()  # no tool starts once the run is stopped
         run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
         agent = ToolAgent(
             self._tools.get(call.name), agent_name=self._agent_name, available=self._available

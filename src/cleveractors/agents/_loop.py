@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._retry import may_have_been_billed
+from cleveractors.agents.stream import EventChannel
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
@@ -163,6 +164,30 @@ class _Run:
     """How many of the ledger's calls the recorder has been given."""
     turn_start: int = 0
     """Where this turn's messages begin in `messages` (the user's message)."""
+    _task: asyncio.Task[object] | None = field(default_factory=asyncio.current_task, init=False)
+    _cancels_at_start: int = field(default=0, init=False)
+    _room: asyncio.Event | None = field(default=None, init=False)
+    """Set while a streamed run's consumer has room for more events (its sink is a channel)."""
+
+    def __post_init__(self) -> None:
+        if self._task is not None:
+            self._cancels_at_start = self._task.cancelling()
+        if isinstance(self.sink, EventChannel):
+            self._room = self.sink.has_room
+
+    async def checkpoint(self) -> None:
+        """Where the run may stop or wait: before and after each model call, after each streamed
+        chunk, before each tool.
+
+        A run whose task was asked to cancel ends here even if a library swallowed the
+        CancelledError: Python 3.11's `asyncio.wait_for`, through which langchain-openai reads
+        every chunk, does when the chunk completes as the cancellation arrives. The task's
+        cancel count, not the exception, records the request (as for `asyncio.timeout()`).
+        Then a streamed run waits while its consumer is behind."""
+        if self._task is not None and self._task.cancelling() > self._cancels_at_start:
+            raise asyncio.CancelledError
+        if self._room is not None and not self._room.is_set():
+            await self._room.wait()
 
     async def flush_calls(self) -> None:
         """Hand the recorder every call recorded since the last flush."""

@@ -396,6 +396,7 @@ class LLMAgent(Agent):
         tools_bound: bool,
     ) -> AIMessage:
         """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        await run.checkpoint()
         model = self._model_with_tools if tools_bound else self.model
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
@@ -409,6 +410,7 @@ class LLMAgent(Agent):
             if shows_text and reply.text and not reply.tool_calls:
                 run.sink(TextDelta(round=run.round, text=reply.text))
         run.record_reply(purpose, reply, sent)
+        await run.checkpoint()
         return reply
 
     @staticmethod
@@ -422,6 +424,7 @@ class LLMAgent(Agent):
         async for chunk in model.astream(messages):
             if text := fold.add(chunk):
                 sink(TextDelta(round=round_number, text=text))
+            await run.checkpoint()
         return fold.message()
 
     # -- step 4: tools -------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """`EventStream` and `TextStream`: a run's events (or text) as an async iterator, plus its result.
 
-The run itself works in a task that pushes events into a queue, and the iterator drains the queue.
-When the consumer stops early (it breaks, calls `aclose()`, or its task is cancelled), the run's
-task is cancelled and awaited before control returns, so no task outlives the stream and the
-result, with every token spent, is settled first.
+The run itself works in a task that pushes events into a bounded `EventChannel`, and the iterator
+drains it: a consumer that reads slowly holds the run back (and, through it, the provider's
+stream) instead of letting the events pile up. When the consumer stops early (it breaks, calls
+`aclose()`, or its task or cancel scope is cancelled), the run's task is cancelled and awaited
+before control returns, so no task outlives the stream and the result, with every token spent,
+is settled first.
 """
 
 from __future__ import annotations
@@ -13,18 +15,30 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import AsyncGeneratorType
-from typing import Self, cast
+from typing import Any, Self, cast
 
+import anyio
 from langchain_core.messages import BaseMessage
 
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult
 from cleveractors.usage import last_token_usage_var
 
-__all__ = ["ROUND_SEPARATOR", "EventStream", "RunOutcome", "TextStream"]
+__all__ = [
+    "MAX_BUFFERED_EVENTS",
+    "ROUND_SEPARATOR",
+    "EventChannel",
+    "EventStream",
+    "RunOutcome",
+    "TextStream",
+]
 
 ROUND_SEPARATOR = "\n\n"
 """What `TextStream` puts between the text of two rounds (e.g. before the answer after tools)."""
+
+MAX_BUFFERED_EVENTS = 64
+"""How many events a run may get ahead of its consumer before it waits (a text delta is one
+event per provider chunk). Enough that a consumer keeping up never makes the run wait."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +56,40 @@ class _End:
     """The queue's last item: the run has settled."""
 
 
-RunWithSink = Callable[[Callable[[Event], None]], Awaitable[RunOutcome]]
+class EventChannel:
+    """The bounded link from a run to its consumer.
+
+    The channel is the run's sink, a plain callable called deep inside the loop, so it never
+    waits; the run waits instead at its checkpoints (after each streamed chunk, before each model
+    call and tool) while `has_room` is clear, that is while `max_buffered` events are unread. The
+    buffer thus exceeds `max_buffered` by at most the few events emitted between two checkpoints.
+    """
+
+    def __init__(self, max_buffered: int = MAX_BUFFERED_EVENTS) -> None:
+        self._events: asyncio.Queue[Event | _End] = asyncio.Queue()
+        self._max_buffered = max_buffered
+        self.has_room = asyncio.Event()
+        self.has_room.set()
+
+    def __call__(self, event: Event) -> None:
+        """The run's sink: buffer an event for the consumer; never waits."""
+        self.put(event)
+
+    def put(self, event: Event | _End) -> None:
+        """Buffer an event (or the end) for the consumer; never waits."""
+        self._events.put_nowait(event)
+        if self._events.qsize() >= self._max_buffered:
+            self.has_room.clear()
+
+    async def get(self) -> Event | _End:
+        """The next event, waiting for one."""
+        event = await self._events.get()
+        if self._events.qsize() < self._max_buffered:
+            self.has_room.set()
+        return event
+
+
+RunWithSink = Callable[[EventChannel], Awaitable[RunOutcome]]
 
 
 class _ClosesOnExit:
@@ -70,7 +117,7 @@ class EventStream(_ClosesOnExit):
     ) -> None:
         self._run = run
         self._on_result = on_result
-        self._queue: asyncio.Queue[Event | _End] = asyncio.Queue()
+        self._channel = EventChannel()
         self._is_iterated = False
         self._drain_ref: weakref.ref[AsyncGeneratorType[Event, None]] | None = None
         self._drained: asyncio.Future[None] | None = None
@@ -107,7 +154,7 @@ class EventStream(_ClosesOnExit):
         self._drained = asyncio.get_running_loop().create_future()
         self._task = task = asyncio.create_task(self._produce())
         try:
-            while not isinstance(event := await self._queue.get(), _End):
+            while not isinstance(event := await self._channel.get(), _End):
                 yield event
             await task  # done by now; re-raises a failure of the stream machinery itself
         finally:
@@ -130,31 +177,36 @@ class EventStream(_ClosesOnExit):
 
     async def _produce(self) -> None:
         try:
-            outcome = await self._run(self._queue.put_nowait)
+            outcome = await self._run(self._channel)
             self._outcome = outcome
             if self._on_result is not None:
                 self._on_result(outcome.result)
             if outcome.error is None:
-                self._queue.put_nowait(RunFinished(result=outcome.result))
+                self._channel.put(RunFinished(result=outcome.result))
             else:
                 error = outcome.result.error or ErrorInfo.from_exception(outcome.error)
-                self._queue.put_nowait(RunFailed(error=error, result=outcome.result))
+                self._channel.put(RunFailed(error=error, result=outcome.result))
         finally:
             # Whatever happens, the consumer must not wait forever for an event.
-            self._queue.put_nowait(_End())
+            self._channel.put(_End())
 
 
-async def _settle(pending: asyncio.Future[None]) -> None:
+async def _settle(pending: asyncio.Future[Any]) -> None:
     """Wait until a cancelled run (or the closing of its stream) has settled, even if we are
-    cancelled meanwhile; then re-raise that cancellation. anyio cancel scopes (Starlette,
-    sse-starlette) cancel again at every await until the scope exits, so one plain await could
-    return early, leaving the run's task running and its result unsettled."""
+    cancelled meanwhile; then re-raise that cancellation.
+
+    A cancelled anyio cancel scope (Starlette, sse-starlette) cancels the tasks directly inside it
+    again on every pass of the event loop until they leave it: waiting there would wake us
+    thousands of times a second and spin a core for as long as the run takes to stop. The shielded
+    scope moves us out of its reach, so we sleep until the run is done. A plain asyncio
+    cancellation still gets through, once per `cancel()`; it is remembered and re-raised."""
     is_cancelled = False
-    while not pending.done():
-        try:
-            await asyncio.wait({pending})
-        except asyncio.CancelledError:
-            is_cancelled = True
+    with anyio.CancelScope(shield=True):
+        while not pending.done():
+            try:
+                await asyncio.wait({pending})
+            except asyncio.CancelledError:
+                is_cancelled = True
     if is_cancelled:
         raise asyncio.CancelledError
 
