@@ -69,6 +69,8 @@ Feature: Any LangChain provider from config
       | an option the class refuses | ANTHROPIC_API_KEY | anthropic | model_options: {max_tokens: lots}       | agent.model_options: ChatAnthropic rejected the settings: max_tokens: Input should be a valid integer      |
       | the key variable unset      | ANTHROPIC_API_KEY | anthropic | api_key_env: CLEVERACTORS_NO_SUCH_KEY   | agent.api_key_env: environment variable 'CLEVERACTORS_NO_SUCH_KEY' is not set (provider 'anthropic'        |
       | openai option set twice     | OPENAI_API_KEY    | openai    | model_options: {base_url: x}            | agent.model_options: base_url must be set with the agent's own fields                                      |
+      | client retries turned on    | ANTHROPIC_API_KEY | anthropic | model_options: {max_retries: 5}         | agent.model_options: max_retries must be set with the agent's own fields                                   |
+      | openai client retries       | OPENAI_API_KEY    | openai    | model_options: {max_retries: 5}         | agent.model_options: max_retries must be set with the agent's own fields                                   |
       | a keyless provider's key    | ANTHROPIC_API_KEY | ollama    | api_key_env: ANTHROPIC_API_KEY          | agent.api_key_env: provider 'ollama' takes no API key                                                      |
       | no base URL setting         | ANTHROPIC_API_KEY | google_vertexai | base_url: http://127.0.0.1:9      | agent.base_url: provider 'google_vertexai' has no base URL setting                                         |
 

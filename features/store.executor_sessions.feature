@@ -68,6 +68,34 @@ Feature: An executor with a store keeps sessions and bills every call in the led
       | blocking  |
       | streaming |
 
+  Scenario Outline: A run that lost its hold on the session appends nothing (<mode>)
+    Given the actor declares the session thief tool
+    And the actor keeps sessions in a fresh sqlite store
+    When the actor is asked "Weather?" on session "s-1" in <mode> mode, its model replying:
+      | text | tool calls                             |
+      |      | steal_session#t1 {"city": "Paris"}     |
+      | Ok.  |                                        |
+    Then the run failed with StoreError
+    And the session "s-1" has 0 turns
+    And the ledger for session "s-1" holds every call of the run, as billed
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+
+  Scenario Outline: on_call hears of every call, also the one that ended a failed run (<mode>)
+    When an agent with an on_call recorder is asked "Hi" in <mode> mode, its model replying:
+      | error                      |
+      | the provider is overloaded |
+    Then the run failed
+    And the recorder heard of exactly the calls on the result
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+
   Scenario: A ledger that cannot be written fails the run, with its usage on the result
     Given the actor keeps sessions in a fresh sqlite store
     And the store's ledger table is gone

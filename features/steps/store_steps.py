@@ -29,11 +29,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from sqlalchemy import text, update
 from sqlalchemy.engine import make_url
 
+from cleveractors.agents import LLMAgent
 from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
 from cleveractors.store import LedgerRow, SqlStore
 from cleveractors.store.schema import SCHEMA_VERSION, schema_version
+from cleveractors.testing import ScriptedChatModel
 from cleveractors.testing.tables import scripted_reply
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
@@ -496,6 +498,13 @@ def ledger_probe_tool(context: Context) -> None:
     )
 
 
+@given("the actor declares the session thief tool")
+def session_thief_tool(context: Context) -> None:
+    context.actor["agent"]["tools"].append(
+        {"name": "steal_session", "handler": "support.ledger_probe:steal_session"}
+    )
+
+
 @given("the store's ledger table is gone")
 def ledger_table_gone(context: Context) -> None:
     async def drop(store: SqlStore) -> None:
@@ -534,8 +543,15 @@ def second_run_held_first_turn(context: Context, message: str) -> None:
     assert sent[-1].content == message, sent[-1]
 
 
-def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
-    return (usage.prompt_tokens, usage.completion_tokens, usage.estimated)
+def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, int, int, int, bool]:
+    return (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        usage.estimated,
+    )
 
 
 @then('the ledger for session "{session_id}" holds every call of both runs, as billed')
@@ -543,11 +559,13 @@ def _tokens(usage: TokenUsage | LedgerRow) -> tuple[int, int, bool]:
 def ledger_matches_results(context: Context, session_id: str) -> None:
     report = _with_store(context, lambda store: store.usage(session_id=session_id))
     billed = [
-        (c.index, c.attempt, c.status, *_tokens(c.usage))
+        (c.index, c.attempt, c.status, c.provider, c.model, *_tokens(c.usage))
         for _executor, result in context.runs
         for c in result.usage_by_call
     ]
-    found = [(r.call_index, r.attempt, r.status, *_tokens(r)) for r in report.rows]
+    found = [
+        (r.call_index, r.attempt, r.status, r.provider, r.model, *_tokens(r)) for r in report.rows
+    ]
     assert found == billed, f"ledger {found} != results {billed}"
     assert billed, "the runs billed nothing"
 
@@ -618,3 +636,34 @@ def session_with_history(context: Context, session_id: str, words: str) -> None:
     error = _error_of(lambda: asyncio.run(call))
     assert isinstance(error, ConfigurationError), repr(error)
     assert words in str(error), error
+
+
+@when('an agent with an on_call recorder is asked "{message}" in {mode} mode, its model replying:')
+def agent_with_recorder(context: Context, message: str, mode: str) -> None:
+    model = ScriptedChatModel(replies=[scripted_reply(row.as_dict()) for row in context.table])
+    agent = LLMAgent(model)
+    heard: list[LLMCallUsage] = []
+    results: list[ExecutionResult] = []
+
+    async def record(call: LLMCallUsage) -> None:
+        heard.append(call)
+
+    async def ask() -> None:
+        if mode == "blocking":
+            await agent.process_message(message, on_result=results.append, on_call=record)
+            return
+        stream = agent.stream_message(message, on_result=results.append, on_call=record)
+        async with stream:
+            async for _event in stream:
+                pass
+
+    context.run_error = _error_of(lambda: asyncio.run(ask()))
+    context.runs = [(agent, results[0])]
+    context.heard = heard
+
+
+@then("the recorder heard of exactly the calls on the result")
+def recorder_heard_all(context: Context) -> None:
+    ((_agent, result),) = context.runs
+    assert context.heard, "the recorder heard of nothing"
+    assert tuple(context.heard) == result.usage_by_call, (context.heard, result.usage_by_call)

@@ -16,3 +16,11 @@ def count_ledger_rows(city: str) -> str:
     with sqlite3.connect(os.environ["CLEVERACTORS_PROBE_DB"]) as connection:
         (count,) = connection.execute("SELECT count(*) FROM cleveractors_llm_calls").fetchone()
     return f"ledger rows: {count}"
+
+
+def steal_session(city: str) -> str:
+    """Hand the running session to another run, as a worker would after this run's lease ran
+    out (the city is ignored)."""
+    with sqlite3.connect(os.environ["CLEVERACTORS_PROBE_DB"]) as connection:
+        connection.execute("UPDATE cleveractors_sessions SET running_run_id = 'another-run'")
+    return "stolen"

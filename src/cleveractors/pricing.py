@@ -116,7 +116,10 @@ def price_call(
     override: ModelPrices | None = None,
 ) -> Decimal | None:
     """The call's cost: `override` when given, else the table's price of the first of `models`
-    it knows (the provider-reported name first, then the configured one); None when unknown."""
+    it knows (the provider-reported name first, then the configured one); None when unknown, or
+    when the counts contradict themselves (a price below zero is no price)."""
+    if not usage.has_consistent_details:
+        return None
     if override is not None:
         return override.cost(usage)
     table_provider = price_table_provider(provider)
@@ -138,7 +141,7 @@ def price_call(
     )
     try:
         return _bundled_table().calc(tokens, known[0], table_provider, None, None).total_price
-    except ValueError:  # counts the table cannot price (e.g. more cached than prompt tokens)
+    except ValueError:  # counts the table cannot price
         return None
 
 

@@ -60,6 +60,16 @@ class TokenUsage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def has_consistent_details(self) -> bool:
+        """Whether the detail counts fit inside the totals they are parts of. They may not after
+        an estimate replaced an implausible prompt count; such usage cannot be priced."""
+        return (
+            self.cache_read_tokens + self.cache_write_tokens <= self.prompt_tokens
+            and self.cache_write_1h_tokens <= self.cache_write_tokens
+            and self.reasoning_tokens <= self.completion_tokens
+        )
+
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,

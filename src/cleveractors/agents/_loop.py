@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._retry import may_have_been_billed
-from cleveractors.agents.stream import EventChannel
+from cleveractors.agents.stream import EventChannel, wait_through_cancellation
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
@@ -175,6 +175,12 @@ class _Run:
         if isinstance(self.sink, EventChannel):
             self._room = self.sink.has_room
 
+    @property
+    def is_stop_requested(self) -> bool:
+        """Whether the run's task was asked to cancel since the run began, whatever became of
+        the CancelledError (see `checkpoint`)."""
+        return self._task is not None and self._task.cancelling() > self._cancels_at_start
+
     async def checkpoint(self) -> None:
         """Where the run may stop or wait: before and after each model call, after each streamed
         chunk, before each tool.
@@ -184,7 +190,7 @@ class _Run:
         every chunk, does when the chunk completes as the cancellation arrives. The task's
         cancel count, not the exception, records the request (as for `asyncio.timeout()`).
         Then a streamed run waits while its consumer is behind."""
-        if self._task is not None and self._task.cancelling() > self._cancels_at_start:
+        if self.is_stop_requested:
             raise asyncio.CancelledError
         if self._room is not None and not self._room.is_set():
             await self._room.wait()
@@ -196,6 +202,18 @@ class _Run:
         for call in self.ledger.calls[self.recorded :]:
             await self.recorder(call)
             self.recorded += 1
+
+    async def flush_calls_on_failure(self) -> None:
+        """On the way out of a failed or cancelled run, hand the recorder the calls that ended
+        it. The run's own failure is what the caller hears of: a recorder failing now is logged,
+        not raised in its place."""
+        flushing = asyncio.ensure_future(self.flush_calls())
+        try:
+            await wait_through_cancellation(flushing)
+        except asyncio.CancelledError:
+            pass  # the run is being cancelled already; that is what it reports
+        except Exception as exc:
+            logger.warning("recording the calls of a failed run failed: %r", exc)
 
     def record_usage(
         self,

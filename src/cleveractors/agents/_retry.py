@@ -111,6 +111,9 @@ async def call_with_retries(
                 return await attempt()
             except (Exception, asyncio.CancelledError) as exc:
                 run.bill_interrupted_call(exc)
+                if run.is_stop_requested:
+                    # A stop that a library swallowed must not turn into a retry and its wait.
+                    raise asyncio.CancelledError from exc
                 retry = _plan_retry(exc, number, policy, has_shown_text=watch.has_shown_text)
                 if retry is None:
                     raise

@@ -45,7 +45,7 @@ from cleveractors.agents.base import Agent, History, ResultCallback, settle_bloc
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig, McpServer
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, StoreError
 from cleveractors.events import (
     OutputPruned,
     RoundStarted,
@@ -347,6 +347,7 @@ class LLMAgent(Agent):
                         assert_never(step)
         except (Exception, asyncio.CancelledError) as exc:
             run.bill_interrupted_call(exc)
+            await run.flush_calls_on_failure()
             raise run.error(exc) from exc
 
     def _initial_messages(self, message: str, history: History | None) -> list[BaseMessage]:
@@ -475,8 +476,11 @@ class LLMAgent(Agent):
             condensed = await self._model_turn(
                 run, "pruning", tools_bound=False, messages=[HumanMessage(prompt)]
             )
+        except StoreError:
+            raise  # the ledger failed, not the condensing: the run must fail, loudly
         except Exception as exc:  # a failed condensing call must not cost the turn its answer
             run.bill_interrupted_call(exc)
+            await run.flush_calls()
             logger.warning(
                 "agent %s: condensing output of %s (call %s) failed (%s); truncating",
                 self.name,

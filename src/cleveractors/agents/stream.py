@@ -31,6 +31,7 @@ __all__ = [
     "EventStream",
     "RunOutcome",
     "TextStream",
+    "wait_through_cancellation",
 ]
 
 ROUND_SEPARATOR = "\n\n"
@@ -146,7 +147,9 @@ class EventStream(_ClosesOnExit):
         if drain is not None and not drain.ag_running:
             await drain.aclose()  # its cleanup stops the run
         elif drain is None and self._drained is not None:
-            await _settle(self._drained)  # dropped: the loop's finalizer is closing it right now
+            await wait_through_cancellation(
+                self._drained
+            )  # dropped: the loop's finalizer is closing it right now
         else:
             await self._stop_run()  # another task is inside the generator: end the run under it
 
@@ -171,7 +174,7 @@ class EventStream(_ClosesOnExit):
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            await _settle(task)
+            await wait_through_cancellation(task)
         if self._outcome is not None:
             last_token_usage_var.set(self._outcome.result.usage)
 
@@ -191,9 +194,9 @@ class EventStream(_ClosesOnExit):
             self._channel.put(_End())
 
 
-async def _settle(pending: asyncio.Future[Any]) -> None:
-    """Wait until a cancelled run (or the closing of its stream) has settled, even if we are
-    cancelled meanwhile; then re-raise that cancellation.
+async def wait_through_cancellation(pending: asyncio.Future[Any]) -> None:
+    """Wait until `pending` (a cancelled run, the closing of its stream, the settling of its
+    ledger) is done, even if we are cancelled meanwhile; then re-raise that cancellation.
 
     A cancelled anyio cancel scope (Starlette, sse-starlette) cancels the tasks directly inside it
     again on every pass of the event loop until they leave it: waiting there would wake us

@@ -226,13 +226,28 @@ def _settings(config: LLMAgentConfig, integration: Integration) -> dict[str, Any
     return settings
 
 
-def _pass_through(config: LLMAgentConfig, integration: Integration) -> dict[str, Any]:
-    """`model_options`, which may not set what the config's own fields set."""
-    owned = {"model"} | {arg for arg in (integration.key_arg, integration.url_arg) if arg}
-    clashes = sorted(owned & config.model_options.keys())
+CONFIG_OWNED_SETTINGS = frozenset(
+    {"model", "temperature", "max_retries", "timeout", "stream_usage"}
+)
+"""Chat-model settings the agent's own fields decide, never `model_options`: above all the
+client's retries, which must stay off so that every attempt is the loop's, seen and billed."""
+
+
+def check_model_options(config: LLMAgentConfig, *, owned: frozenset[str]) -> dict[str, Any]:
+    """`model_options`, refused where they set what the config's own fields set (`owned`).
+
+    Raises:
+        ConfigurationError: naming each clashing option.
+    """
+    clashes = sorted((CONFIG_OWNED_SETTINGS | owned) & config.model_options.keys())
     if clashes:
         raise ConfigurationError(
             f"agent.model_options: {', '.join(clashes)} must be set with the agent's own fields "
-            "(model, api_key_env, base_url)"
+            "(model, api_key_env, base_url, temperature, max_retries, request_timeout_s)"
         )
     return dict(config.model_options)
+
+
+def _pass_through(config: LLMAgentConfig, integration: Integration) -> dict[str, Any]:
+    owned = frozenset(arg for arg in (integration.key_arg, integration.url_arg) if arg)
+    return check_model_options(config, owned=owned)

@@ -5,21 +5,10 @@ from __future__ import annotations
 from langchain_openai import ChatOpenAI
 
 from cleveractors.config import LLMAgentConfig
-from cleveractors.errors import ConfigurationError
 from cleveractors.providers._client import CLIENT_MAX_RETRIES
-from cleveractors.providers.integrations import read_api_key
+from cleveractors.providers.integrations import check_model_options, read_api_key
 
 __all__ = ["make_openai_model"]
-
-_OWN_FIELDS = {
-    "model",
-    "base_url",
-    "api_key",
-    "temperature",
-    "max_retries",
-    "timeout",
-    "stream_usage",
-}
 
 
 def make_openai_model(config: LLMAgentConfig) -> ChatOpenAI:
@@ -33,13 +22,9 @@ def make_openai_model(config: LLMAgentConfig) -> ChatOpenAI:
             messages), or `model_options` sets what the agent's own fields set.
     """
     api_key = read_api_key(config, "OPENAI_API_KEY")
-    clashes = sorted(config.model_options.keys() & _OWN_FIELDS)
-    if clashes:
-        raise ConfigurationError(
-            f"agent.model_options: {', '.join(clashes)} must be set with the agent's own fields"
-        )
+    options = check_model_options(config, owned=frozenset({"base_url", "api_key"}))
     return ChatOpenAI(
-        **config.model_options,
+        **options,
         model=config.model,
         base_url=config.base_url,
         api_key=api_key,

@@ -47,7 +47,13 @@ class LedgerRow(BaseModel):
     status: AttemptStatus
     prompt_tokens: int
     completion_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
     estimated: bool
+    provider: str | None = None
+    model: str | None = None
+    """Who answered: the provider-reported model name when given, else the configured one."""
     cost_usd: Decimal | None = None
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom

@@ -92,7 +92,12 @@ llm_calls = Table(
     Column("status", String(16), nullable=False),
     Column("prompt_tokens", Integer, nullable=False),
     Column("completion_tokens", Integer, nullable=False),
+    Column("cache_read_tokens", Integer, nullable=False),
+    Column("cache_write_tokens", Integer, nullable=False),
+    Column("reasoning_tokens", Integer, nullable=False),
     Column("estimated", Boolean, nullable=False),
+    Column("provider", String(100)),
+    Column("model", String(200)),
     Column("cost_usd", String(40)),
 )
 

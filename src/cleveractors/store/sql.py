@@ -20,11 +20,11 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 from sqlalchemy import Row, delete, event, func, or_, select, update
@@ -34,7 +34,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from cleveractors.agents.base import Agent, History
-from cleveractors.agents.stream import RunOutcome
+from cleveractors.agents.stream import RunOutcome, wait_through_cancellation
 from cleveractors.errors import (
     ConfigurationError,
     SessionBusyError,
@@ -52,6 +52,8 @@ __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
+
+T = TypeVar("T")
 
 # The async driver for each plain URL scheme, and the extra that installs it.
 _DRIVERS = {
@@ -198,7 +200,7 @@ class SqlStore:
             yield handle
         except BaseException as exc:
             status: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
-            await asyncio.shield(handle.end(status, error_type=type(exc).__name__))
+            await _despite_cancellation(handle.end(status, error_type=type(exc).__name__))
             raise
         else:
             await handle.end("ok" if handle.is_committed else "failed")
@@ -221,22 +223,32 @@ class SqlStore:
         with `StoreError` (its usage kept on the result); a busy or foreign session fails it
         before anything is spent.
         """
+        handle = StoreRun(self, uuid.uuid4().hex, session_id, caller or _NO_CALLER)
         try:
-            async with self.run(session_id=session_id, caller=caller) as ledger:
-                outcome = await agent.run(
-                    message,
-                    history=history if session_id is None else ledger.history,
-                    sink=sink,
-                    streaming=streaming,
-                    on_call=ledger.record_call,
-                )
-                return await asyncio.shield(ledger.settle(outcome))
-        except (SessionBusyError, SessionNotFoundError, StoreError) as exc:
+            await handle.start()
+        except (SessionBusyError, SessionNotFoundError) as exc:
             return RunOutcome(_nothing_spent(exc), exc)
         except SQLAlchemyError as exc:
-            failure = StoreError(f"store: {type(exc).__name__} while starting the run")
-            failure.__cause__ = exc
+            failure = _store_error(f"starting run {handle.run_id}", exc)
             return RunOutcome(_nothing_spent(failure), failure)
+        try:
+            outcome = await agent.run(
+                message,
+                history=history if session_id is None else handle.history,
+                sink=sink,
+                streaming=streaming,
+                on_call=handle.record_call,
+            )
+        except BaseException:
+            # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
+            # came before the run began. Free the session, then let it through.
+            await _despite_cancellation(handle.end("cancelled"))
+            raise
+        settled, is_cancelled = await _despite_cancellation(handle.close(outcome))
+        if is_cancelled and settled.error is None:
+            # Answered, billed and stored; the caller left while that was written.
+            return RunOutcome(settled.result, asyncio.CancelledError(), settled.turn)
+        return settled
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -355,13 +367,21 @@ class StoreRun:
             await asyncio.sleep(self.store.lease_s / 3)
             try:
                 async with self.store.engine.begin() as connection:
-                    await connection.execute(
+                    renewed = await connection.execute(
                         update(sessions)
                         .where(sessions.c.running_run_id == self.run_id)
                         .values(lease_until=_now() + self._lease_span())
                     )
             except Exception:  # the next renewal may succeed; the lease holds until then
                 logger.warning("store: renewing the lease of run %s failed", self.run_id)
+                continue
+            if renewed.rowcount != 1:
+                logger.warning(
+                    "store: run %s lost its lease on session %r; its turn will not be appended",
+                    self.run_id,
+                    self.session_id,
+                )
+                return
 
     async def record_call(self, call: LLMCallUsage) -> None:
         """Write one LLM call's ledger row now. Writing it again is a no-op.
@@ -386,6 +406,16 @@ class StoreRun:
                 f"({type(exc).__name__})"
             ) from exc
 
+    async def close(self, outcome: RunOutcome) -> RunOutcome:
+        """Settle the run and end it: the ledger whole, the turn appended if it answered, the
+        session freed. Never raises: a write that fails becomes the outcome's `StoreError`."""
+        settled = await self.settle(outcome)
+        try:
+            await self.end("ok" if self.is_committed else "failed")
+        except SQLAlchemyError as exc:
+            return _with_store_error(settled, _store_error(f"ending run {self.run_id}", exc))
+        return settled
+
     async def settle(self, outcome: RunOutcome) -> RunOutcome:
         """Make the ledger whole (calls recorded on the way out of a failure included) and, for
         an answered run, append its turn. A write that fails turns the outcome into a failure."""
@@ -397,13 +427,11 @@ class StoreRun:
             else:
                 self.failure = ("cancelled" if result.cancelled else "failed", result)
         except (StoreError, SQLAlchemyError) as exc:
-            failure = exc if isinstance(exc, StoreError) else StoreError(f"store: {exc}")
-            if failure is not exc:
-                failure.__cause__ = exc
-            self.failure = ("failed", result)
-            return RunOutcome(
-                result.model_copy(update={"error": ErrorInfo.from_exception(failure)}), failure
+            failure = (
+                exc if isinstance(exc, StoreError) else _store_error(f"run {self.run_id}", exc)
             )
+            self.failure = ("failed", result)
+            return _with_store_error(outcome, failure)
         return outcome
 
     async def commit_turn(self, messages: Sequence[BaseMessage], result: ExecutionResult) -> None:
@@ -418,10 +446,22 @@ class StoreRun:
     async def _append_turn(
         self, connection: AsyncConnection, messages: Sequence[BaseMessage]
     ) -> None:
+        now = _now()
+        held = await connection.execute(
+            update(sessions)
+            .where(sessions.c.id == self.session_id, sessions.c.running_run_id == self.run_id)
+            .values(updated_at=now)
+        )
+        if held.rowcount != 1:
+            # The lease ran out (the run stalled longer than `lease_s`) and another run may hold
+            # the session now: appending would interleave two runs' turns.
+            raise StoreError(
+                f"store: run {self.run_id} no longer holds session {self.session_id!r} "
+                "(its lease ran out); the turn is not appended"
+            )
         last = await connection.scalar(
             select(func.max(turns.c.position)).where(turns.c.session_id == self.session_id)
         )
-        now = _now()
         await connection.execute(
             turns.insert().values(
                 session_id=self.session_id,
@@ -430,9 +470,6 @@ class StoreRun:
                 created_at=now,
                 messages=json.dumps(messages_to_dict(list(messages))),
             )
-        )
-        await connection.execute(
-            update(sessions).where(sessions.c.id == self.session_id).values(updated_at=now)
         )
 
     async def end(self, status: RunStatus, *, error_type: str | None = None) -> None:
@@ -490,6 +527,11 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "prompt_tokens": call.usage.prompt_tokens,
         "completion_tokens": call.usage.completion_tokens,
         "estimated": call.usage.estimated,
+        "cache_read_tokens": call.usage.cache_read_tokens,
+        "cache_write_tokens": call.usage.cache_write_tokens,
+        "reasoning_tokens": call.usage.reasoning_tokens,
+        "provider": call.provider,
+        "model": call.model,
         "cost_usd": _money(call.cost_usd),
     }
 
@@ -513,6 +555,28 @@ def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
     return update(runs).where(runs.c.run_id == run_id).values(values)
 
 
+def _store_error(doing: str, cause: SQLAlchemyError) -> StoreError:
+    failure = StoreError(f"store: {type(cause).__name__} while {doing}")
+    failure.__cause__ = cause
+    return failure
+
+
+def _with_store_error(outcome: RunOutcome, failure: StoreError) -> RunOutcome:
+    """The run's outcome, failed by the store: its usage kept, the store's error on it."""
+    result = outcome.result.model_copy(update={"error": ErrorInfo.from_exception(failure)})
+    return RunOutcome(result, failure, outcome.turn)
+
+
+async def _despite_cancellation(step: Awaitable[T]) -> tuple[T, bool]:
+    """Run `step` to its end even if we are cancelled meanwhile; says whether we were."""
+    task = asyncio.ensure_future(step)
+    try:
+        await wait_through_cancellation(task)
+    except asyncio.CancelledError:
+        return task.result(), True
+    return task.result(), False
+
+
 def _nothing_spent(error: BaseException) -> ExecutionResult:
     """The result of a run refused before it began."""
     return ExecutionResult(text="", error=ErrorInfo.from_exception(error))
@@ -532,6 +596,11 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
         estimated=row.estimated,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_tokens=row.cache_write_tokens,
+        reasoning_tokens=row.reasoning_tokens,
+        provider=row.provider,
+        model=row.model,
         cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
     )
 

@@ -104,10 +104,15 @@ class McpSession:
 
     async def close(self) -> None:
         """Close the session (a stdio server is terminated, its process group with it)."""
-        owner, self._owner, self._client = self._owner, None, None
+        owner, client = self._owner, self._client
+        self._owner, self._client = None, None
         if owner is None or owner.done():
             return
         self._stop.set()
+        if client is None:
+            # Still connecting: the owner is not waiting for `_stop` yet, and a server that never
+            # answers must not hold up a stop. Cancelling it unwinds the SDK's scopes in its task.
+            owner.cancel()
         await asyncio.wait([owner])  # the owner leaves the SDK's scopes in its own task
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
