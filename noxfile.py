@@ -187,9 +187,6 @@ def integration_tests(session: nox.Session) -> None:
         str(REPORTS / "robot"),
         "--pythonpath",
         "robot/libraries",
-        # Tests of issue 7 behaviour still on its way to main (the streamed fold): drop this
-        # once it has landed.
-        *("--exclude", "pending-fold"),
         *session.posargs,
         "robot",
         env=env,

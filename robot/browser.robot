@@ -9,7 +9,8 @@ Suite Teardown      Close Browser And Servers
 
 
 *** Variables ***
-${ACTOR}    ${CURDIR}/actors/web_chat_page.yaml
+${ACTOR}            ${CURDIR}/actors/web_chat_page.yaml
+${KEYED ACTOR}      ${CURDIR}/actors/web_weather.yaml
 
 
 *** Test Cases ***
@@ -38,10 +39,28 @@ The Chat Page Streams A Tool-Using Answer With Tool Cards And Usage
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page.png
 
 
+The Chat Page Asks For The API Key Once, When The Server Wants One
+    Go To    ${KEYED URL}
+    Input Text    id:message    What's the weather in Paris?
+    Click Button    id:send
+    Alert Should Be Present    This server needs an API key:    action=LEAVE
+    Input Text Into Alert    k-browser    action=ACCEPT
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${kept}=    Execute Javascript    return sessionStorage.getItem("cleveractors-api-key")
+    Should Be Equal    ${kept}    k-browser
+    Input Text    id:message    And in Rome?
+    Click Button    id:send
+    Element Text Should Be    css:#current-turn .question    And in Rome?
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Alert Should Not Be Present    timeout=0.5s
+
+
 *** Keywords ***
 Start Chat Page Server
     ${url}=    Start Actor Server    ${ACTOR}
     Set Suite Variable    ${URL}    ${url}
+    ${keyed url}=    Start Actor Server    ${KEYED ACTOR}    api_keys=k-browser
+    Set Suite Variable    ${KEYED URL}    ${keyed url}
 
 Close Browser And Servers
     Close All Browsers

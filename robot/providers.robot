@@ -5,9 +5,6 @@ Documentation       Provider integrations over the real wire: langchain-anthropi
 ...                 both on 127.0.0.1. The agent is built in code and run blocking (`execute`) and
 ...                 as events (`execute_events`); each run has its own server, whose record of
 ...                 requests and bills the library's counts and requests are compared with.
-...
-...                 Tag `pending-fold` marks tests of issue 7 behaviour that lands with the
-...                 streamed-fold work.
 Library             ProvidersLibrary
 Test Tags           wire    providers
 Test Timeout        60 seconds
@@ -30,24 +27,20 @@ Anthropic Without Thinking: Parallel Calls Of The Same Tool, Blocking And As Eve
 Anthropic With Thinking: One Tool Round, Blocking And As Events
     [Documentation]    The second request must carry the first reply's thinking block with its
     ...    signature, or the server answers 400 as the Messages API does.
-    [Tags]    pending-fold
     [Template]    Anthropic Conversation Should Succeed In Both Modes
     one tool round    thinking=${True}    cities=Paris
 
 Anthropic With Thinking: Two Tool Rounds, Blocking And As Events
-    [Tags]    pending-fold
     [Template]    Anthropic Conversation Should Succeed In Both Modes
     two tool rounds    thinking=${True}    cities=Paris,Rome
 
 Anthropic With Thinking: Parallel Calls Of The Same Tool, Blocking And As Events
-    [Tags]    pending-fold
     [Template]    Anthropic Conversation Should Succeed In Both Modes
     parallel calls    thinking=${True}    cities=Paris,Rome
 
 Anthropic Model With Streaming Off Runs As Events: Two Tool Rounds With Thinking
     [Documentation]    `ChatAnthropic(streaming=False)`: its `astream()` yields whole messages;
     ...    the run still answers, bills exactly and sends the blocking run's requests.
-    [Tags]    pending-fold
     Run Anthropic Conversation    two tool rounds    blocking    thinking=${True}
     Run Anthropic Conversation    two tool rounds    events    thinking=${True}
     ...    streaming_model=${False}
@@ -86,7 +79,6 @@ Anthropic Dropped Stream Mid-Answer Fails The Run, The Cut-Off Call Estimated
 Anthropic Dropped Stream Under execute() With A Streaming Model Is Billed, Not Lost
     [Documentation]    `ChatAnthropic(streaming=True)` streams inside `ainvoke`: a cut-off must be
     ...    billed (estimated, flagged), as under `execute_events`.
-    [Tags]    pending-fold
     Run Anthropic Conversation    dropped stream    blocking    thinking=${False}
     ...    streaming_model=${True}
     Run Should Have Failed With    RemoteProtocolError
@@ -101,7 +93,6 @@ Anthropic Broken Argument JSON Never Reaches The Tool, As Events
     Reported Tokens Should Equal The Server Record
 
 Anthropic Broken Argument JSON Never Reaches The Tool Under execute() With A Streaming Model
-    [Tags]    pending-fold
     Run Anthropic Conversation    broken argument JSON    blocking    thinking=${False}
     ...    streaming_model=${True}
     Tool Should Have Run For
@@ -112,7 +103,6 @@ Anthropic Stuck Model Ends In A Synthesis The Server Accepts, Blocking And As Ev
     [Documentation]    After a tool round the model replies with nothing: the synthesis request
     ...    (tools still declared, as the Messages API requires once the transcript holds
     ...    tool_use blocks) gives the answer.
-    [Tags]    pending-fold
     [Template]    Stuck Model Should End In Synthesis
     blocking
     events
@@ -120,7 +110,6 @@ Anthropic Stuck Model Ends In A Synthesis The Server Accepts, Blocking And As Ev
 Responses API: Two Tool Rounds, Blocking And As Events
     [Documentation]    Each function call goes back after its reasoning item (by id, with its
     ...    encrypted content), or the server answers 400 as the API does.
-    [Tags]    pending-fold
     [Template]    Responses Conversation Should Succeed In Both Modes
     two tool rounds    cities=Paris,Rome
 

@@ -164,6 +164,25 @@ class CleverActorsLibrary:
         os.environ[API_KEY_ENV] = api_key
         self._load({**config, "agent": agent}, stream_tool_rounds)
 
+    @keyword
+    def load_actor_with_a_streaming_chatopenai(self, actor_file: str) -> None:
+        """Loads the actor around `ChatOpenAI(streaming=True)` against the latest scripted
+        server, built here in code (config has no `streaming`): a model whose `ainvoke` streams
+        and would let langchain-core fold the chunks."""
+        if self._server is None:
+            raise RuntimeError("Start Scripted OpenAI Server first")
+        config = load_actor_config(_read_actor(actor_file))
+        model = ChatOpenAI(
+            model="scripted",
+            base_url=self._server.base_url,
+            api_key=SecretStr(DUMMY_API_KEY),
+            streaming=True,
+            stream_usage=True,
+            max_retries=0,
+        )
+        self._executor = ActorExecutor(LLMAgent.from_config(config.agent, model=model))
+        clear_handler_calls()
+
     @keyword("Stop Scripted OpenAI Servers")
     def stop_scripted_openai_servers(self) -> None:
         """Stops every scripted server this suite started (safe to call when none runs)."""
@@ -451,7 +470,7 @@ class CleverActorsLibrary:
         self, reason: Literal["max_rounds", "budget", "stuck"]
     ) -> None:
         """The loop stopped for `reason` (max_rounds, budget or stuck) and the synthesis call,
-        made without tools, gave the answer: the script's last reply."""
+        which may call no tool, gave the answer: the script's last reply."""
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
         _should_equal(
@@ -462,7 +481,7 @@ class CleverActorsLibrary:
         if self._turn().mode != "blocking":
             _should_equal("".join(self._turn().chunks), result.text, "streamed text")
         last_request = _stub_model(self._loaded_executor()).requests[-1]
-        _should_equal(last_request.tool_names, (), "tools bound to the synthesis call")
+        _should_equal(last_request.may_call_tools, False, "tools callable in the synthesis call")
 
     # -- assertions: tokens -----------------------------------------------------------------
 
@@ -698,9 +717,12 @@ class CleverActorsLibrary:
             _should_equal(body.get("stream_options"), {"include_usage": True}, "stream_options")
 
     @keyword("Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One")
-    def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(self) -> None:
+    def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(
+        self, cancelled: bool = True
+    ) -> None:
         """Every call but the last matches the server's bill exactly; the last, cut off before the
-        server sent its usage, is estimated (non-zero) and flagged, and so is the result."""
+        server sent its usage, is estimated (non-zero) and flagged, and so is the result, which
+        is marked `cancelled` when the caller stopped the run (not when the server cut it)."""
         result, server = self._result(), self._wire_server()
         calls = result.usage_by_call
         _should_equal(len(calls), len(server.requests), "LLM calls reported vs requests received")
@@ -718,7 +740,7 @@ class CleverActorsLibrary:
         ):
             raise AssertionError(f"the cut-off call is not a flagged, non-zero estimate: {cut_off}")
         _should_equal(result.usage_estimated, True, "usage_estimated")
-        _should_equal(result.cancelled, True, "cancelled")
+        _should_equal(result.cancelled, cancelled, "cancelled")
         _check_totals(
             result,
             sum(c.usage.prompt_tokens for c in calls),
@@ -813,6 +835,18 @@ class CleverActorsLibrary:
         """Every request the latest server received was streamed, or every one was blocking."""
         flags = [bool(body.get("stream")) for body in self._wire_server().requests]
         _should_equal(flags, [kind == "streamed"] * len(flags), "request `stream` flags")
+
+    @keyword
+    def last_server_request_should_declare_tools_and_forbid_calls(self, *names: str) -> None:
+        """The latest server's last request (the synthesis) declared the tools `names` and set
+        `tool_choice` to "none", while its messages hold tool calls and their results."""
+        _should_equal(self._result().usage_by_call[-1].purpose, "synthesis", "last call")
+        body = self._wire_server().requests[-1]
+        declared = tuple(tool["function"]["name"] for tool in body.get("tools") or ())
+        _should_equal(declared, names, "tools declared in the synthesis request")
+        _should_equal(body.get("tool_choice"), "none", "tool_choice of the synthesis request")
+        roles = {message["role"] for message in body["messages"]}
+        _should_equal("tool" in roles, True, "the synthesis request holds tool results")
 
     @keyword
     def server_should_have_seen_the_client_leave(self) -> None:

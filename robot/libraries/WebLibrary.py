@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,12 +31,17 @@ from robot.api import logger
 from robot.api.deco import keyword, library
 from robot.libraries.BuiltIn import BuiltIn
 
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+
 _LIBRARIES = Path(__file__).parent
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 15.0
 _CLIENT_TIMEOUT_S = 30.0
 _CHROMIUM = "/usr/bin/chromium"
 _CHROMEDRIVER = "/usr/bin/chromedriver"
+_API_KEYS_VARIABLE = "CLEVERACTORS_TEST_API_KEYS"
+_PROVIDER_KEY_VARIABLE = "CLEVERACTORS_TEST_PROVIDER_KEY"
+_SMALL_RECEIVE_BUFFER = 4096
 
 
 @dataclass
@@ -84,13 +90,16 @@ class WebLibrary:
     def __init__(self) -> None:
         self._servers: list[_Server] = []
         self._profile_dirs: list[tempfile.TemporaryDirectory[str]] = []
+        self._scripted_servers: list[ScriptedOpenAIServer] = []
+        self._silent_readers: list[socket.socket] = []
 
     # -- servers -----------------------------------------------------------------------------
 
     @keyword
-    def start_actor_server(self, actor: str) -> str:
-        """Run `cleveractors serve ACTOR --host 127.0.0.1 --port <free port>`; return its base URL
-        once it answers."""
+    def start_actor_server(self, actor: str, *options: str, api_keys: str | None = None) -> str:
+        """Run `cleveractors serve ACTOR --host 127.0.0.1 --port <free port> [OPTIONS]`; return its
+        base URL once it answers. API_KEYS (comma-separated) are handed to it through an
+        environment variable and `--api-keys-env`."""
         port = _free_port()
         command = [
             str(Path(sys.executable).with_name("cleveractors")),
@@ -100,13 +109,21 @@ class WebLibrary:
             "127.0.0.1",
             "--port",
             str(port),
+            *options,
         ]
-        return self._start(Path(actor).stem, command, port, os.environ.copy())
+        environment = os.environ.copy()
+        if api_keys is not None:
+            environment[_API_KEYS_VARIABLE] = api_keys
+            command += ["--api-keys-env", _API_KEYS_VARIABLE]
+        return self._start(Path(actor).stem, command, port, environment)
 
     @keyword
-    def start_usage_recording_server(self, actor: str, usage_file: str) -> str:
+    def start_usage_recording_server(
+        self, actor: str, usage_file: str, send_timeout_s: float | None = None
+    ) -> str:
         """Serve ACTOR with `create_app(on_usage=...)` appending each result to USAGE_FILE as a
-        JSON line (`web_usage_app.py`, run by uvicorn); return its base URL."""
+        JSON line (`web_usage_app.py`, run by uvicorn); return its base URL. SEND_TIMEOUT_S, when
+        given, is the app's `send_timeout_s`."""
         port = _free_port()
         command = [
             sys.executable,
@@ -124,11 +141,17 @@ class WebLibrary:
         environment = os.environ.copy()
         environment["CLEVERACTORS_WEB_ACTOR"] = actor
         environment["CLEVERACTORS_WEB_USAGE_FILE"] = usage_file
+        if send_timeout_s is not None:
+            environment["CLEVERACTORS_WEB_SEND_TIMEOUT_S"] = str(send_timeout_s)
         return self._start(f"{Path(actor).stem}-usage", command, port, environment)
 
     @keyword
     def stop_servers(self) -> None:
         """Stop every server this suite started, and log their output."""
+        while self._silent_readers:
+            self._silent_readers.pop().close()
+        while self._scripted_servers:
+            self._scripted_servers.pop().stop()
         while self._servers:
             server = self._servers.pop()
             # SIGINT, not SIGTERM: after its graceful shutdown uvicorn re-raises the signal it
@@ -478,6 +501,209 @@ class WebLibrary:
         if len(lines) != int(count):
             raise AssertionError(f"on_usage was called {len(lines)} times, not {count}")
 
+    # -- who may call, and what they learn -------------------------------------------------
+
+    @keyword
+    def post_chat_message_as(
+        self,
+        url: str,
+        key: str | None = None,
+        host: str | None = None,
+        content_type: str = "application/json",
+        message: str = "What's the weather in Paris?",
+        stream: bool = False,
+    ) -> dict[str, Any]:
+        """POST a message to URL (a `/chat` body, or a Chat Completions body for
+        `/v1/chat/completions`, streamed when STREAM) with the bearer KEY, the Host header HOST
+        and CONTENT_TYPE. Returns `status`, `body` (JSON or text), `text` (the raw body) and
+        `request_id` (the `X-Request-ID` header)."""
+        if url.endswith("/chat"):
+            body: dict[str, Any] = {"message": message}
+        else:
+            body = {"model": "m", "messages": [{"role": "user", "content": message}]}
+            body["stream"] = bool(stream)
+        headers = {"Content-Type": content_type}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        if host is not None:
+            headers["Host"] = host
+        response = httpx.post(
+            url, content=json.dumps(body).encode(), headers=headers, timeout=_CLIENT_TIMEOUT_S
+        )
+        summary = _summary(response)
+        summary["text"] = response.text
+        summary["request_id"] = response.headers.get("x-request-id")
+        return summary
+
+    @keyword
+    def status_of_get(self, url: str) -> int:
+        """The HTTP status of GET URL."""
+        return httpx.get(url, timeout=_CLIENT_TIMEOUT_S).status_code
+
+    @keyword
+    def server_log_should_contain(self, base_url: str, *texts: str) -> None:
+        """The output of the server at BASE_URL has a line holding all of TEXTS."""
+        server = next(server for server in self._servers if server.base_url == base_url)
+        deadline = time.monotonic() + 5.0
+        while True:
+            lines = server.log_path.read_text(errors="replace").splitlines()
+            if any(all(text in line for text in texts) for line in lines):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no line of the server log holds all of {texts}")
+            time.sleep(0.05)
+
+    @keyword
+    def serve_should_refuse_to_start(self, actor: str, *options: str) -> str:
+        """Run `cleveractors serve ACTOR OPTIONS`, expecting it to exit with status 2 before it
+        listens; returns what it wrote to stderr."""
+        command = [str(Path(sys.executable).with_name("cleveractors")), "serve", actor, *options]
+        environment = {**os.environ, "COLUMNS": "200"}
+        environment.pop(_API_KEYS_VARIABLE, None)
+        try:
+            finished = subprocess.run(
+                command, capture_output=True, text=True, timeout=60, env=environment
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError("serve started instead of refusing") from None
+        if finished.returncode != 2:
+            raise AssertionError(f"serve exited {finished.returncode}:\n{finished.stderr}")
+        return finished.stderr
+
+    # -- readers that stop reading, and clients that leave --------------------------------
+
+    @keyword
+    def write_long_answer_actor(self, path: str, words: int, word_length: int) -> str:
+        """Write an actor (stub provider, as JSON) whose every answer is WORDS words of
+        WORD_LENGTH letters, streamed a word every 2 ms; returns PATH."""
+        answer = {
+            "text": " ".join("w" * word_length for _ in range(words)),
+            "chunk_delay_s": 0.002,
+            "prompt_tokens": 10,
+            "completion_tokens": words,
+        }
+        config = {
+            "name": "web-long-answer",
+            "agent": {"type": "llm", "provider": "stub", "script": [answer] * 3},
+        }
+        Path(path).write_text(json.dumps(config), encoding="utf-8")
+        return path
+
+    @keyword
+    def send_chat_message_and_read_nothing(self, base_url: str, message: str) -> None:
+        """POST MESSAGE to `/chat` from a socket with a small receive buffer, then never read
+        from it (it stays open until `Stop Servers`), as a stalled client does."""
+        port = int(base_url.rsplit(":", 1)[1])
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SMALL_RECEIVE_BUFFER)
+        reader.connect(("127.0.0.1", port))
+        self._silent_readers.append(reader)
+        reader.sendall(_raw_post(port, "/chat", {"message": message}))
+
+    @keyword
+    def ask_for_a_completion_and_leave(self, base_url: str, message: str, after_s: float) -> None:
+        """POST a non-streamed Chat Completions request, wait AFTER_S seconds (the run is
+        going), then close the connection without reading the answer."""
+        port = int(base_url.rsplit(":", 1)[1])
+        body = {"model": "m", "messages": [{"role": "user", "content": message}]}
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(_raw_post(port, "/v1/chat/completions", body))
+            time.sleep(float(after_s))
+
+    # -- many clients at once over the real wire -------------------------------------------
+
+    @keyword
+    def start_scripted_lookup_server(self, lookup_s: float) -> str:
+        """A `ScriptedOpenAIServer` on 127.0.0.1 where every conversation walks its own copy of
+        a two-call script: a `slow_lookup` tool call taking LOOKUP_S seconds, then an answer.
+        Returns its `base_url`."""
+        lookup = ScriptedToolCall(
+            name="slow_lookup", args={"query": "weather", "seconds": lookup_s}
+        )
+        return self._start_scripted_server(
+            [
+                ScriptedReply(tool_calls=(lookup,)),
+                ScriptedReply(
+                    text="It is sunny and mild today, with a light breeze from the west."
+                ),
+            ]
+        )
+
+    def _start_scripted_server(self, script: list[ScriptedReply]) -> str:
+        server = ScriptedOpenAIServer(script, per_conversation=True)
+        server.start()
+        self._scripted_servers.append(server)
+        return server.base_url
+
+    @keyword
+    def write_actor_over_the_wire(self, path: str, base_url: str, lookup_tool: bool = False) -> str:
+        """Write an actor (provider `openai`, i.e. ChatOpenAI) against the scripted server at
+        BASE_URL, with the `slow_lookup` tool when LOOKUP_TOOL; returns PATH."""
+        os.environ[_PROVIDER_KEY_VARIABLE] = "sk-scripted"
+        tool = {
+            "name": "slow_lookup",
+            "description": "Look something up; takes a while.",
+            "handler": "cleveractors.testing.demo_tools:slow_lookup",
+        }
+        config = {
+            "name": "web-actor-over-the-wire",
+            "agent": {
+                "type": "llm",
+                "provider": "openai",
+                "model": "gpt-4o-mini",
+                "base_url": base_url,
+                "api_key_env": _PROVIDER_KEY_VARIABLE,
+                "max_retries": 0,
+                "tools": [tool] if lookup_tool else [],
+            },
+        }
+        Path(path).write_text(yaml.safe_dump(config), encoding="utf-8")
+        return path
+
+    @keyword
+    def send_concurrent_chats(self, base_url: str, count: int, hang_ups: int) -> dict[str, int]:
+        """Send COUNT `/chat` requests at once, each a conversation of its own; HANG_UPS of them,
+        chosen at random, hang up when their tool call starts. Returns how many `finished`
+        (read `run_finished`), `hung_up`, and `failed` (anything else)."""
+        count, chosen = int(count), random.sample(range(int(count)), int(hang_ups))
+        hang_up = set(chosen)
+
+        async def chat(client: httpx.AsyncClient, number: int) -> str:
+            body = {"message": f"What is the weather like for caller {number}?"}
+            async with client.stream("POST", f"{base_url}/chat", json=body) as response:
+                async for line in response.aiter_lines():
+                    if number in hang_up and line == "event: tool_call_started":
+                        return "hung_up"
+                    if line == "event: run_finished":
+                        return "finished"
+            return "failed"
+
+        async def storm() -> list[str]:
+            limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+            async with httpx.AsyncClient(timeout=_CLIENT_TIMEOUT_S * 4, limits=limits) as client:
+                return await asyncio.gather(*(chat(client, n) for n in range(count)))
+
+        outcomes = asyncio.run(storm())
+        counts = {name: outcomes.count(name) for name in ("finished", "hung_up", "failed")}
+        logger.info(f"{counts}; hung up: {sorted(hang_up)}")
+        return counts
+
+    @keyword
+    def usage_should_add_up_to_the_scripted_server_bill(self, usage_file: str) -> None:
+        """The prompt and completion tokens of every result in USAGE_FILE add up to what the
+        latest scripted server billed, and none is an estimate."""
+        lines = _usage_lines(usage_file)
+        billed = self._scripted_servers[-1].billed_total
+        reported = (
+            sum(line["prompt_tokens"] for line in lines),
+            sum(line["completion_tokens"] for line in lines),
+        )
+        logger.info(f"reported {reported}, billed {billed}")
+        if reported != (billed.prompt_tokens, billed.completion_tokens):
+            raise AssertionError(f"on_usage reported {reported}, the server billed {billed}")
+        if any(line["usage_estimated"] for line in lines):
+            raise AssertionError("a result holds estimated usage")
+
     # -- the event stream under anyio cancellation -----------------------------------------
 
     @keyword
@@ -576,6 +802,15 @@ class WebLibrary:
             self._profile_dirs.pop().cleanup()
 
 
+def _raw_post(port: int, path: str, body: dict[str, Any]) -> bytes:
+    payload = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
+    return head.encode() + payload
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -627,4 +862,6 @@ def _usage_lines(usage_file: str) -> list[dict[str, Any]]:
     path = Path(usage_file)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # A long result may be caught half-written: only lines with their newline are complete.
+    *complete, _partial = path.read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in complete]

@@ -11,7 +11,9 @@ the config failed (one line on stderr, never a traceback), 2 usage error or miss
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -361,18 +363,100 @@ def serve(
     actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    api_keys_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Environment variable holding the accepted API keys, comma-separated; "
+            "clients send one as 'Authorization: Bearer <key>'."
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(help="Serve a non-loopback address without API keys (anyone may run it)."),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A Host name clients may use besides the loopback ones (repeatable; "
+            "'*' allows any, e.g. behind a proxy that checks it)."
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="An origin whose web pages may call the API (repeatable)."),
+    ] = None,
+    docs: Annotated[
+        bool, typer.Option(help="Serve /openapi.json and a route list at /docs.")
+    ] = False,
+    send_timeout_s: Annotated[
+        float,
+        typer.Option(help="Drop a streaming client that takes no data for this many seconds."),
+    ] = 30.0,
+    max_history_turns: Annotated[
+        int, typer.Option(help="Refuse requests with more earlier turns (422).")
+    ] = 200,
+    max_turn_chars: Annotated[
+        int, typer.Option(help="Refuse a message or turn with more characters (422).")
+    ] = 16_000,
 ) -> None:
-    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions."""
+    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE) and /v1/chat/completions.
+
+    Only loopback Host names are answered unless --allowed-host adds more; a non-loopback
+    --host needs --api-keys-env (or --insecure-no-auth).
+    """
     try:
         import uvicorn
 
         from cleveractors.web.app import create_app
+        from cleveractors.web.security import (
+            LOOPBACK_HOSTS,
+            api_key_authenticator,
+            is_loopback_address,
+        )
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in _WEB_EXTRA_MODULES:
             raise
         _fail(f"serve needs {exc.name!r}: pip install 'cleveractors[web]'", code=2)
+    keys = _api_keys(api_keys_env)
+    if not keys and not insecure_no_auth and not is_loopback_address(host):
+        _fail(
+            f"refusing to serve {host} without API keys: anyone who can reach it could run the "
+            "actor; give --api-keys-env VAR (or --insecure-no-auth)",
+            code=2,
+        )
     try:
         executor = ActorExecutor.from_config(actor)
     except ConfigurationError as exc:
         _fail(str(exc))
-    uvicorn.run(create_app(executor), host=host, port=port)
+    app_ = create_app(
+        executor,
+        authenticate=api_key_authenticator(keys) if keys else None,
+        allowed_hosts=[*LOOPBACK_HOSTS, *_bound_name(host), *(allowed_host or [])],
+        cors_origins=cors_origin or [],
+        docs=docs,
+        send_timeout_s=send_timeout_s,
+        max_history_turns=max_history_turns,
+        max_turn_chars=max_turn_chars,
+    )
+    uvicorn.run(app_, host=host, port=port)
+
+
+def _bound_name(host: str) -> list[str]:
+    """A specific address served is a name clients use; a wildcard (0.0.0.0, ::) is not."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return [host]
+    if address.is_unspecified:
+        return []
+    return [f"[{host}]" if address.version == 6 else host]
+
+
+def _api_keys(variable: str | None) -> list[str]:
+    """The keys in $VARIABLE (comma-separated); none without a variable."""
+    if variable is None:
+        return []
+    keys = [key.strip() for key in os.environ.get(variable, "").split(",") if key.strip()]
+    if not keys:
+        _fail(f"--api-keys-env: ${variable} is not set or holds no keys", code=2)
+    return keys

@@ -12,7 +12,12 @@ from cleveractors.testing.anthropic_server import (
     ScriptedAnthropicReply,
     ScriptedAnthropicServer,
 )
-from cleveractors.testing.openai_server import BilledCall, BilledTotal, ScriptedOpenAIServer
+from cleveractors.testing.openai_server import (
+    BilledCall,
+    BilledTotal,
+    ScriptedOpenAIServer,
+    conversation_of,
+)
 from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_words
 from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 
@@ -27,5 +32,6 @@ __all__ = [
     "ScriptedReply",
     "ScriptedRequest",
     "ScriptedToolCall",
+    "conversation_of",
     "count_words",
 ]

@@ -2,9 +2,9 @@
 
 For wire-level tests and benchmarks: real HTTP on 127.0.0.1, so the `openai` client and
 `ChatOpenAI` run their own parsing of SSE frames, tool-call fragments and the usage chunk.
-Each POST to `/v1/chat/completions` consumes one `ScriptedReply`; the server records the request
-bodies, what it billed and when each streamed chunk left, so tests can compare our counts and
-timings with the server's. Standard library only.
+Each POST to `/v1/chat/completions` consumes one `ScriptedReply` (in global order, or per
+conversation); the server records the request bodies, what it billed and when each streamed chunk
+left, so tests can compare our counts and timings with the server's. Standard library only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,18 +34,79 @@ from cleveractors.testing._openai_wire import (
 )
 from cleveractors.testing.script import ScriptedReply
 
-__all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer"]
+__all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer", "conversation_of"]
 
 _CHAT_PATH = "/v1/chat/completions"
 # serve_forever() only notices shutdown() between polls; the default 0.5 s makes stop() slow.
 _POLL_INTERVAL_S = 0.05
+# Hundreds of clients connecting at once must queue, not be refused (socketserver's default is 5).
+_LISTEN_BACKLOG = 1024
+
+
+def conversation_of(body: Mapping[str, Any]) -> str:
+    """The conversation a chat request belongs to: the text of its first user message (every
+    request of a run repeats it; "" when there is none)."""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "\n".join(str(part.get("text", "")) for part in content)
+            return str(content or "")
+    return ""
+
+
+class _Scripts:
+    """Which reply a request gets: the next of one shared script (global order), or the next of
+    its conversation's script, each conversation keeping its own place."""
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
+        *,
+        per_conversation: bool,
+    ) -> None:
+        self.by_conversation = isinstance(script, Mapping)
+        self.per_conversation = per_conversation or self.by_conversation
+        if isinstance(script, Mapping):
+            self.scripts = {name: list(replies) for name, replies in script.items()}
+        else:
+            self.shared = list(script)
+        self.positions: dict[str, int] = {}
+
+    def next_reply(self, body: Mapping[str, Any]) -> tuple[ScriptedReply | None, str]:
+        """The request's reply, or None and why there is none."""
+        key = conversation_of(body) if self.per_conversation else ""
+        script = self.scripts.get(key) if self.by_conversation else self.shared
+        if script is None:
+            return None, f"no script for the conversation {key!r}"
+        position = self.positions.get(key, 0)
+        if position == len(script):
+            where = f", conversation {key!r}" if self.per_conversation else ""
+            return None, f"the script is exhausted{where}"
+        self.positions[key] = position + 1
+        return script[position], ""
+
+    def add(self, replies: Sequence[ScriptedReply]) -> None:
+        if self.by_conversation:
+            raise TypeError("add_replies() needs a single script, not one per conversation")
+        self.shared.extend(replies)
 
 
 class ScriptedOpenAIServer:
     """An OpenAI-compatible Chat Completions server on a free local port, replaying a script.
 
     Each POST to `/v1/chat/completions` consumes the next `ScriptedReply`; once the script is
-    exhausted every request gets HTTP 500 (it never wraps around). Streamed replies send word
+    exhausted every request gets HTTP 500 (it never wraps around).
+
+    Which script, and whose turn it is, depends on how the script is given:
+
+    - a list, by default: one script, replies handed out in the order requests arrive, whatever
+      conversation they belong to;
+    - a list with `per_conversation=True`: every conversation walks its own copy of the list,
+      so concurrent runs each get the whole script. A conversation is identified by its first
+      user message (`conversation_of`): give concurrent runs different first messages;
+    - a mapping from a first user message to a list: that conversation walks that list; a
+      conversation not in the mapping gets HTTP 500. Streamed replies send word
     deltas, tool-call fragments (index, id and name on the first fragment only, arguments split
     into `args_chunk_size` pieces) and, when the request asks for it, the usage chunk.
 
@@ -66,7 +127,9 @@ class ScriptedOpenAIServer:
             assert server.billed_total.completion_tokens == 2
 
     Args:
-        script: The replies, one per request, in order.
+        script: The replies, one per request, in order; or one list per conversation, keyed by
+            the conversation's first user message.
+        per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed content chunk.
         token_interval_s: Server-wide wait between later streamed content chunks.
         host: Address to bind.
@@ -75,15 +138,15 @@ class ScriptedOpenAIServer:
 
     def __init__(
         self,
-        script: Sequence[ScriptedReply],
+        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
         *,
+        per_conversation: bool = False,
         first_token_delay_s: float = 0.0,
         token_interval_s: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._script = list(script)
-        self._next_reply = 0
+        self._scripts = _Scripts(script, per_conversation=per_conversation)
         self._first_token_delay_s = first_token_delay_s
         self._token_interval_s = token_interval_s
         self._address = (host, port)
@@ -172,23 +235,22 @@ class ScriptedOpenAIServer:
             return [list(times) for times in self._chunk_times]
 
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
-        """Append replies to the end of the script."""
+        """Append replies to the end of the script (a single script only; with
+        `per_conversation`, every conversation's copy gets them)."""
         with self._lock:
-            self._script.extend(replies)
+            self._scripts.add(replies)
 
     def _receive(
         self, body: dict[str, Any], headers: dict[str, str]
-    ) -> tuple[int, ScriptedReply | None]:
-        """Record a request and take its reply; None when the script is exhausted."""
+    ) -> tuple[int, ScriptedReply | None, str]:
+        """Record a request and take its reply; None and the reason when there is none."""
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
             self._request_headers.append(headers)
             self._chunk_times.append([])
-            if self._next_reply == len(self._script):
-                return index, None
-            self._next_reply += 1
-            return index, self._script[self._next_reply - 1]
+            reply, reason = self._scripts.next_reply(body)
+            return index, reply, reason
 
     def _record_chunk_time(self, index: int) -> None:
         with self._lock:
@@ -213,6 +275,7 @@ class ScriptedOpenAIServer:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = _LISTEN_BACKLOG
     owner: ScriptedOpenAIServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -266,9 +329,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer_chat(self, body: dict[str, Any]) -> None:
         headers = {name.lower(): value for name, value in self.headers.items()}
-        index, reply = self.server.owner._receive(body, headers)
+        index, reply, reason = self.server.owner._receive(body, headers)
         if reply is None:
-            message = f"ScriptedOpenAIServer: the script is exhausted (request {index})"
+            message = f"ScriptedOpenAIServer: {reason} (request {index})"
             self._send_error(HTTPStatus.INTERNAL_SERVER_ERROR, message, kind="server_error")
             return
         if reply.error is not None:

@@ -72,6 +72,13 @@ class ScriptedRequest:
     messages: tuple[BaseMessage, ...]
     tool_names: tuple[str, ...]
     streamed: bool
+    tool_choice: str | dict[str, Any] | None = None
+    """The `tool_choice` the tools were bound with (`"none"`: declared, calling forbidden)."""
+
+    @property
+    def may_call_tools(self) -> bool:
+        """Tools were bound, and calling them was not forbidden."""
+        return bool(self.tool_names) and self.tool_choice != "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +129,11 @@ class ScriptedChatModel(BaseChatModel):
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
-        tool_choice: str | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
     # -- blocking -------------------------------------------------------------------------------
@@ -184,7 +193,9 @@ class ScriptedChatModel(BaseChatModel):
     ) -> _Turn:
         tool_names = tuple(tool["function"]["name"] for tool in options.get("tools") or ())
         with self._lock:
-            self._requests.append(ScriptedRequest(tuple(messages), tool_names, streamed))
+            self._requests.append(
+                ScriptedRequest(tuple(messages), tool_names, streamed, options.get("tool_choice"))
+            )
             if self._position >= len(self.replies):
                 raise ScriptExhaustedError(
                     f"scripted model has no reply left for call {self._position + 1} "

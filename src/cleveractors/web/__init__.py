@@ -1,9 +1,12 @@
 """The web extra (`pip install 'cleveractors[web]'`): an actor behind FastAPI routes.
 
-- `create_chat_router(executor_factory, on_usage=None)`: `POST /chat` (the run's typed events as
-  Server-Sent Events) and `POST /v1/chat/completions` (OpenAI-compatible), for your own app.
+- `create_chat_router(executor_factory, on_usage=None, authenticate=None, ...)`: `POST /chat`
+  (the run's typed events as Server-Sent Events) and `POST /v1/chat/completions`
+  (OpenAI-compatible), for your own app.
 - `create_app(executor)`: a ready app with both routes and a chat page at `/`; what
-  `cleveractors serve` runs.
+  `cleveractors serve` runs. Loopback Host names only, no CORS, no API docs unless asked.
+- `api_key_authenticator(keys)`: an `authenticate` for bearer API keys; `current_caller()` the
+  identity it returned for the request being served.
 """
 
 try:
@@ -19,5 +22,14 @@ except ImportError as exc:
 
 from cleveractors.web.app import create_app
 from cleveractors.web.router import ChatRequest, ChatTurn, create_chat_router
+from cleveractors.web.security import Authenticate, api_key_authenticator, current_caller
 
-__all__ = ["ChatRequest", "ChatTurn", "create_app", "create_chat_router"]
+__all__ = [
+    "Authenticate",
+    "ChatRequest",
+    "ChatTurn",
+    "api_key_authenticator",
+    "create_app",
+    "create_chat_router",
+    "current_caller",
+]

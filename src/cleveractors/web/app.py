@@ -1,22 +1,37 @@
-"""`create_app()`: a FastAPI app serving one actor: the chat page at `/` and the chat router."""
+"""`create_app()`: a FastAPI app serving one actor: the chat page at `/` and the chat router.
+
+Safe by default for a server on the user's own machine, where any web page the user visits can
+send requests to it: Host names other than the loopback ones are refused (DNS rebinding), no CORS
+headers are sent unless origins are named, the API docs are off, and everything the operator's
+config puts into HTML is escaped. Nothing is loaded from a CDN.
+"""
 
 from __future__ import annotations
 
 import html
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ResultCallback
-from cleveractors.web.router import create_chat_router
+from cleveractors.web.router import (
+    DEFAULT_MAX_HISTORY_TURNS,
+    DEFAULT_MAX_TURN_CHARS,
+    DEFAULT_SEND_TIMEOUT_S,
+    create_chat_router,
+)
+from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate
 
 __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
+_OPENAPI_URL = "/openapi.json"
 
 
 def create_app(
@@ -24,6 +39,13 @@ def create_app(
     *,
     on_usage: ResultCallback | None = None,
     max_body_bytes: int = 1_000_000,
+    authenticate: Authenticate | None = None,
+    allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+    cors_origins: Sequence[str] = (),
+    docs: bool = False,
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
+    max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
 
@@ -32,6 +54,17 @@ def create_app(
         on_usage: Called once per request that ran the actor, with its final result; see
             `create_chat_router`.
         max_body_bytes: Larger request bodies are refused with 413.
+        authenticate: Who may run the actor (see `create_chat_router`); None lets anyone who
+            can reach the server.
+        allowed_hosts: The names the `Host` header may carry (any port); others get 400.
+            `"*"` allows any, `"*.example.com"` a domain's subdomains.
+        cors_origins: Origins (`https://app.example.com`) whose pages may call the routes; none
+            by default, so browsers keep other sites' pages from reading the answers.
+        docs: Serve the OpenAPI schema at `/openapi.json` and a plain page listing the routes at
+            `/docs` (no scripts).
+        send_timeout_s: See `create_chat_router`.
+        max_history_turns: See `create_chat_router`.
+        max_turn_chars: See `create_chat_router`.
     """
 
     @asynccontextmanager
@@ -40,9 +73,23 @@ def create_app(
         async with executor:
             yield
 
-    app = FastAPI(title=f"{executor.name} (cleveractors)", lifespan=lifespan)
+    app = FastAPI(
+        title=f"{executor.name} (cleveractors)",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=_OPENAPI_URL if docs else None,
+    )
     app.include_router(
-        create_chat_router(lambda: executor, on_usage, max_body_bytes=max_body_bytes)
+        create_chat_router(
+            lambda: executor,
+            on_usage,
+            max_body_bytes=max_body_bytes,
+            authenticate=authenticate,
+            send_timeout_s=send_timeout_s,
+            max_history_turns=max_history_turns,
+            max_turn_chars=max_turn_chars,
+        )
     )
     page = _chat_page(executor.name)
 
@@ -50,9 +97,43 @@ def create_app(
     async def chat_page() -> HTMLResponse:
         return HTMLResponse(page)
 
+    if docs:
+
+        @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+        async def docs_page() -> HTMLResponse:
+            return HTMLResponse(_docs_page(app))
+
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Request-ID"],
+        )
+    # Added last, so it runs first: a request for a foreign name is refused before anything else.
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app
 
 
 def _chat_page(actor_name: str) -> str:
     template = resources.files("cleveractors.web").joinpath("static/index.html")
     return template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
+
+
+def _docs_page(app: FastAPI) -> str:
+    """The routes, from the OpenAPI schema, as a page without scripts; every text is escaped."""
+    schema = app.openapi()
+    rows = "".join(
+        f"<tr><td>{html.escape(method.upper())}</td><td><code>{html.escape(path)}</code></td>"
+        f"<td>{html.escape(str(operation.get('summary', '')))}</td></tr>"
+        for path, operations in schema.get("paths", {}).items()
+        for method, operation in operations.items()
+    )
+    title = html.escape(str(schema["info"]["title"]))
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"</head><body><h1>{title}</h1><p>The OpenAPI schema: "
+        f'<a href="{_OPENAPI_URL}">{_OPENAPI_URL}</a></p>'
+        f"<table><tr><th>Method</th><th>Path</th><th>Summary</th></tr>{rows}</table></body></html>"
+    )

@@ -11,15 +11,26 @@
   rounds run here, server-side; the client only sees text and usage.
 
 Every request that starts a run owns it through `_billed_run()`: however the request ends (the
-answer is complete, the model failed, the client hung up, the server shuts down), leaving that
-context stops the run if it is still going, waits until its usage is settled, and then calls
-`on_usage` with the final result, once.
+answer is complete, the model failed, the client hung up or stopped reading for `send_timeout_s`,
+the server shuts down), leaving that context stops the run if it is still going, waits until its
+usage is settled, and then calls `on_usage` with the final result, once.
+
+Before anything runs, a request is checked in this order: the caller (`authenticate`, 401), the
+Content-Type (`application/json`, 415), the body size (413), its shape (422), and the history
+limits (`max_history_turns`, `max_turn_chars`; 422 naming the limit).
+
+A failed run tells the client its error type and a generic message with the request's id (also
+in the `X-Request-ID` header); the upstream text, which may quote keys or hosts, goes to the
+`cleveractors.web` logger with that id.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import anyio
@@ -27,6 +38,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
@@ -42,9 +54,24 @@ from cleveractors.web.openai_compat import (
     error_response,
     run_error_response,
 )
+from cleveractors.web.security import Authenticate, logger, public_error, set_current_caller
 from cleveractors.web.sse import SSE_LINE_SEPARATOR, data_frame, event_frame
 
-__all__ = ["ChatRequest", "ChatTurn", "create_chat_router"]
+__all__ = [
+    "DEFAULT_MAX_HISTORY_TURNS",
+    "DEFAULT_MAX_TURN_CHARS",
+    "DEFAULT_SEND_TIMEOUT_S",
+    "ChatRequest",
+    "ChatTurn",
+    "create_chat_router",
+]
+
+DEFAULT_MAX_HISTORY_TURNS = 200
+DEFAULT_MAX_TURN_CHARS = 16_000
+"""About 4k tokens of English: a long pasted text fits; a turn is not a file upload. Sized with
+the event loop in mind: every turn is converted for the provider on it, at every model call."""
+DEFAULT_SEND_TIMEOUT_S = 30.0
+_JSON = "application/json"
 
 _Body = TypeVar("_Body", bound=BaseModel)
 
@@ -86,11 +113,28 @@ class ChatRequest(BaseModel):
 class _RequestRejected(Exception):
     """A request we refuse before running anything; each route renders it in its own format."""
 
-    def __init__(self, status_code: int, message: str, *, param: str | None = None) -> None:
+    def __init__(
+        self, status_code: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
         self.param = param
+        self.code = code
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"} if self.status_code == 401 else {}
+
+
+@dataclass(frozen=True, slots=True)
+class _RequestPolicy:
+    """What the router checks before it runs anything."""
+
+    authenticate: Authenticate | None
+    max_body_bytes: int
+    max_history_turns: int
+    max_turn_chars: int
 
 
 def create_chat_router(
@@ -98,6 +142,10 @@ def create_chat_router(
     on_usage: ResultCallback | None = None,
     *,
     max_body_bytes: int = 1_000_000,
+    authenticate: Authenticate | None = None,
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
+    max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> APIRouter:
     """Routes that run an actor: `POST /chat` (typed events) and `POST /v1/chat/completions`.
 
@@ -108,44 +156,82 @@ def create_chat_router(
             `ExecutionResult`: also when the model failed, or the client disconnected mid-stream
             (then the run is cancelled and the result holds what was spent, `cancelled=True`).
             It runs on the event loop: hand slow work (a billing API call) to a queue or task.
+            `cleveractors.web.current_caller()` tells whom to bill.
         max_body_bytes: Larger request bodies are refused with 413, before they are parsed.
+        authenticate: `request -> identity or None`, a plain or a coroutine function, called
+            before the body is read; None refuses the request with 401. Without it every caller
+            is accepted. `api_key_authenticator(keys)` makes one for bearer API keys.
+        send_timeout_s: A streaming client that takes no data for this long (its socket buffers
+            are full) is dropped; its run is cancelled and billed.
+        max_history_turns: More history turns (earlier messages) are refused with 422.
+        max_turn_chars: A message or history turn with more characters is refused with 422.
 
     Returns:
-        An `APIRouter` to include in a FastAPI app. Bad requests get 422 with a message.
+        An `APIRouter` to include in a FastAPI app. Bad requests get 422 with a message; a body
+        that is not `application/json` gets 415.
     """
     router = APIRouter()
+    policy = _RequestPolicy(authenticate, max_body_bytes, max_history_turns, max_turn_chars)
 
     @router.post("/chat", response_class=EventSourceResponse)
     async def chat(request: Request) -> Response:
         """Run a message; stream the run's typed events as SSE (event name = kind)."""
         try:
-            body = await _read_request(request, ChatRequest, max_body_bytes)
+            body = await _read_request(request, ChatRequest, policy)
+            _check_history(body.message, [turn.content for turn in body.history], policy)
         except _RequestRejected as rejected:
-            return JSONResponse({"detail": rejected.message}, status_code=rejected.status_code)
-        history = [turn.model_dump() for turn in body.history]
+            return JSONResponse(
+                {"detail": rejected.message},
+                status_code=rejected.status_code,
+                headers=rejected.headers,
+            )
+        history = _as_provider_history([turn.model_dump() for turn in body.history])
         stream = executor_factory().execute_events(body.message, history)
-        return _RunStreamResponse(_event_frames(stream), _billed_run(stream, on_usage))
+        request_id = _request_id()
+        return _RunStreamResponse(
+            _event_frames(stream, request_id),
+            _billed_run(stream, on_usage),
+            send_timeout_s=send_timeout_s,
+            request_id=request_id,
+        )
 
     @router.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         """OpenAI-compatible chat completion, streamed (SSE chunks) or not."""
         try:
-            body = await _read_request(request, ChatCompletionRequest, max_body_bytes)
+            body = await _read_request(request, ChatCompletionRequest, policy)
+            earlier = [turn.text for turn in body.messages[:-1]]
+            _check_history(body.message, earlier, policy, where="messages")
         except _RequestRejected as rejected:
             problem = error_response(
-                rejected.message, type="invalid_request_error", param=rejected.param
+                rejected.message,
+                type="invalid_request_error",
+                param=rejected.param,
+                code=rejected.code,
             )
-            return _openai_error(problem, rejected.status_code)
-        stream = executor_factory().execute_events(body.message, body.history)
+            return _openai_error(problem, rejected.status_code, rejected.headers)
+        history = _as_provider_history(body.history)
+        stream = executor_factory().execute_events(body.message, history)
         reply = CompletionReply(model=body.model)
         billed = _billed_run(stream, on_usage)
+        request_id = _request_id()
         if body.stream:
-            frames = _completion_chunks(stream, reply, include_usage=body.include_usage)
-            return _RunStreamResponse(frames, billed)
+            frames = _completion_chunks(
+                stream, reply, include_usage=body.include_usage, request_id=request_id
+            )
+            return _RunStreamResponse(
+                frames, billed, send_timeout_s=send_timeout_s, request_id=request_id
+            )
         async with billed:
-            return await _completion(stream, reply)
+            response = await _completion_unless_client_leaves(request, stream, reply, request_id)
+        response.headers["X-Request-ID"] = request_id
+        return response
 
     return router
+
+
+def _request_id() -> str:
+    return uuid.uuid4().hex
 
 
 # -- the run a request owns ----------------------------------------------------------------------
@@ -174,45 +260,97 @@ class _RunStreamResponse(EventSourceResponse):
         self,
         frames: AsyncIterator[ServerSentEvent],
         run: AbstractAsyncContextManager[EventStream],
+        *,
+        send_timeout_s: float,
+        request_id: str,
     ) -> None:
-        super().__init__(frames, sep=SSE_LINE_SEPARATOR)
+        super().__init__(
+            frames,
+            sep=SSE_LINE_SEPARATOR,
+            send_timeout=send_timeout_s,
+            headers={"X-Request-ID": request_id},
+        )
         self._run = run
+        self._request_id = request_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with self._run:
-            await super().__call__(scope, receive, send)
+        try:
+            async with self._run:
+                await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            # The run is stopped and billed by now; the server closes the connection.
+            logger.warning(
+                "request %s: the client read nothing for %s s; dropped",
+                self._request_id,
+                self.send_timeout,
+            )
 
 
 # -- /chat ---------------------------------------------------------------------------------------
 
 
-async def _event_frames(stream: EventStream) -> AsyncIterator[ServerSentEvent]:
+async def _event_frames(stream: EventStream, request_id: str) -> AsyncIterator[ServerSentEvent]:
     async with aclosing(aiter(stream)) as events:
         while True:
             event = await anext(events)
-            yield event_frame(event)
-            # The stream re-raises a failed run's exception after `RunFailed`; the failure is
-            # already told, so stop at the last event.
-            if isinstance(event, RunFinished | RunFailed):
+            if isinstance(event, RunFailed):
+                yield event_frame(_public_failure(event, request_id))
+                # The stream re-raises a failed run's exception after `RunFailed`; the failure is
+                # already told, so stop at the last event.
                 return
+            yield event_frame(event)
+            if isinstance(event, RunFinished):
+                return
+
+
+def _public_failure(event: RunFailed, request_id: str) -> RunFailed:
+    """`RunFailed` with the upstream error text replaced (it is logged instead)."""
+    error = public_error(event.error, request_id)
+    result = event.result.model_copy(update={"error": error})
+    return event.model_copy(update={"error": error, "result": result})
 
 
 # -- /v1/chat/completions ------------------------------------------------------------------------
 
 
-async def _completion(stream: EventStream, reply: CompletionReply) -> Response:
+async def _completion_unless_client_leaves(
+    request: Request, stream: EventStream, reply: CompletionReply, request_id: str
+) -> Response:
+    """The completion; or, when the client hangs up first, the run is stopped (by cancelling
+    its consumer) and an empty response is returned that nobody reads."""
+    response: Response = Response(status_code=499)
+    async with anyio.create_task_group() as group:
+
+        async def stop_when_client_leaves() -> None:
+            await _until_disconnected(request)
+            group.cancel_scope.cancel()
+
+        group.start_soon(stop_when_client_leaves)
+        response = await _completion(stream, reply, request_id)
+        group.cancel_scope.cancel()
+    return response
+
+
+async def _until_disconnected(request: Request) -> None:
+    # The body has been read, so the next ASGI message is the disconnect (the server sends it
+    # when the client closes the connection, or when the response is complete).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _completion(stream: EventStream, reply: CompletionReply, request_id: str) -> Response:
     answer = AnswerText()
     async with aclosing(aiter(stream)) as events:
         while not isinstance(event := await anext(events), RunFinished | RunFailed):
             if isinstance(event, TextDelta):
                 answer.add(event)
     if isinstance(event, RunFailed):
-        return _openai_error(run_error_response(event.error), 502)
+        return _openai_error(run_error_response(public_error(event.error, request_id)), 502)
     return JSONResponse(reply.completion(answer.text, event.result).model_dump(mode="json"))
 
 
 async def _completion_chunks(
-    stream: EventStream, reply: CompletionReply, *, include_usage: bool
+    stream: EventStream, reply: CompletionReply, *, include_usage: bool, request_id: str
 ) -> AsyncIterator[ServerSentEvent]:
     answer = AnswerText()
     yield data_frame(reply.chunk(Delta(role="assistant", content="")).model_dump_json())
@@ -230,22 +368,31 @@ async def _completion_chunks(
                     return
                 case RunFailed(error=error):
                     # Headers are sent: the failure goes in-band, as OpenAI does; no [DONE].
-                    yield data_frame(run_error_response(error).model_dump_json())
+                    problem = run_error_response(public_error(error, request_id))
+                    yield data_frame(problem.model_dump_json())
                     return
                 case _:
                     pass
 
 
-def _openai_error(problem: ErrorResponse, status_code: int) -> JSONResponse:
-    return JSONResponse(problem.model_dump(mode="json"), status_code=status_code)
+def _openai_error(
+    problem: ErrorResponse, status_code: int, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(problem.model_dump(mode="json"), status_code=status_code, headers=headers)
 
 
 # -- reading a request ---------------------------------------------------------------------------
 
 
-async def _read_request(request: Request, model: type[_Body], max_bytes: int) -> _Body:
-    """The body, size-checked (413) then validated (422)."""
-    body = await _read_body(request, max_bytes)
+async def _read_request(request: Request, model: type[_Body], policy: _RequestPolicy) -> _Body:
+    """The body of an authenticated caller (401), JSON by its Content-Type (415), size-checked
+    (413), then validated (422)."""
+    await _authenticate(request, policy.authenticate)
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != _JSON:
+        # A page on any site may POST text/plain without a CORS preflight; JSON needs one.
+        raise _RequestRejected(415, f"the body must be {_JSON}, not {media_type or 'untyped'}")
+    body = await _read_body(request, policy.max_body_bytes)
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
@@ -263,6 +410,53 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
         if len(body) > max_bytes:
             raise _too_large(max_bytes)
     return bytes(body)
+
+
+async def _authenticate(request: Request, authenticate: Authenticate | None) -> None:
+    if authenticate is None:
+        return
+    identity = authenticate(request)
+    if inspect.isawaitable(identity):
+        identity = await identity
+    if identity is None:
+        message = "a valid API key is required (Authorization: Bearer <key>)"
+        raise _RequestRejected(401, message, code="invalid_api_key")
+    set_current_caller(identity)
+
+
+def _check_history(
+    message: str, earlier: Iterable[str], policy: _RequestPolicy, *, where: str = "history"
+) -> None:
+    """422 when the conversation is longer than `max_history_turns` or a turn longer than
+    `max_turn_chars`: converting a long history for the provider runs on the event loop."""
+    texts = list(earlier)
+    if len(texts) > policy.max_history_turns:
+        raise _RequestRejected(
+            422,
+            f"{where}: {len(texts)} earlier turns; at most {policy.max_history_turns} "
+            "are accepted (max_history_turns)",
+            param=where,
+        )
+    for name, text in [("message", message)] + [(f"{where}.{n}", t) for n, t in enumerate(texts)]:
+        if len(text) > policy.max_turn_chars:
+            raise _RequestRejected(
+                422,
+                f"{name}: {len(text)} characters; at most {policy.max_turn_chars} "
+                "are accepted per turn (max_turn_chars)",
+                param=name,
+            )
+
+
+def _as_provider_history(turns: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The history with each assistant turn's text as one text block: langchain-openai looks at
+    a plain-string assistant content character by character (its audio-block check), which at
+    200 turns of 32k characters blocked the event loop for 2.5 s; one block costs one look."""
+    return [
+        {**turn, "content": [{"type": "text", "text": turn["content"]}]}
+        if turn["role"] == "assistant"
+        else turn
+        for turn in turns
+    ]
 
 
 def _too_large(max_bytes: int) -> _RequestRejected:

@@ -1,0 +1,116 @@
+"""Who may call the routes, and what a caller may learn: API keys, the caller's identity, loopback
+names, and the generic error a client gets instead of the upstream text.
+
+- `Authenticate`: the router's `authenticate` argument, `request -> identity or None`, sync or
+  async. `api_key_authenticator(keys)` builds one for bearer API keys.
+- `current_caller()`: the identity `authenticate` returned, readable from `on_usage`, the
+  executor factory and the actor's tools while the request runs.
+- `public_error(error, request_id)`: a failed run as a client sees it (the error type and a
+  generic message); the upstream text goes to the `cleveractors.web` logger with the request id.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
+
+from starlette.requests import Request
+
+from cleveractors.result import ErrorInfo
+
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "Authenticate",
+    "api_key_authenticator",
+    "bearer_token",
+    "current_caller",
+    "is_loopback_address",
+    "public_error",
+]
+
+logger = logging.getLogger("cleveractors.web")
+
+Authenticate = Callable[[Request], "str | Awaitable[str | None] | None"]
+"""Returns the caller's identity (any string: a user id, a key's name) or None to refuse the
+request with 401. It may be a plain function or a coroutine function; it runs on the event loop
+before the body is read, so it should be quick (cache what it looks up)."""
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The Host names a local server answers by default (any port): a page on another name (a DNS
+rebinding attack points a name the attacker owns at 127.0.0.1) gets 400."""
+
+_caller: ContextVar[str | None] = ContextVar("cleveractors_web_caller", default=None)
+
+
+def current_caller() -> str | None:
+    """The identity `authenticate` returned for the request being served; None without
+    authentication or outside a request."""
+    return _caller.get()
+
+
+def set_current_caller(identity: str | None) -> None:
+    """Record the request's caller for `current_caller()` (the router does this)."""
+    _caller.set(identity)
+
+
+def api_key_authenticator(keys: Iterable[str]) -> Authenticate:
+    """An `authenticate` for bearer API keys (`Authorization: Bearer <key>`).
+
+    Every key is compared, in constant time (`hmac.compare_digest`), so neither the time taken nor
+    the key that matched tells an attacker how close a guess was.
+
+    Args:
+        keys: The accepted keys; at least one, none empty.
+
+    Returns:
+        A callable returning `"key-<n>"` (the matching key's position, from 1, never the key
+        itself) or None.
+
+    Raises:
+        ValueError: no keys, or an empty one.
+    """
+    accepted = [key.encode() for key in keys]
+    if not accepted or not all(accepted):
+        raise ValueError("api keys must be a non-empty list of non-empty keys")
+
+    def authenticate(request: Request) -> str | None:
+        offered = (bearer_token(request) or "").encode()
+        matched = None
+        for position, key in enumerate(accepted, start=1):
+            if hmac.compare_digest(offered, key) and matched is None:
+                matched = f"key-{position}"
+        return matched
+
+    return authenticate
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def is_loopback_address(host: str) -> bool:
+    """Whether binding HOST (an address or `localhost`) only accepts connections from this
+    machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def public_error(error: ErrorInfo, request_id: str) -> ErrorInfo:
+    """What a client is told of a failed run: the error type and a generic message naming the
+    request. The upstream text (which may quote keys, hosts or prompts) is logged instead."""
+    logger.error("request %s: the run failed: %s: %s", request_id, error.type, error.message)
+    return ErrorInfo(
+        type=error.type,
+        message=f"the actor's run failed (request {request_id}; the server log has the cause)",
+    )
