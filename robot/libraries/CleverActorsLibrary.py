@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from anthropic_endpoint import ScriptedAnthropicEndpoint
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from robot.api import logger
@@ -32,7 +31,13 @@ from robot_tools import clear_handler_calls, handler_calls
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
-from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing import (
+    ScriptedAnthropicReply,
+    ScriptedAnthropicServer,
+    ScriptedChatModel,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+)
 from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.testing.tables import other_running_tasks
 from cleveractors.tools import tool_from_config
@@ -86,7 +91,7 @@ class CleverActorsLibrary:
         self._script: tuple[ScriptedReply, ...] = ()
         self._server: ScriptedOpenAIServer | None = None
         self._servers: list[ScriptedOpenAIServer] = []
-        self._anthropic: ScriptedAnthropicEndpoint | None = None
+        self._anthropic: ScriptedAnthropicServer | None = None
         self._authorizations: dict[int, list[str]] = {}
         self._turns: list[_Turn] = []
         self._log_capture: _LogCapture | None = None
@@ -592,15 +597,20 @@ class CleverActorsLibrary:
     def load_actor_over_the_anthropic_wire(
         self, actor_file: str, usage_in_message_start_only: bool = False, cache_ttl: str = "5m"
     ) -> None:
-        """Serves the actor file's `script:` from a scripted Anthropic endpoint on 127.0.0.1 and
+        """Serves the actor file's `script:` from `ScriptedAnthropicServer` on 127.0.0.1 and
         loads the actor as written (`provider: anthropic`, its `model_options`), pointed at it
-        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The endpoint reports every
+        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The server reports every
         cache write with lifetime `cache_ttl` (`5m` or `1h`)."""
         config = _read_actor(actor_file)
-        endpoint = ScriptedAnthropicEndpoint(
-            _script_of(config),
-            usage_in_message_start_only=usage_in_message_start_only,
-            cache_ttl=cache_ttl,
+        endpoint = ScriptedAnthropicServer(
+            [
+                ScriptedAnthropicReply(
+                    **reply.model_dump(exclude_defaults=True),
+                    usage_in_message_start_only=usage_in_message_start_only,
+                    cache_write_ttl=cache_ttl,
+                )
+                for reply in _script_of(config)
+            ]
         )
         endpoint.start()
         self._anthropic = endpoint
@@ -643,7 +653,13 @@ class CleverActorsLibrary:
                 for c in result.usage_by_call
             ],
             [
-                (b.prompt_tokens, b.cache_read_tokens, b.cache_write_tokens, b.output_tokens, False)
+                (
+                    b.prompt_tokens,
+                    b.cache_read_tokens,
+                    b.cache_write_tokens,
+                    b.completion_tokens,
+                    False,
+                )
                 for b in billed
             ],
             "usage per call against the Anthropic bill",
@@ -659,10 +675,10 @@ class CleverActorsLibrary:
         ]
         expected = [
             (
-                b.input_tokens * prices[0]
+                (b.prompt_tokens - b.cache_read_tokens - b.cache_write_tokens) * prices[0]
                 + b.cache_read_tokens * prices[1]
                 + b.cache_write_tokens * prices[2]
-                + b.output_tokens * prices[3]
+                + b.completion_tokens * prices[3]
             )
             / Decimal(1_000_000)
             for b in billed
@@ -680,11 +696,11 @@ class CleverActorsLibrary:
         _should_equal(len(result.usage_by_call), len(billed), "calls against requests")
         for call, bill in zip(result.usage_by_call, billed, strict=True):
             _should_equal(call.usage.estimated, True, f"call {call.index} estimated")
-            _should_equal(call.usage.completion_tokens, bill.output_tokens, "output tokens")
+            _should_equal(call.usage.completion_tokens, bill.completion_tokens, "output tokens")
             if call.usage.prompt_tokens <= 0:
                 raise AssertionError(f"call {call.index} was billed no prompt: {call}")
 
-    def _anthropic_endpoint(self) -> ScriptedAnthropicEndpoint:
+    def _anthropic_endpoint(self) -> ScriptedAnthropicServer:
         if self._anthropic is None:
             raise RuntimeError("Load Actor Over The Anthropic Wire first")
         return self._anthropic
