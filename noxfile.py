@@ -177,6 +177,7 @@ def integration_tests(session: nox.Session) -> None:
     """Robot Framework suites in robot/: the executor, the real wire, the CLI, the web app."""
     _install_project(session)
     _ensure_chromium(session)
+    _ensure_postgres(session)
     env = _coverage_env(session)
     session.run(
         "coverage",

@@ -1,7 +1,9 @@
 Feature: Limits end in a synthesis answer, never a hang or a canned apology
   When the model still asks for tools after the last allowed round, when the token budget is
-  spent, or when it replies with neither text nor tool calls, the loop asks it once more, with
-  no tools bound, to answer from what was gathered. That call is counted like any other, and
+  spent, or when it replies with neither text nor tool calls, the loop asks it once more to
+  answer from what was gathered, calling no tools. When the transcript holds tool calls, that
+  request still declares the tools (providers reject tool blocks without them) with tool_choice
+  "none"; a call the model makes anyway is not run. That call is counted like any other, and
   the result says which limit was hit.
 
   Background:
@@ -17,7 +19,7 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
     When the actor is asked "Weather in Paris and Rome?" in <mode> mode
     Then the answer is "Paris is rainy; Rome I could not check."
     And the synthesis reason is "max_rounds"
-    And the last request to the model had no tools bound
+    And the last request to the model declared the tools get_weather with tool_choice "none"
     And the handlers ran in this order:
       | tool        | arguments         |
       | get_weather | {"city": "Paris"} |
@@ -45,7 +47,7 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
     Then the answer is "Paris: 18 C and light rain."
     And the synthesis reason is "budget"
     And the tokens spent before the synthesis reached the budget of 30
-    And the last request to the model had no tools bound
+    And the last request to the model declared the tools get_weather with tool_choice "none"
     And the LLM calls were made for:
       | purpose   | round |
       | round     | 1     |
@@ -77,7 +79,7 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
     When the actor is asked "Weather in Paris?" in <mode> mode
     Then the answer is "It is 18 C with light rain there."
     And the synthesis reason is "stuck"
-    And the last request to the model had no tools bound
+    And the last request to the model declared the tools get_weather with tool_choice "none"
     And the LLM calls were made for:
       | purpose   | round |
       | round     | 1     |
@@ -89,3 +91,70 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
       | mode      |
       | blocking  |
       | streaming |
+
+  Scenario: A model stuck before calling any tool gets a synthesis request without tools
+    Given the actor's model replies:
+      | text               | tool calls |
+      |                    |            |
+      | Paris, I believe.  |            |
+    When the actor is asked "Capital of France?" in blocking mode
+    Then the answer is "Paris, I believe."
+    And the synthesis reason is "stuck"
+    And the last request to the model had no tools bound
+
+  Scenario Outline: A tool call in the synthesis reply is not run; the reply's text is the answer (<mode>)
+    Given the actor allows at most 1 tool round
+    And the actor's model replies:
+      | text                             | tool calls                       |
+      |                                  | get_weather#w1 {"city": "Paris"} |
+      |                                  | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome is unknown. | get_weather#w3 {"city": "Rome"}  |
+    When the actor is asked "Weather in Paris and Rome?" in <mode> mode
+    Then the answer is "Paris is rainy; Rome is unknown."
+    And the synthesis reason is "max_rounds"
+    And the synthesis reply's calls of get_weather were ignored
+    And the handlers ran in this order:
+      | tool        | arguments         |
+      | get_weather | {"city": "Paris"} |
+    And every scripted reply was used
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+
+  Scenario Outline: A synthesis reply with tool calls and no text answers with a fixed message (<mode>)
+    Given the actor allows at most 1 tool round
+    And the actor's model replies:
+      | text | tool calls                                                       |
+      |      | get_weather#w1 {"city": "Paris"}                                 |
+      |      | get_weather#w2 {"city": "Rome"}                                  |
+      |      | get_weather#w3 {"city": "Rome"} ; get_weather#w4 {"city": "Oslo"} |
+    When the actor is asked "Weather in Paris and Rome?" in <mode> mode
+    Then the answer is the fixed message for a synthesis without an answer
+    And the synthesis reply's calls of get_weather, get_weather were ignored
+    And the handlers ran 1 time
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |
+      | events    |
+
+  Scenario Outline: The synthesis request forbids tool calls in the provider's own words (<setting>)
+    Given the actor allows at most 1 tool round
+    And the actor's model is built with <setting>
+    And the actor's model replies:
+      | text                             | tool calls                       |
+      |                                  | get_weather#w1 {"city": "Paris"} |
+      |                                  | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome is unknown. |                                  |
+    When the actor is asked "Weather in Paris and Rome?" in blocking mode
+    Then the answer is "Paris is rainy; Rome is unknown."
+    And the last request to the model declared the tools get_weather with tool_choice <choice>
+
+    Examples:
+      | setting                           | choice           |
+      | ls_provider="anthropic"           | {"type": "none"} |
+      | ls_provider="amazon_bedrock"      | null             |
+      | a bind_tools refusing tool_choice | null             |

@@ -19,7 +19,7 @@ Two Tool Rounds Stream Text And Count Every Round
 
 Max Rounds End In The Synthesis Answer
     [Documentation]    The third tool call is past tool_max_rounds: it never runs, and the
-    ...    synthesis prompt, without tools, gives the answer.
+    ...    synthesis prompt, with the tools declared and calling forbidden, gives the answer.
     [Template]    Limit Should End In The Synthesis Answer
     stub_max_rounds.yaml    max_rounds    blocking     call_paris    call_rome
     stub_max_rounds.yaml    max_rounds    streaming    call_paris    call_rome

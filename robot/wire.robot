@@ -134,6 +134,22 @@ Tool Rounds Without Streaming Make The Blocking Requests And Send The Answer In 
     Answer Should Have Arrived As One Chunk
     Reported Tokens Should Equal Billed
 
+The Synthesis Request Declares The Tools And Forbids Calling Them
+    [Documentation]    Past tool_max_rounds the synthesis request still declares get_weather
+    ...    (providers reject tool blocks without tool definitions) with tool_choice "none".
+    [Template]    Synthesis Request Should Declare Tools Without Calls
+    blocking
+    streaming
+
+A Streaming ChatOpenAI Under execute() Runs No Tool On Broken Arguments And Bills The Cut-Off
+    [Documentation]    ChatOpenAI(streaming=True) streams inside ainvoke; the loop streams it
+    ...    itself in blocking mode too: the call with arguments invalid on the wire is answered
+    ...    with an error and never runs, and the answer cut off mid-stream is billed by estimate,
+    ...    flagged, beside the first call as the server billed it.
+    [Template]    Streaming Model Should Reject Broken Arguments And Bill The Cut-Off
+    blocking
+    streaming
+
 The API Key Reaches The Provider And Appears Nowhere Else
     [Documentation]    A failing turn with a canary key, blocking and as events: the server got
     ...    the key in its Authorization header, and no log record, result, event, chunk,
@@ -173,6 +189,24 @@ Three Calls Should Run In Order And Be Answered Once
     Server Should Have Received Requests    2
     Answer Should Be The Last Scripted Reply
     Reported Tokens Should Equal Billed
+
+Synthesis Request Should Declare Tools Without Calls
+    [Arguments]    ${mode}
+    Send Chat Message Over The Wire    stub_max_rounds.yaml    ${WEATHER QUESTION}    mode=${mode}
+    Answer Should Be The Last Scripted Reply
+    Server Should Have Received Requests    4
+    Last Server Request Should Declare Tools And Forbid Calls    get_weather
+    Reported Tokens Should Equal Billed
+
+Streaming Model Should Reject Broken Arguments And Bill The Cut-Off
+    [Arguments]    ${mode}
+    Start Scripted OpenAI Server    wire_broken_arguments.yaml
+    Load Actor With A Streaming ChatOpenAI    wire_broken_arguments.yaml
+    Run Keyword And Expect Error    OpenAIConnectionError: Connection error.
+    ...    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+    Tool Handlers Should Have Run For Calls    call_paris
+    Server Requests Should Be    streamed
+    Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One    cancelled=${False}
 
 Server Error Should Reach The Caller With The First Call Billed
     [Arguments]    ${mode}

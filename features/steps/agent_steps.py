@@ -21,6 +21,7 @@ from typing import Any
 
 from behave import given, register_type, then, when
 from behave.runner import Context
+from support.shaped_models import executor_with_model
 
 from cleveractors import (
     ActorExecutor,
@@ -33,6 +34,7 @@ from cleveractors import (
 )
 from cleveractors.agents._loop import _ToolLoopError, discard_event
 from cleveractors.events import Event, TextDelta, ToolCallStarted
+from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.testing.tables import other_running_tasks, scripted_reply
 
@@ -79,10 +81,13 @@ def _executor(context: Context) -> ActorExecutor:
     executor: ActorExecutor | None = getattr(context, "executor", None)
     if executor is None:
         stands_in_for = getattr(context, "stands_in_for", None)
-        if stands_in_for is None:
-            executor = ActorExecutor.from_config(context.actor)
-        else:
+        settings = getattr(context, "model_settings", None)
+        if stands_in_for is not None:
             executor = _stand_in_executor(context.actor, *stands_in_for)
+        elif settings is not None:
+            executor = executor_with_model(context.actor, settings)
+        else:
+            executor = ActorExecutor.from_config(context.actor)
         context.executor = executor
     context.model = executor.agent.model
     return executor
@@ -460,6 +465,17 @@ def _then_synthesis_reason(context: Context, reason: str) -> None:
     assert result.usage_by_call[-1].purpose == "synthesis", result.usage_by_call
 
 
+@then("the answer is the fixed message for a synthesis without an answer")
+def _then_fixed_synthesis_answer(context: Context) -> None:
+    _then_answer(context, SYNTHESIS_WITHOUT_ANSWER)
+
+
+@then("the synthesis reply's calls of {names} were ignored")
+def _then_synthesis_calls_ignored(context: Context, names: str) -> None:
+    ignored = context.outcome.result.synthesis_ignored_tool_calls
+    assert ignored == tuple(re.split(r",\s*", names)), f"ignored {ignored}"
+
+
 @then("the answer is no synthesis")
 def _then_no_synthesis(context: Context) -> None:
     result = context.outcome.result
@@ -490,6 +506,13 @@ def _then_tools_bound(context: Context, names: str) -> None:
     expected = tuple(re.split(r",\s*|\s+and\s+", names))
     for number, request in enumerate(context.model.requests, start=1):
         assert request.tool_names == expected, f"request {number} bound {request.tool_names}"
+
+
+@then("the last request to the model declared the tools {names} with tool_choice {choice:Json}")
+def _then_last_declared(context: Context, names: str, choice: Any) -> None:
+    request = context.model.requests[-1]
+    assert request.tool_names == tuple(re.split(r",\s*|\s+and\s+", names)), request.tool_names
+    assert request.tool_choice == choice, f"tool_choice {request.tool_choice!r}"
 
 
 @then("the last request to the model had no tools bound")

@@ -218,7 +218,7 @@ def _assert_limits(run: ConversationRun) -> None:
         return
     expected = expected_bill(run)
     for position, request in enumerate(run.requests[1:], start=1):
-        if request.tool_names:
+        if request.may_call_tools:
             spent = expected.spent_before(position).total_tokens
             assert spent < limits.token_budget, (
                 f"request {position + 1} was a round though {spent} tokens of a budget of "

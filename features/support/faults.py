@@ -598,9 +598,10 @@ def estimated_cost(request: ScriptedRequest, delivery: Delivery) -> TokenUsage:
 
 
 def _purpose(request: ScriptedRequest) -> CallPurpose:
-    """Rounds are sent with the tools; a pruning call is one message (the output to condense); a
-    synthesis call is the whole transcript and a last request, without tools."""
-    if request.tool_names:
+    """Rounds are sent with the tools callable; a pruning call is one message (the output to
+    condense); a synthesis call is the whole transcript and a last request, with the tools
+    declared and calling them forbidden (or none, when no tool was called)."""
+    if request.may_call_tools:
         return "round"
     return "pruning" if len(request.messages) == 1 else "synthesis"
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from anthropic_endpoint import ScriptedAnthropicEndpoint
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from robot.api import logger
@@ -32,7 +31,13 @@ from robot_tools import clear_handler_calls, handler_calls
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
-from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing import (
+    ScriptedAnthropicReply,
+    ScriptedAnthropicServer,
+    ScriptedChatModel,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+)
 from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.testing.tables import other_running_tasks
 from cleveractors.tools import tool_from_config
@@ -86,7 +91,7 @@ class CleverActorsLibrary:
         self._script: tuple[ScriptedReply, ...] = ()
         self._server: ScriptedOpenAIServer | None = None
         self._servers: list[ScriptedOpenAIServer] = []
-        self._anthropic: ScriptedAnthropicEndpoint | None = None
+        self._anthropic: ScriptedAnthropicServer | None = None
         self._authorizations: dict[int, list[str]] = {}
         self._turns: list[_Turn] = []
         self._log_capture: _LogCapture | None = None
@@ -163,6 +168,25 @@ class CleverActorsLibrary:
         )
         os.environ[API_KEY_ENV] = api_key
         self._load({**config, "agent": agent}, stream_tool_rounds)
+
+    @keyword
+    def load_actor_with_a_streaming_chatopenai(self, actor_file: str) -> None:
+        """Loads the actor around `ChatOpenAI(streaming=True)` against the latest scripted
+        server, built here in code (config has no `streaming`): a model whose `ainvoke` streams
+        and would let langchain-core fold the chunks."""
+        if self._server is None:
+            raise RuntimeError("Start Scripted OpenAI Server first")
+        config = load_actor_config(_read_actor(actor_file))
+        model = ChatOpenAI(
+            model="scripted",
+            base_url=self._server.base_url,
+            api_key=SecretStr(DUMMY_API_KEY),
+            streaming=True,
+            stream_usage=True,
+            max_retries=0,
+        )
+        self._executor = ActorExecutor(LLMAgent.from_config(config.agent, model=model))
+        clear_handler_calls()
 
     @keyword("Stop Scripted OpenAI Servers")
     def stop_scripted_openai_servers(self) -> None:
@@ -454,7 +478,7 @@ class CleverActorsLibrary:
         self, reason: Literal["max_rounds", "budget", "stuck"]
     ) -> None:
         """The loop stopped for `reason` (max_rounds, budget or stuck) and the synthesis call,
-        made without tools, gave the answer: the script's last reply."""
+        which may call no tool, gave the answer: the script's last reply."""
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
         _should_equal(
@@ -465,7 +489,7 @@ class CleverActorsLibrary:
         if self._turn().mode != "blocking":
             _should_equal("".join(self._turn().chunks), result.text, "streamed text")
         last_request = _stub_model(self._loaded_executor()).requests[-1]
-        _should_equal(last_request.tool_names, (), "tools bound to the synthesis call")
+        _should_equal(last_request.may_call_tools, False, "tools callable in the synthesis call")
 
     # -- assertions: tokens -----------------------------------------------------------------
 
@@ -576,15 +600,20 @@ class CleverActorsLibrary:
     def load_actor_over_the_anthropic_wire(
         self, actor_file: str, usage_in_message_start_only: bool = False, cache_ttl: str = "5m"
     ) -> None:
-        """Serves the actor file's `script:` from a scripted Anthropic endpoint on 127.0.0.1 and
+        """Serves the actor file's `script:` from `ScriptedAnthropicServer` on 127.0.0.1 and
         loads the actor as written (`provider: anthropic`, its `model_options`), pointed at it
-        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The endpoint reports every
+        with `base_url`, reading a dummy key from `ANTHROPIC_API_KEY`. The server reports every
         cache write with lifetime `cache_ttl` (`5m` or `1h`)."""
         config = _read_actor(actor_file)
-        endpoint = ScriptedAnthropicEndpoint(
-            _script_of(config),
-            usage_in_message_start_only=usage_in_message_start_only,
-            cache_ttl=cache_ttl,
+        endpoint = ScriptedAnthropicServer(
+            [
+                ScriptedAnthropicReply(
+                    **reply.model_dump(exclude_defaults=True),
+                    usage_in_message_start_only=usage_in_message_start_only,
+                    cache_write_ttl=cache_ttl,
+                )
+                for reply in _script_of(config)
+            ]
         )
         endpoint.start()
         self._anthropic = endpoint
@@ -627,7 +656,13 @@ class CleverActorsLibrary:
                 for c in result.usage_by_call
             ],
             [
-                (b.prompt_tokens, b.cache_read_tokens, b.cache_write_tokens, b.output_tokens, False)
+                (
+                    b.prompt_tokens,
+                    b.cache_read_tokens,
+                    b.cache_write_tokens,
+                    b.completion_tokens,
+                    False,
+                )
                 for b in billed
             ],
             "usage per call against the Anthropic bill",
@@ -643,10 +678,10 @@ class CleverActorsLibrary:
         ]
         expected = [
             (
-                b.input_tokens * prices[0]
+                (b.prompt_tokens - b.cache_read_tokens - b.cache_write_tokens) * prices[0]
                 + b.cache_read_tokens * prices[1]
                 + b.cache_write_tokens * prices[2]
-                + b.output_tokens * prices[3]
+                + b.completion_tokens * prices[3]
             )
             / Decimal(1_000_000)
             for b in billed
@@ -664,11 +699,11 @@ class CleverActorsLibrary:
         _should_equal(len(result.usage_by_call), len(billed), "calls against requests")
         for call, bill in zip(result.usage_by_call, billed, strict=True):
             _should_equal(call.usage.estimated, True, f"call {call.index} estimated")
-            _should_equal(call.usage.completion_tokens, bill.output_tokens, "output tokens")
+            _should_equal(call.usage.completion_tokens, bill.completion_tokens, "output tokens")
             if call.usage.prompt_tokens <= 0:
                 raise AssertionError(f"call {call.index} was billed no prompt: {call}")
 
-    def _anthropic_endpoint(self) -> ScriptedAnthropicEndpoint:
+    def _anthropic_endpoint(self) -> ScriptedAnthropicServer:
         if self._anthropic is None:
             raise RuntimeError("Load Actor Over The Anthropic Wire first")
         return self._anthropic
@@ -701,9 +736,12 @@ class CleverActorsLibrary:
             _should_equal(body.get("stream_options"), {"include_usage": True}, "stream_options")
 
     @keyword("Reported Tokens Should Hold Billed Calls And Estimate The Cut-Off One")
-    def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(self) -> None:
+    def reported_tokens_should_hold_billed_calls_and_estimate_the_cut_off_one(
+        self, cancelled: bool = True
+    ) -> None:
         """Every call but the last matches the server's bill exactly; the last, cut off before the
-        server sent its usage, is estimated (non-zero) and flagged, and so is the result."""
+        server sent its usage, is estimated (non-zero) and flagged, and so is the result, which
+        is marked `cancelled` when the caller stopped the run (not when the server cut it)."""
         result, server = self._result(), self._wire_server()
         calls = result.usage_by_call
         _should_equal(len(calls), len(server.requests), "LLM calls reported vs requests received")
@@ -721,7 +759,7 @@ class CleverActorsLibrary:
         ):
             raise AssertionError(f"the cut-off call is not a flagged, non-zero estimate: {cut_off}")
         _should_equal(result.usage_estimated, True, "usage_estimated")
-        _should_equal(result.cancelled, True, "cancelled")
+        _should_equal(result.cancelled, cancelled, "cancelled")
         _check_totals(
             result,
             sum(c.usage.prompt_tokens for c in calls),
@@ -816,6 +854,18 @@ class CleverActorsLibrary:
         """Every request the latest server received was streamed, or every one was blocking."""
         flags = [bool(body.get("stream")) for body in self._wire_server().requests]
         _should_equal(flags, [kind == "streamed"] * len(flags), "request `stream` flags")
+
+    @keyword
+    def last_server_request_should_declare_tools_and_forbid_calls(self, *names: str) -> None:
+        """The latest server's last request (the synthesis) declared the tools `names` and set
+        `tool_choice` to "none", while its messages hold tool calls and their results."""
+        _should_equal(self._result().usage_by_call[-1].purpose, "synthesis", "last call")
+        body = self._wire_server().requests[-1]
+        declared = tuple(tool["function"]["name"] for tool in body.get("tools") or ())
+        _should_equal(declared, names, "tools declared in the synthesis request")
+        _should_equal(body.get("tool_choice"), "none", "tool_choice of the synthesis request")
+        roles = {message["role"] for message in body["messages"]}
+        _should_equal("tool" in roles, True, "the synthesis request holds tool results")
 
     @keyword
     def server_should_have_seen_the_client_leave(self) -> None:

@@ -3,6 +3,9 @@
     cleveractors run actor.yaml "What's the weather in Paris?"   # live answer, tools, usage
     cleveractors validate actor.yaml
     cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
+    cleveractors run actor.yaml "And tomorrow?" --session s-1      # a stored session
+    cleveractors usage actor.yaml --since 2026-01-01               # the ledger and its totals
+    cleveractors store prune actor.yaml                            # sessions past retention_days
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
 the config failed, or `serve` cannot listen (one line on stderr, never a traceback), 2 wrong
@@ -19,10 +22,11 @@ import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 from urllib.parse import urlsplit
 
 try:
@@ -43,14 +47,17 @@ except ImportError as _missing:  # the console script is installed even without 
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
 from cleveractors import events as ev
-from cleveractors.config import load_actor_config
+from cleveractors.config import ActorConfig, StoreConfig, load_actor_config
 from cleveractors.errors import CleverActorsError, ConfigurationError, McpServerError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
 from cleveractors.tools import Tool
 from cleveractors.usage import TokenUsage
 
-__all__ = ["EventRenderer", "app", "main", "usage_table"]
+if TYPE_CHECKING:  # the store extra is imported when a command needs it
+    from cleveractors.store import SqlStore, UsageReport
+
+__all__ = ["EventRenderer", "app", "ledger_table", "main", "usage_table"]
 
 # What a run raises for a reason the user can act on; anything else is a bug and keeps its trace.
 _RUN_ERRORS = (CleverActorsError, ModelError)
@@ -276,10 +283,12 @@ def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
     return ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
 
 
-async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+async def _run_live(
+    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+) -> ExecutionResult:
     renderer = EventRenderer(_out)
     try:
-        async with executor.execute_events(message) as events:
+        async with executor.execute_events(message, session_id=session) as events:
             async for event in events:
                 if show:
                     renderer.show(event)
@@ -289,18 +298,20 @@ async def _run_live(executor: ActorExecutor, message: str, *, show: bool) -> Exe
     return cast(ExecutionResult, events.result)
 
 
-async def _print_events(executor: ActorExecutor, message: str) -> None:
-    async with executor.execute_events(message) as events:
+async def _print_events(executor: ActorExecutor, message: str, session: str | None = None) -> None:
+    async with executor.execute_events(message, session_id=session) as events:
         async for event in events:
             _out.file.write(ev.event_adapter.dump_json(event).decode() + "\n")
             _out.file.flush()
 
 
-async def _run_blocking(executor: ActorExecutor, message: str, *, show: bool) -> ExecutionResult:
+async def _run_blocking(
+    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+) -> ExecutionResult:
     if not (show and _out.is_terminal):
-        return await executor.execute(message)
+        return await executor.execute(message, session_id=session)
     with _out.status("thinking"):
-        return await executor.execute(message)
+        return await executor.execute(message, session_id=session)
 
 
 @app.command(cls=_Command, short_help="Send a message; see the answer and its tokens.")
@@ -317,6 +328,9 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
     ] = False,
+    session: Annotated[
+        str | None, typer.Option(help="Continue (or start) this stored session; needs `store:`.")
+    ] = None,
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
     _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
@@ -326,10 +340,12 @@ def run(
         executor = _build_executor(actor, base_url)
         opened = executor
         if events:
-            asyncio.run(_opened(opened, lambda: _print_events(opened, message)))
+            asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
             return
         runner = _run_blocking if no_stream else _run_live
-        result = asyncio.run(_opened(opened, lambda: runner(opened, message, show=not as_json)))
+        result = asyncio.run(
+            _opened(opened, lambda: runner(opened, message, show=not as_json, session=session))
+        )
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
         _fail(_run_error_line(exc, actor, base_url))
@@ -466,8 +482,16 @@ def serve(
     max_turn_chars: Annotated[
         int, typer.Option(help="Refuse a message or turn with more characters (422).")
     ] = 16_000,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep sessions and the usage ledger in this database (sqlite:///path.db, "
+            "postgresql://...); overrides the actor's store.url."
+        ),
+    ] = None,
 ) -> None:
-    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE), /v1/chat/completions, /v1/models.
+    """Serve ACTOR over HTTP: the chat page at /, /chat (SSE), /v1/chat/completions, /v1/models;
+    with a store (`--store URL` or `store:` in the config) also stored sessions.
 
     Only loopback Host names are answered unless --allowed-host adds more; a non-loopback
     --host needs --api-keys-env (or --insecure-no-auth).
@@ -495,7 +519,7 @@ def serve(
             code=2,
         )
     try:
-        executor = ActorExecutor.from_config(actor)
+        executor = ActorExecutor.from_config(_with_store(actor, store), origin=str(actor))
     except ConfigurationError as exc:
         _fail(str(exc))
     app_ = create_app(
@@ -543,3 +567,134 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         _fail(f"cannot listen on {host}:{port}: {reason}")
+
+
+def _with_store(actor: Path, url: str | None) -> ActorConfig:
+    """ACTOR's config, its store at URL when one is given."""
+    config = load_actor_config(actor)
+    if url is None:
+        return config
+    store = (config.store or StoreConfig()).model_copy(update={"url": url})
+    return config.model_copy(update={"store": store})
+
+
+# -- the store: usage and prune -----------------------------------------------------------------
+
+store_app = typer.Typer(help="Look after the actor's store (sessions and the usage ledger).")
+app.add_typer(store_app, name="store")
+
+_STORE_URL_HELP = "The store's database URL; overrides the actor's store.url."
+
+
+def _open_store(actor: Path, url: str | None) -> SqlStore:
+    """The actor's store (its config's `store:`, at URL when given), not yet opened."""
+    try:
+        from cleveractors.store import SqlStore
+    except ModuleNotFoundError as exc:
+        _fail(str(exc), code=2)
+    try:
+        config = _with_store(actor, url)
+        if config.store is None:
+            raise ConfigurationError(
+                f"{actor}: the actor has no store: add `store:` to its config or pass --store URL"
+            )
+        return SqlStore(
+            config.store.url,
+            history_turns=config.store.history_turns,
+            retention_days=config.store.retention_days,
+        )
+    except ConfigurationError as exc:
+        _fail(str(exc))
+
+
+def _moment(option: str, text: str | None) -> datetime | None:
+    """An ISO date or date-time from the command line; one without a zone is UTC."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        _fail(f"{option}: {text!r} is not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)", code=2)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+async def _in_store(store: SqlStore, work: Callable[[], Awaitable[_Result]]) -> _Result:
+    async with store:
+        return await work()
+
+
+@app.command()
+def usage(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    session: Annotated[str | None, typer.Option(help="Only this session's calls.")] = None,
+    since: Annotated[str | None, typer.Option(help="Calls from this date (UTC).")] = None,
+    until: Annotated[str | None, typer.Option(help="Calls before this date (UTC).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+) -> None:
+    """Print the usage ledger of ACTOR's store: one row per LLM call, then the totals."""
+    window = {"since": _moment("--since", since), "until": _moment("--until", until)}
+    store = _open_store(actor, store_url)
+    try:
+        report = asyncio.run(_in_store(store, lambda: store.usage(session_id=session, **window)))
+    except CleverActorsError as exc:
+        _fail(str(exc))
+    if as_json:
+        _out.file.write(report.model_dump_json(indent=2) + "\n")
+        return
+    _print_unsqueezed(_out, ledger_table(report))
+
+
+def ledger_table(report: UsageReport) -> Table:
+    """The ledger's rows and their totals; a cost column when any row was priced."""
+    priced = any(row.cost_usd is not None for row in report.rows)
+    table = Table(title="Usage ledger", box=box.SIMPLE_HEAD, title_justify="left")
+    columns = ["recorded (UTC)", "session", "run", "call", "purpose", "attempt", "status"]
+    columns += ["prompt", "completion", "total", "estimated"] + (["USD"] if priced else [])
+    for column in columns:
+        table.add_column(column, justify="right" if column in _NUMBER_COLUMNS else "left")
+    for row in report.rows:
+        cells = [
+            row.recorded_at.strftime("%Y-%m-%d %H:%M:%S"),
+            row.session_id or "",
+            row.run_id[:12],
+            str(row.call_index),
+            row.purpose,
+            str(row.attempt),
+            row.status,
+            str(row.prompt_tokens),
+            str(row.completion_tokens),
+            str(row.total_tokens),
+            "estimated" if row.estimated else "",
+        ]
+        table.add_row(*cells, *([_money(row.cost_usd)] if priced else []))
+    table.add_section()
+    calls = f"{len(report.rows)} call{'' if len(report.rows) == 1 else 's'}"
+    totals = [str(report.prompt_tokens), str(report.completion_tokens), str(report.total_tokens)]
+    marker = "estimated" if report.estimated else ""
+    cost = [_money(report.cost_usd)] if priced else []
+    table.add_row("total", "", "", calls, "", "", "", *totals, marker, *cost, style="bold")
+    return table
+
+
+_NUMBER_COLUMNS = {"call", "attempt", "prompt", "completion", "total", "USD"}
+
+
+@store_app.command()
+def prune(
+    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
+    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+) -> None:
+    """Remove the sessions untouched for longer than the store's retention_days (the ledger's
+    rows stay: they are the bill)."""
+    store = _open_store(actor, store_url)
+    if store.retention_days is None:
+        _fail(f"{actor}: store.retention_days is not set, so every session is kept")
+    try:
+        removed = asyncio.run(_in_store(store, store.prune))
+    except CleverActorsError as exc:
+        _fail(str(exc))
+    plural = "" if removed == 1 else "s"
+    _out.print(
+        f"removed {removed} session{plural} untouched for more than {store.retention_days} days"
+    )

@@ -259,6 +259,9 @@ class StoreConfig(_Frozen):
     """How many of a session's latest turns go into the prompt."""
     retention_days: PositiveInt | None = None
     """`cleveractors store prune` removes sessions untouched for longer; None keeps them."""
+    lease_s: PositiveFloat = 30.0
+    """How long a run holds its session without renewing the hold: the longest a session stays
+    busy after its worker process died mid-run."""
 
 
 class ActorConfig(_Frozen):

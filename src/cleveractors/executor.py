@@ -282,5 +282,8 @@ def _build_store(config: StoreConfig | None) -> SqlStore | None:
     except ModuleNotFoundError as exc:
         raise ConfigurationError(f"store: {exc}") from None
     return SqlStore(
-        config.url, history_turns=config.history_turns, retention_days=config.retention_days
+        config.url,
+        history_turns=config.history_turns,
+        retention_days=config.retention_days,
+        lease_s=config.lease_s,
     )

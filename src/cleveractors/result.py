@@ -17,6 +17,7 @@ from pydantic import (
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
+    "SYNTHESIS_WITHOUT_ANSWER",
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
@@ -29,6 +30,11 @@ SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped"]
+
+SYNTHESIS_WITHOUT_ANSWER = (
+    "[cleveractors: no answer: asked to answer without tools, the model called a tool again]"
+)
+"""The answer when the synthesis reply holds tool calls (not run) and no text."""
 
 
 class ErrorInfo(BaseModel):
@@ -77,6 +83,9 @@ class ExecutionResult(BaseModel):
     tool_calls: tuple[ToolCallRecord, ...] = ()
     rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
+    synthesis_ignored_tool_calls: tuple[str, ...] = ()
+    """Names of the tools the model called in its synthesis reply, where calling was forbidden:
+    none of them ran. The answer is the reply's text, or `SYNTHESIS_WITHOUT_ANSWER`."""
     error: ErrorInfo | None = None
     cancelled: bool = False
     answer: str = ""

@@ -1,25 +1,28 @@
 """Folding a streamed reply into one `AIMessage`, once, at the end of the stream.
 
-Chunks are not added with `+` one by one (each `+` re-merges everything so far); text pieces are
-kept in a list and tool-call fragments grouped by `ToolCallAssembler`, then joined once.
+Chunks are not added with `+` one by one (each `+` re-merges everything so far): they are kept in
+a list and merged in one pass at the end; tool-call fragments are grouped by `ToolCallAssembler`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
+    BaseMessage,
     InvalidToolCall,
     ToolCall,
     ToolCallChunk,
+    message_chunk_to_message,
 )
-from langchain_core.messages.ai import UsageMetadata, add_usage
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 
-__all__ = ["ReplyFold", "ToolCallAssembler"]
+__all__ = ["ReplyFold", "ToolCallAssembler", "output_text"]
 
 
 @dataclass(slots=True)
@@ -98,48 +101,89 @@ class ToolCallAssembler:
 
 
 class ReplyFold:
-    """Collects a streamed reply's chunks and builds the `AIMessage` that `ainvoke` would return."""
+    """Collects a streamed reply and builds, once at the end, the `AIMessage` that `ainvoke`
+    returns for the same reply.
 
-    __slots__ = ("_id", "_text_pieces", "_tool_calls", "_usage", "received_any")
+    Per chunk it only keeps the chunk and reads its visible text. At the end the chunks are
+    merged in one pass by langchain-core's own `add_ai_message_chunks` (what `ainvoke` does when
+    it streams), so content blocks (thinking with its signature, redacted thinking, reasoning
+    items, citations), `additional_kwargs`, `response_metadata`, the id and `usage_metadata`
+    with its token details come out exactly as the provider's integration made them. Only tool
+    calls are ours: `ToolCallAssembler` groups their fragments and keeps unparseable arguments
+    as invalid calls, where langchain-core would repair them with a lenient parser.
+
+    A model whose `astream()` falls back to `ainvoke` yields one whole `AIMessage`; that message
+    is the reply as it is.
+    """
+
+    __slots__ = ("_chunks", "_has_usage", "_whole")
 
     def __init__(self) -> None:
-        self._text_pieces: list[str] = []
-        self._tool_calls = ToolCallAssembler()
-        self._usage: UsageMetadata | None = None
-        self._id: str | None = None
-        self.received_any = False
+        self._chunks: list[AIMessageChunk] = []
+        self._whole: AIMessage | None = None
+        self._has_usage = False
 
-    def add(self, chunk: AIMessageChunk) -> str:
-        """Take one chunk; returns its text (empty when it carries none)."""
-        self.received_any = True
-        content = chunk.content
-        text = content if isinstance(content, str) else chunk.text
-        if text:
-            self._text_pieces.append(text)
-        for fragment in chunk.tool_call_chunks:
-            self._tool_calls.add(fragment)
-        if chunk.usage_metadata is not None:
-            # Providers may split usage over several chunks; LangChain adds them, and so do we.
-            self._usage = add_usage(self._usage, chunk.usage_metadata)
-        if self._id is None and chunk.id is not None:
-            self._id = chunk.id
-        return text
+    def add(self, piece: BaseMessage) -> str:
+        """Take one streamed piece; returns the text a reader should see (never thinking)."""
+        reply = self._keep(piece)
+        if reply.usage_metadata is not None:
+            self._has_usage = True
+        content = reply.content
+        return content if isinstance(content, str) else reply.text
+
+    def _keep(self, piece: BaseMessage) -> AIMessage:
+        if isinstance(piece, AIMessageChunk) and self._whole is None:
+            self._chunks.append(piece)
+            return piece
+        if isinstance(piece, AIMessage) and not self.received_any:
+            self._whole = piece
+            return piece
+        raise TypeError(
+            f"chat model streamed {type(piece).__name__} after {self._received()}; "
+            "expected AIMessageChunks, or one whole AIMessage"
+        )
 
     @property
-    def text(self) -> str:
-        return "".join(self._text_pieces)
+    def received_any(self) -> bool:
+        return bool(self._chunks) or self._whole is not None
 
     @property
     def has_usage(self) -> bool:
         """The provider's usage arrived (it may still be busy finishing the stream)."""
-        return self._usage is not None
+        return self._has_usage
 
     def message(self) -> AIMessage:
-        valid, invalid = self._tool_calls.calls()
-        return AIMessage(
-            content=self.text,
-            tool_calls=valid,
-            invalid_tool_calls=invalid,
-            usage_metadata=self._usage,
-            id=self._id,
-        )
+        if self._whole is not None:
+            return self._whole
+        if not self._chunks:
+            return AIMessage(content="")
+        merged = add_ai_message_chunks(*self._chunks)
+        assembler = ToolCallAssembler()
+        for chunk in self._chunks:
+            for fragment in chunk.tool_call_chunks:
+                assembler.add(fragment)
+        valid, invalid = assembler.calls()
+        reply = cast(AIMessage, message_chunk_to_message(merged))
+        return reply.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
+
+    def _received(self) -> str:
+        if self._whole is not None:
+            return "a whole AIMessage"
+        return f"{len(self._chunks)} chunks"
+
+
+def output_text(message: BaseMessage) -> str:
+    """All the text a reply holds that the provider bills as output, thinking included: visible
+    text, thinking blocks (Anthropic, Gemini) and reasoning summaries (Responses API). Tool
+    arguments are not in it; they are counted from the calls."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(_block_text(block) for block in message.content)
+
+
+def _block_text(block: str | dict[str, Any]) -> str:
+    if isinstance(block, str):
+        return block
+    pieces = [block.get("text"), block.get("thinking")]
+    pieces += [item.get("text") for item in block.get("summary") or () if isinstance(item, dict)]
+    return "".join(piece for piece in pieces if isinstance(piece, str))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.agents._retry import may_have_been_billed
 from cleveractors.agents.stream import EventChannel, wait_through_cancellation
 from cleveractors.agents.text import RunText
@@ -157,6 +157,7 @@ class _Run:
     round: int = 0
     tool_rounds: int = 0
     synthesis_reason: SynthesisReason | None = None
+    synthesis_ignored_tool_calls: tuple[str, ...] = ()
     in_flight: _InFlightCall | None = None
     attempt: int = 1
     """Which attempt at the LLM call under way this is, from 1 (set by `call_with_retries`)."""
@@ -251,7 +252,7 @@ class _Run:
         """Record a completed call: the provider's figures when plausible, else an estimate."""
         reported = TokenUsage.from_message(reply)
         if reported is None or reported.prompt_tokens == 0:
-            estimate = _estimate(sent, reply.text, reply)
+            estimate = _estimate(sent, reply)
             _warn_implausible(self.pricer, reply, reported)
             reported = estimate if reported is None else _with_estimated_prompt(reported, estimate)
         self.record_usage(purpose, reported, reply, status=status)
@@ -273,9 +274,8 @@ class _Run:
             return
         received = call.fold is not None and call.fold.received_any
         if received or may_have_been_billed(cause):
-            text = call.fold.text if call.fold is not None else ""
             partial = call.fold.message() if call.fold is not None else None
-            estimate = _estimate(call.messages, text, partial)
+            estimate = _estimate(call.messages, partial)
             self.record_usage(call.purpose, estimate, partial, status=status)
         else:
             self.record_usage(call.purpose, TokenUsage(), status=status)
@@ -302,12 +302,16 @@ class _Run:
             tool_records=tuple(self.tool_records),
             rounds=self.round,
             synthesis_reason=self.synthesis_reason,
+            synthesis_ignored_tool_calls=self.synthesis_ignored_tool_calls,
         )
 
 
-def _estimate(messages: Sequence[BaseMessage], text: str, reply: AIMessage | None) -> TokenUsage:
-    completion = count_tokens(text)
+def _estimate(messages: Sequence[BaseMessage], reply: AIMessage | None) -> TokenUsage:
+    """The documented estimate of a call the provider gave no figures for: the prompt from the
+    messages sent, the completion from the reply received so far, thinking included."""
+    completion = 0
     if reply is not None:
+        completion += count_tokens(output_text(reply))
         completion += sum(count_tokens(str(call["args"])) for call in reply.tool_calls)
         completion += sum(count_tokens(call["args"] or "") for call in reply.invalid_tool_calls)
     return TokenUsage(
@@ -356,6 +360,7 @@ class _RunProgress:
     tool_records: tuple[ToolCallRecord, ...]
     rounds: int
     synthesis_reason: SynthesisReason | None
+    synthesis_ignored_tool_calls: tuple[str, ...]
 
     @property
     def usage(self) -> TokenUsage:
@@ -371,6 +376,7 @@ class _RunProgress:
             tool_calls=self.tool_records,
             rounds=self.rounds,
             synthesis_reason=self.synthesis_reason,
+            synthesis_ignored_tool_calls=self.synthesis_ignored_tool_calls,
             error=None if error is None else _error_info(error),
             cancelled=isinstance(error, asyncio.CancelledError),
         )

@@ -21,9 +21,10 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolMessage,
     convert_to_messages,
 )
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import BaseTool
 
 from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
@@ -39,6 +40,7 @@ from cleveractors.agents._loop import (
     _ToolLoopResult,
     decide,
     discard_event,
+    tool_call_requests,
 )
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
@@ -54,7 +56,8 @@ from cleveractors.events import (
     ToolCallRequested,
 )
 from cleveractors.pricing import CallPricer, ModelPrices
-from cleveractors.result import ExecutionResult, SynthesisReason
+from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
+from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER, ExecutionResult, SynthesisReason
 from cleveractors.runs import RunScope, run_scope
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
@@ -176,10 +179,12 @@ class LLMAgent(Agent):
         changes (binding converts every schema, which is no work to repeat per round)."""
         self.tools = tools
         self._dispatcher = ToolDispatcher(tools, agent_name=self.name)
+        schemas = [tool.openai_schema() for tool in tools.values()]
         self._model_with_tools: Runnable[LanguageModelInput, Any] = (
-            self.model.bind_tools([tool.openai_schema() for tool in tools.values()])
-            if tools
-            else self.model
+            self.model.bind_tools(schemas) if tools else self.model
+        )
+        self._model_declaring_tools: Runnable[LanguageModelInput, Any] = (
+            bind_tools_forbidding_calls(self.model, schemas) if tools else self.model
         )
 
     async def open(self) -> None:
@@ -328,7 +333,9 @@ class LLMAgent(Agent):
                 await self._sync_mcp_tools()
                 run.round += 1
                 sink(RoundStarted(round=run.round))
-                reply = await self._model_turn(run, "round", tools_bound=bool(self.tools))
+                reply = await self._model_turn(
+                    run, "round", self._model_with_tools, may_call_tools=bool(self.tools)
+                )
                 step = decide(
                     reply,
                     tool_rounds_done=run.tool_rounds,
@@ -376,15 +383,16 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
+        model: Runnable[LanguageModelInput, Any],
         *,
-        tools_bound: bool,
+        may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
         sent = run.messages if messages is None else messages
 
         def attempt() -> Awaitable[AIMessage]:
-            return self._model_attempt(run, purpose, sent, tools_bound=tools_bound)
+            return self._model_attempt(run, purpose, model, sent, may_call_tools=may_call_tools)
 
         reply = await call_with_retries(run, self.retry, attempt)
         await run.flush_calls()  # the ledger has the call before any tool of its round runs
@@ -394,25 +402,30 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
+        model: Runnable[LanguageModelInput, Any],
         sent: Sequence[BaseMessage],
         *,
-        tools_bound: bool,
+        may_call_tools: bool,
     ) -> AIMessage:
-        """Ask the model once; streams text deltas when the run streams. Records the usage."""
+        """Ask the model once and record the usage. Streams when the run streams (text deltas
+        as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
+        langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
+        broken in both modes."""
         await run.checkpoint()
-        model = self._model_with_tools if tools_bound else self.model
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
-        if shows_text and (self.stream_tool_rounds or not tools_bound):
+        streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
+        if streams_to_caller or _streams_inside_ainvoke(self.model, model):
             fold = ReplyFold()
             run.in_flight = _InFlightCall(purpose, sent, fold)
-            reply = await self._stream_reply(model, sent, fold, run)
-            run.shown.add(run.round, reply.text)
+            reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
         else:
             run.in_flight = _InFlightCall(purpose, sent, None)
             reply = _as_ai_message(await model.ainvoke(sent))
-            if purpose != "pruning":
-                run.show_text(reply.text)
+        if streams_to_caller:
+            run.shown.add(run.round, reply.text)  # its deltas are out already
+        elif purpose != "pruning":
+            run.show_text(reply.text)
         run.record_reply(purpose, reply, sent)
         await run.checkpoint()
         return reply
@@ -423,10 +436,12 @@ class LLMAgent(Agent):
         messages: Sequence[BaseMessage],
         fold: ReplyFold,
         run: _Run,
+        *,
+        shows_text: bool,
     ) -> AIMessage:
         sink, round_number = run.sink, run.round
-        async for chunk in model.astream(messages):
-            if text := fold.add(chunk):
+        async for piece in model.astream(messages):
+            if (text := fold.add(piece)) and shows_text:
                 sink(TextDelta(round=round_number, text=text))
             await run.checkpoint()
         return fold.message()
@@ -476,7 +491,7 @@ class LLMAgent(Agent):
         )
         try:
             condensed = await self._model_turn(
-                run, "pruning", tools_bound=False, messages=[HumanMessage(prompt)]
+                run, "pruning", self.model, may_call_tools=False, messages=[HumanMessage(prompt)]
             )
         except StoreError:
             raise  # the ledger failed, not the condensing: the run must fail, loudly
@@ -515,11 +530,50 @@ class LLMAgent(Agent):
         return None
 
     async def _synthesize(self, run: _Run, reason: SynthesisReason) -> AIMessage:
+        """Ask for an answer from what the transcript holds. The tools stay declared when it
+        holds tool calls (providers reject tool blocks without them), with calling forbidden; a
+        call the model makes anyway is not run."""
         run.synthesis_reason = reason
         run.sink(SynthesisStarted(reason=reason))
         prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
         messages = [*run.messages, HumanMessage(prompt)]
-        return await self._model_turn(run, "synthesis", tools_bound=False, messages=messages)
+        declares_tools = bool(self.tools) and _holds_tool_calls(run.messages)
+        model = self._model_declaring_tools if declares_tools else self.model
+        reply = await self._model_turn(
+            run, "synthesis", model, may_call_tools=False, messages=messages
+        )
+        return self._ignore_tool_calls(run, reply)
+
+    def _ignore_tool_calls(self, run: _Run, reply: AIMessage) -> AIMessage:
+        ignored = tuple(call.name for call in tool_call_requests(reply))
+        if not ignored:
+            return reply
+        run.synthesis_ignored_tool_calls = ignored
+        logger.warning(
+            "agent %s: the synthesis reply called %s though tools were forbidden; not run",
+            self.name,
+            ", ".join(ignored),
+        )
+        if reply.text.strip():
+            return AIMessage(content=reply.text)
+        if run.streaming:
+            run.sink(TextDelta(round=run.round, text=SYNTHESIS_WITHOUT_ANSWER))
+        return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
+
+
+def _holds_tool_calls(messages: Sequence[BaseMessage]) -> bool:
+    return any(
+        isinstance(message, ToolMessage)
+        or (isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls))
+        for message in messages
+    )
+
+
+def _streams_inside_ainvoke(model: BaseChatModel, bound: Runnable[LanguageModelInput, Any]) -> bool:
+    """Whether `ainvoke` on `bound` would stream the reply and fold it itself (a model built
+    with `streaming=True`), by langchain-core's own test, given the options bound to it."""
+    options = bound.kwargs if isinstance(bound, RunnableBinding) else {}
+    return model._should_stream(async_api=True, **options)
 
 
 def _named(result: ExecutionResult, scope: RunScope) -> ExecutionResult:

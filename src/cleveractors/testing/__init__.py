@@ -3,8 +3,15 @@
 - `ScriptedChatModel`: a real `BaseChatModel` that replays a script, blocking and streaming.
 - `ScriptedOpenAIServer`: an OpenAI-compatible HTTP server on 127.0.0.1 that replays a script
   over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
+- `ScriptedAnthropicServer`: the same for the Anthropic Messages API (content blocks, thinking
+  with signatures, cache usage, HTTP 529 and mid-stream `error` events).
 """
 
+from cleveractors.testing.anthropic_server import (
+    BilledAnthropicCall,
+    ScriptedAnthropicReply,
+    ScriptedAnthropicServer,
+)
 from cleveractors.testing.openai_server import (
     BilledCall,
     BilledTotal,
@@ -15,8 +22,11 @@ from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_w
 from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 
 __all__ = [
+    "BilledAnthropicCall",
     "BilledCall",
     "BilledTotal",
+    "ScriptedAnthropicReply",
+    "ScriptedAnthropicServer",
     "ScriptedChatModel",
     "ScriptedOpenAIServer",
     "ScriptedReply",

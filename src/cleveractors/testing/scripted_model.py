@@ -74,6 +74,13 @@ class ScriptedRequest:
     messages: tuple[BaseMessage, ...]
     tool_names: tuple[str, ...]
     streamed: bool
+    tool_choice: str | dict[str, Any] | None = None
+    """The `tool_choice` the tools were bound with (`"none"`: declared, calling forbidden)."""
+
+    @property
+    def may_call_tools(self) -> bool:
+        """Tools were bound, and calling them was not forbidden."""
+        return bool(self.tool_names) and self.tool_choice != "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +143,11 @@ class ScriptedChatModel(BaseChatModel):
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
-        tool_choice: str | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
     # -- blocking -------------------------------------------------------------------------------
@@ -199,7 +208,9 @@ class ScriptedChatModel(BaseChatModel):
         tool_names = tuple(tool["function"]["name"] for tool in options.get("tools") or ())
         scope = current_run_var.get() if self.replay_per_run else None
         with self._lock:
-            self._requests.append(ScriptedRequest(tuple(messages), tool_names, streamed))
+            self._requests.append(
+                ScriptedRequest(tuple(messages), tool_names, streamed, options.get("tool_choice"))
+            )
             position = self._position if scope is None else self._run_positions.get(scope, 0)
             if position >= len(self.replies):
                 raise ScriptExhaustedError(

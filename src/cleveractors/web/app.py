@@ -31,6 +31,7 @@ from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate
 __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
+_SESSIONS_SLOT = "__SESSIONS__"
 _OPENAPI_URL = "/openapi.json"
 # The chat page's files: the icon, and the Markdown renderer and HTML sanitizer it vendors
 # (see static/vendor/README.md), served from the package so the page needs no CDN.
@@ -56,6 +57,9 @@ def create_app(
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
+
+    With a store on the executor, the chat page keeps its conversation as a stored session (its
+    id in the browser's localStorage) and offers "New chat".
 
     Args:
         executor: The actor every request runs (shared: an executor is safe for concurrent runs).
@@ -99,7 +103,7 @@ def create_app(
             max_turn_chars=max_turn_chars,
         )
     )
-    page = _chat_page(executor.name)
+    page = _chat_page(executor.name, keeps_sessions=executor.store is not None)
     static = {name: (_static_file(name), media_type) for name, media_type in _STATIC.items()}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -129,7 +133,7 @@ def create_app(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(cors_origins),
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
             expose_headers=["X-Request-ID"],
         )
@@ -142,9 +146,11 @@ def _static_file(name: str) -> bytes:
     return resources.files("cleveractors.web").joinpath(f"static/{name}").read_bytes()
 
 
-def _chat_page(actor_name: str) -> str:
+def _chat_page(actor_name: str, *, keeps_sessions: bool) -> str:
     template = resources.files("cleveractors.web").joinpath("static/index.html")
-    return template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
+    page = template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
+    # With a store, the page keeps a session id and lets the server hold the conversation.
+    return page.replace(_SESSIONS_SLOT, "on" if keeps_sessions else "off")
 
 
 def _docs_page(app: FastAPI) -> str:

@@ -6,6 +6,11 @@
 - `POST /chat` takes `{"message": ..., "history": [{"role", "content"}]}` and streams the run's
   typed events, one SSE message per event named by its `kind`, ending with `run_finished` or
   `run_failed`, each carrying the `ExecutionResult` with the usage.
+  With a store, `{"message": ..., "session_id": ...}` continues (or starts) a stored session
+  instead: the server holds its history (a `history` beside it is a 422). A session another run
+  holds ends the stream at once with `run_failed` (`error.type` "SessionBusyError"); another
+  caller's session with `run_failed` "SessionNotFoundError". `GET` / `DELETE /sessions/{id}`
+  read and remove the caller's sessions (`cleveractors.web.sessions`).
 - `POST /v1/chat/completions` speaks OpenAI's Chat Completions format, streamed or not (see
   `cleveractors.web.openai_compat` for how a conversation maps to an actor turn). The actor's tool
   rounds run here, server-side; the client only sees text and usage.
@@ -35,14 +40,22 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import RunFailed, RunFinished, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
@@ -57,7 +70,14 @@ from cleveractors.web.openai_compat import (
     error_response,
     run_error_response,
 )
-from cleveractors.web.security import Authenticate, logger, public_error, set_current_caller
+from cleveractors.web.security import (
+    Authenticate,
+    current_caller,
+    logger,
+    public_error,
+    set_current_caller,
+)
+from cleveractors.web.sessions import add_session_routes
 from cleveractors.web.sse import SSE_LINE_SEPARATOR, data_frame, event_frame
 
 __all__ = [
@@ -105,6 +125,8 @@ class ChatRequest(BaseModel):
 
     message: str
     history: list[ChatTurn] = Field(default_factory=list)
+    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """A stored session to continue (or start); then the server keeps the history."""
 
     @field_validator("message")
     @classmethod
@@ -112,6 +134,12 @@ class ChatRequest(BaseModel):
         if not message.strip():
             raise ValueError("must not be empty")
         return message
+
+    @model_validator(mode="after")
+    def _one_history(self) -> ChatRequest:
+        if self.session_id is not None and self.history:
+            raise ValueError("history cannot be sent with session_id: the session holds it")
+        return self
 
 
 class _RequestRejected(Exception):
@@ -151,8 +179,9 @@ def create_chat_router(
     max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> APIRouter:
-    """Routes that run an actor: `POST /chat` (typed events), `POST /v1/chat/completions`, and
-    `GET /v1/models` (and `/v1/models/{id}`), which list the actor as the one model.
+    """Routes that run an actor: `POST /chat` (typed events), `POST /v1/chat/completions`,
+    `GET /v1/models` (and `/v1/models/{id}`), which list the actor as the one model, and
+    `GET` / `DELETE /sessions/{id}` for an executor with a store.
 
     Args:
         executor_factory: Returns the executor for a request; called once per request, so it may
@@ -191,7 +220,14 @@ def create_chat_router(
                 headers=rejected.headers,
             )
         history = _as_provider_history([turn.model_dump() for turn in body.history])
-        stream = executor_factory().execute_events(body.message, history)
+        try:
+            stream = executor_factory().execute_events(
+                body.message, history, session_id=body.session_id, caller=current_caller()
+            )
+        except ConfigurationError:
+            # The only configuration a request can get wrong: a session on a storeless server.
+            detail = "session_id: this server keeps no sessions (serve it with --store URL)"
+            return JSONResponse({"detail": detail}, status_code=422)
         request_id = _request_id()
         return _RunStreamResponse(
             _event_frames(stream, request_id),
@@ -236,17 +272,31 @@ def create_chat_router(
         response.headers["X-Request-ID"] = request_id
         return response
 
+    async def caller_of(request: Request) -> str | None:
+        """The authenticated caller, whose sessions alone the session routes show."""
+        try:
+            await _authenticate(request, policy.authenticate)
+        except _RequestRejected as rejected:
+            raise HTTPException(
+                rejected.status_code, rejected.message, headers=rejected.headers
+            ) from None
+        return current_caller()
+
+    add_session_routes(router, executor_factory, caller_of)
+
     created = int(time.time())
 
     @router.get("/v1/models", response_model=None)
-    async def list_models() -> Response:
+    async def list_models(request: Request) -> Response:
         """The served actor, as the one model (chat frontends list models first)."""
+        await caller_of(request)
         model = Model(id=executor_factory().name, created=created)
         return JSONResponse(ModelList(data=[model]).model_dump(mode="json"))
 
     @router.get("/v1/models/{model_id:path}", response_model=None)
-    async def retrieve_model(model_id: str) -> Response:
+    async def retrieve_model(request: Request, model_id: str) -> Response:
         """The served actor, if `model_id` names it; OpenAI's 404 otherwise."""
+        await caller_of(request)
         name = executor_factory().name
         if model_id != name:
             problem = error_response(

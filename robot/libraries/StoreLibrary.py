@@ -1,0 +1,356 @@
+"""Keywords for the store suite: `cleveractors serve` with a store on a throwaway PostgreSQL (or a
+SQLite file), talked to over HTTP, killed with SIGKILL, and its ledger read back with the CLI.
+
+The PostgreSQL server is the Behave suite's own `TemporaryPostgres` (features/support), so both
+suites start it the same way. The actors are written here, from a script whose token counts are
+the provider's billing record: what the ledger must hold is read from that script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+from robot.api import logger
+from robot.api.deco import keyword, library
+from WebLibrary import _CLIENT_TIMEOUT_S, ChatStream, WebLibrary, _free_port, _sse_messages
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# The Behave suite's PostgreSQL helper, from the test tree's root.
+from features.support.postgres import TemporaryPostgres
+
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+
+_API_KEY_ENV = "CLEVERACTORS_STORE_SUITE_KEY"
+
+_LOOKUP = {
+    "text": "Let me look that up.",
+    "tool_calls": [{"name": "get_weather", "args": {"city": "Paris"}, "id": "call_paris"}],
+    "prompt_tokens": 52,
+    "completion_tokens": 17,
+}
+_SLOW_ANSWER = {
+    "text": " ".join(["In Paris it is 18 C with light rain, so take an umbrella."] * 6),
+    "chunk_delay_s": 0.05,
+    "prompt_tokens": 88,
+    "completion_tokens": 70,
+}
+_QUICK_ANSWER = {"text": "Noted.", "prompt_tokens": 11, "completion_tokens": 3}
+_TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "handler": "cleveractors.testing.demo_tools:get_weather",
+    }
+]
+
+
+@library(scope="SUITE", auto_keywords=False)
+class StoreLibrary(WebLibrary):
+    """Stored sessions over HTTP, on PostgreSQL or SQLite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._postgres = TemporaryPostgres()
+        self._folder = Path(tempfile.mkdtemp(prefix="cleveractors-store-"))
+        self._provider: ScriptedOpenAIServer | None = None
+
+    # -- databases and actors ------------------------------------------------------------------
+
+    @keyword
+    def new_postgres_database(self) -> str:
+        """An empty database on the suite's PostgreSQL server (started on first use)."""
+        return self._postgres.new_database()
+
+    @keyword
+    def new_sqlite_database(self, name: str) -> str:
+        return f"sqlite:///{self._folder / name}.db"
+
+    @keyword
+    def stop_postgres(self) -> None:
+        self._postgres.stop()
+        if self._provider is not None:
+            self._provider.stop()
+
+    @keyword
+    def start_scripted_openai_server(self, script: str) -> str:
+        """A `ScriptedOpenAIServer` on 127.0.0.1 replaying SCRIPT (see `Write Stored Actor`);
+        its base URL, for an `openai` actor."""
+        replies = [ScriptedReply.model_validate(reply) for reply in _script(script)]
+        self._provider = ScriptedOpenAIServer(replies)
+        self._provider.start()
+        return self._provider.base_url
+
+    @keyword
+    def completed_billed_calls(self) -> list[dict[str, int]]:
+        """The scripted server's billing record of every call it answered in full, in order."""
+        assert self._provider is not None, "no scripted OpenAI server was started"
+        return [
+            {"prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens}
+            for call in self._provider.billed
+            if call.completed
+        ]
+
+    @keyword
+    def write_stored_actor(
+        self,
+        name: str,
+        script: str,
+        lease_s: float = 30.0,
+        store_url: str = "",
+        base_url: str = "",
+    ) -> str:
+        """An actor file with a store: script `slow tool turn` (a lookup, then a slow answer;
+        the first turn only), `busy then quick` (one slow answer, then 400 quick ones) or
+        `quick` (400 quick answers); its store at STORE_URL (else `serve --store` names it).
+        With BASE_URL the actor is an `openai` one (ChatOpenAI) talking to that server, which
+        plays the script; else the `stub` provider plays it. Returns its path."""
+        agent: dict[str, Any] = {"type": "llm", "tools": _TOOLS}
+        if base_url:
+            os.environ[_API_KEY_ENV] = "sk-store-suite"  # inherited by the servers
+            agent |= {"provider": "openai", "model": "gpt-4o-mini", "base_url": base_url}
+            agent |= {"api_key_env": _API_KEY_ENV}
+        else:
+            agent |= {"provider": "stub", "script": _script(script)}
+        actor = {
+            "name": name,
+            "agent": agent,
+            "store": {"retention_days": 30, "lease_s": float(lease_s)},
+        }
+        if store_url:
+            actor["store"]["url"] = store_url
+        path = self._folder / f"{name}.yaml"
+        path.write_text(json.dumps(actor), encoding="utf-8")  # JSON is YAML, and quick to parse
+        return str(path)
+
+    @keyword
+    def scripted_call(self, which: str) -> dict[str, int]:
+        """The billing record of one scripted call: `lookup`, `slow answer` or `quick answer`."""
+        reply = {"lookup": _LOOKUP, "slow answer": _SLOW_ANSWER, "quick answer": _QUICK_ANSWER}
+        return {
+            "prompt_tokens": int(reply[which]["prompt_tokens"]),
+            "completion_tokens": int(reply[which]["completion_tokens"]),
+        }
+
+    # -- servers -------------------------------------------------------------------------------
+
+    @keyword
+    def start_stored_server(self, actor: str, store_url: str, api_keys: str = "") -> str:
+        """`cleveractors serve ACTOR --store URL` on a free loopback port, with API_KEYS
+        (comma-separated) when given; its base URL."""
+        port = _free_port()
+        command = [
+            str(Path(sys.executable).with_name("cleveractors")),
+            "serve",
+            actor,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--store",
+            store_url,
+        ]
+        environment = _environment()
+        if api_keys:
+            environment["STORE_SUITE_API_KEYS"] = api_keys
+            command += ["--api-keys-env", "STORE_SUITE_API_KEYS"]
+        return self._start(Path(actor).stem, command, port, environment)
+
+    @keyword
+    def kill_server(self, base_url: str) -> None:
+        """SIGKILL the server at BASE_URL: no shutdown, no cleanup, as when a machine dies."""
+        server = next(server for server in self._servers if server.base_url == base_url)
+        self._servers.remove(server)
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+
+    # -- sessions over HTTP --------------------------------------------------------------------
+
+    @keyword
+    def chat_in_session(
+        self, base_url: str, session_id: str, message: str, key: str = ""
+    ) -> ChatStream:
+        """POST a message to `/chat` in a stored session (as the caller of API KEY, if given)
+        and read the whole SSE stream."""
+        return _chat(base_url, {"message": message, "session_id": session_id}, key)
+
+    @keyword
+    def post_chat(self, base_url: str, body: dict[str, Any]) -> httpx.Response:
+        """POST BODY to `/chat` and read the response whole (for refusals)."""
+        return httpx.post(f"{base_url}/chat", json=body, timeout=_CLIENT_TIMEOUT_S)
+
+    @keyword
+    def chat_until_then_kill(
+        self, base_url: str, session_id: str, message: str, kind: str, round_number: int
+    ) -> ChatStream:
+        """Chat in a session, and SIGKILL the server the moment an event of KIND in round
+        ROUND_NUMBER arrives (mid-call: the call has streamed, not ended)."""
+        stream = ChatStream()
+        body = {"message": message, "session_id": session_id}
+        with (
+            httpx.Client(timeout=_CLIENT_TIMEOUT_S) as client,
+            client.stream("POST", f"{base_url}/chat", json=body) as response,
+        ):
+            for name, data in _sse_messages(response.iter_lines()):
+                event = json.loads(data)
+                stream.frames.append((name, event))
+                if name == kind and event.get("round") == int(round_number):
+                    self.kill_server(base_url)
+                    break
+        logger.info(f"event kinds before the kill: {stream.kinds}")
+        return stream
+
+    @keyword
+    def chat_while_another_runs(
+        self, first_url: str, second_url: str, session_id: str
+    ) -> list[ChatStream]:
+        """Start a run in SESSION_ID on FIRST_URL; as soon as its answer streams, send another
+        message in the same session to SECOND_URL. Both streams, read whole."""
+        streaming = threading.Event()
+        first = ChatStream()
+
+        def hold() -> None:
+            body = {"message": "first", "session_id": session_id}
+            with (
+                httpx.Client(timeout=_CLIENT_TIMEOUT_S) as client,
+                client.stream("POST", f"{first_url}/chat", json=body) as response,
+            ):
+                for name, data in _sse_messages(response.iter_lines()):
+                    first.frames.append((name, json.loads(data)))
+                    streaming.set()
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            if not streaming.wait(_CLIENT_TIMEOUT_S):
+                raise AssertionError("the first run never started streaming")
+            second = _chat(second_url, {"message": "second", "session_id": session_id})
+        finally:
+            holder.join(_CLIENT_TIMEOUT_S)
+        return [first, second]
+
+    @keyword
+    def session_turns(self, base_url: str, session_id: str, key: str = "") -> httpx.Response:
+        """`GET /sessions/{id}` (with API KEY, if given)."""
+        url = f"{base_url}/sessions/{session_id}"
+        return httpx.get(url, headers=_bearer(key), timeout=_CLIENT_TIMEOUT_S)
+
+    @keyword
+    def delete_stored_session(self, base_url: str, session_id: str, key: str = "") -> int:
+        """`DELETE /sessions/{id}` (with API KEY, if given); the status code."""
+        url = f"{base_url}/sessions/{session_id}"
+        return httpx.delete(url, headers=_bearer(key), timeout=_CLIENT_TIMEOUT_S).status_code
+
+    @keyword
+    def run_concurrent_sessions(self, urls: list[str], sessions: int, turns: int) -> list[str]:
+        """SESSIONS sessions at once, each TURNS turns in a row, turn t of session s sent to
+        server (s + t) mod len(URLS); then every session read back. Returns the problems found
+        (a run that did not finish, a turn lost, doubled or out of order); empty when none."""
+        return asyncio.run(_concurrent_sessions(urls, int(sessions), int(turns)))
+
+    # -- the ledger, through the CLI -----------------------------------------------------------
+
+    @keyword
+    def ledger_report(self, actor: str, store_url: str, *options: str) -> dict[str, Any]:
+        """`cleveractors usage ACTOR --store URL --json [OPTIONS]` (the actor's own store when
+        STORE_URL is empty), parsed."""
+        store = ["--store", store_url] if store_url else []
+        completed = _cli("usage", actor, *store, "--json", *options)
+        report: dict[str, Any] = json.loads(completed.stdout)
+        return report
+
+    @keyword
+    def run_store_cli(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        """`cleveractors ARGUMENTS...`; the completed process (exit code, stdout, stderr)."""
+        return _cli(*arguments, check=False)
+
+    @keyword
+    def age_sessions(self, sqlite_url: str, days: int) -> None:
+        """Make every session of a SQLite store look untouched for DAYS days."""
+        import sqlite3  # the test's own view of the file, beside the store
+
+        path = sqlite_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as database:
+            database.execute(
+                "UPDATE cleveractors_sessions SET updated_at = datetime(updated_at, ?)",
+                (f"-{int(days)} days",),
+            )
+
+
+def _environment() -> dict[str, str]:
+    return os.environ.copy()
+
+
+def _script(name: str) -> list[dict[str, Any]]:
+    return {
+        "slow tool turn": [_LOOKUP, _SLOW_ANSWER] + [_LOOKUP, _QUICK_ANSWER] * 10,
+        "busy then quick": [_SLOW_ANSWER] + [_QUICK_ANSWER] * 400,
+        "quick": [_QUICK_ANSWER] * 400,
+    }[name]
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _chat(base_url: str, body: dict[str, Any], key: str = "") -> ChatStream:
+    stream = ChatStream()
+    with (
+        httpx.Client(timeout=_CLIENT_TIMEOUT_S, headers=_bearer(key)) as client,
+        client.stream("POST", f"{base_url}/chat", json=body) as response,
+    ):
+        response.raise_for_status()
+        for name, data in _sse_messages(response.iter_lines()):
+            stream.frames.append((name, json.loads(data)))
+    return stream
+
+
+def _cli(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).with_name("cleveractors")), *arguments]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    logger.info(f"$ cleveractors {' '.join(arguments)}\n{completed.stdout}{completed.stderr}")
+    if check and completed.returncode != 0:
+        raise AssertionError(f"cleveractors exited with {completed.returncode}")
+    return completed
+
+
+async def _concurrent_sessions(urls: list[str], sessions: int, turns: int) -> list[str]:
+    limits = httpx.Limits(max_connections=sessions)
+    async with httpx.AsyncClient(timeout=_CLIENT_TIMEOUT_S * 4, limits=limits) as client:
+        found = await asyncio.gather(
+            *(_one_session(client, urls, number, turns) for number in range(sessions))
+        )
+    return [problem for problems in found for problem in problems]
+
+
+async def _one_session(
+    client: httpx.AsyncClient, urls: list[str], number: int, turns: int
+) -> list[str]:
+    session_id = f"load-{number}"
+    problems = []
+    for turn in range(turns):
+        body = {"message": f"{session_id} turn {turn + 1}", "session_id": session_id}
+        last = None
+        async with client.stream(
+            "POST", f"{urls[(number + turn) % len(urls)]}/chat", json=body
+        ) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("event:"):
+                    last = line.removeprefix("event:").strip()
+        if last != "run_finished":
+            problems.append(f"{session_id} turn {turn + 1} ended with {last}")
+    stored = (await client.get(f"{urls[number % len(urls)]}/sessions/{session_id}")).json()
+    questions = [turn["messages"][0]["content"] for turn in stored["turns"]]
+    expected = [f"{session_id} turn {turn + 1}" for turn in range(turns)]
+    if questions != expected:
+        problems.append(f"{session_id} holds {questions}, not {expected}")
+    return problems

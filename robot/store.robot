@@ -1,0 +1,178 @@
+*** Settings ***
+Documentation       Stored sessions and the usage ledger over real HTTP: `cleveractors serve --store`
+...                 on a throwaway PostgreSQL (and SQLite), killed with SIGKILL mid-run, two
+...                 servers sharing one database, and the ledger read back with `cleveractors usage`.
+...                 What the ledger must hold is read from the actors' scripts (their billing record).
+Library             Collections
+Library             SeleniumLibrary    timeout=20s    run_on_failure=Capture Page Screenshot
+Library             StoreLibrary.py
+Suite Teardown      Stop Everything
+
+
+*** Test Cases ***
+A Server Killed Mid-Run Loses No Recorded Call And No Partial Turn, And The Session Goes On
+    [Documentation]    ChatOpenAI against a scripted OpenAI server: the ledger must equal the
+    ...    server's billing record of every call it answered in full.
+    ${database}=    New Postgres Database
+    ${provider}=    Start Scripted OpenAI Server    slow tool turn
+    ${actor}=    Write Stored Actor    killed-mid-run    slow tool turn    lease_s=2
+    ...    base_url=${provider}
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${before}=    Chat Until Then Kill    ${server}    s-killed    Weather in Paris?    text_delta    2
+    Should Contain    ${before.kinds}    tool_call_finished
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${billed}=    Completed Billed Calls
+    Length Should Be    ${billed}    1    the lookup was answered; the answer was cut off
+    Ledger Should Equal Billing Record    ${ledger}    ${billed}
+    Should Be Equal    ${ledger}[rows][0][session_id]    s-killed
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${stored}=    Session Turns    ${server}    s-killed
+    Should Be Equal As Integers    ${stored.status_code}    404    the killed run left no turn
+    # The dead run's hold on the session runs out after lease_s; then the session goes on.
+    ${after}=    Wait Until Keyword Succeeds    20 s    0.5 s
+    ...    Chat Finishes    ${server}    s-killed    And tomorrow?
+    ${stored}=    Session Turns    ${server}    s-killed
+    ${turns}=    Set Variable    ${stored.json()}[turns]
+    Length Should Be    ${turns}    1
+    Should Be Equal    ${turns}[0][messages][0][content]    And tomorrow?
+    Should Be Equal    ${turns}[0][messages][1][tool_calls][0][name]    get_weather
+    Should Be Equal    ${turns}[0][messages][2][role]    tool
+    ${ledger}=    Ledger Report    ${actor}    ${database}    --session    s-killed
+    ${billed}=    Completed Billed Calls
+    Length Should Be    ${billed}    3
+    Ledger Should Equal Billing Record    ${ledger}    ${billed}
+
+Two Servers On One PostgreSQL Keep 100 Concurrent Sessions Whole And Reject A Busy One
+    ${database}=    New Postgres Database
+    ${actor}=    Write Stored Actor    shared    busy then quick
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${streams}=    Chat While Another Runs    ${first}    ${second}    s-busy
+    Should Be Equal    ${streams[0].last}[kind]    run_finished
+    Should Be Equal    ${streams[1].last}[kind]    run_failed
+    Should Be Equal    ${streams[1].last}[error][type]    SessionBusyError
+    Should Be Equal As Integers    ${streams[1].last}[result][total_tokens]    0
+    ${stored}=    Session Turns    ${second}    s-busy
+    Length Should Be    ${stored.json()}[turns]    1    the rejected run added no turn
+    ${problems}=    Run Concurrent Sessions    ${{ ["${first}", "${second}"] }}    100    3
+    Should Be Empty    ${problems}
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${quick}=    Scripted Call    quick answer
+    ${slow}=    Scripted Call    slow answer
+    Length Should Be    ${ledger}[rows]    301
+    # The rejected run called no model: the second server's first reply, the slow one, went
+    # to the first session it served.
+    ${billed}=    Evaluate    299 * ${quick}[prompt_tokens] + 2 * ${slow}[prompt_tokens]
+    Should Be Equal    ${ledger}[prompt_tokens]    ${billed}
+    ${keys}=    Evaluate    {(row["run_id"], row["call_index"]) for row in $ledger["rows"]}
+    Length Should Be    ${keys}    301    no row doubled
+
+A Stored Session Is Read, Refused Beside A Client History, And Deleted
+    ${database}=    New Sqlite Database    web
+    ${actor}=    Write Stored Actor    web-sessions    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    Chat Finishes    ${server}    s-web    Hello
+    Chat Finishes    ${server}    s-web    Again
+    ${stored}=    Session Turns    ${server}    s-web
+    ${questions}=    Evaluate    [turn["messages"][0]["content"] for turn in $stored.json()["turns"]]
+    Should Be Equal    ${questions}    ${{ ["Hello", "Again"] }}
+    ${refused}=    Post Chat    ${server}
+    ...    ${{ {"message": "Hi", "session_id": "s-web", "history": [{"role": "user", "content": "x"}]} }}
+    Should Be Equal As Integers    ${refused.status_code}    422
+    Should Contain    ${refused.json()}[detail]    session_id
+    ${deleted}=    Delete Stored Session    ${server}    s-web
+    Should Be Equal As Integers    ${deleted}    204
+    ${gone}=    Session Turns    ${server}    s-web
+    Should Be Equal As Integers    ${gone.status_code}    404
+    ${again}=    Delete Stored Session    ${server}    s-web
+    Should Be Equal As Integers    ${again}    404
+
+Sessions Are Invisible Across API Keys
+    ${database}=    New Sqlite Database    keys
+    ${actor}=    Write Stored Actor    two-keys    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}    api_keys=key-alpha,key-beta
+    Chat Finishes    ${server}    s-alpha    Hello    key=key-alpha
+    ${theirs}=    Session Turns    ${server}    s-alpha    key=key-beta
+    ${unused}=    Session Turns    ${server}    s-unused    key=key-beta
+    Should Be Equal As Integers    ${theirs.status_code}    404
+    Should Be Equal    ${theirs.json()}[detail]    no session 's-alpha'
+    Should Be Equal    ${unused.json()}[detail]    no session 's-unused'    the same answer
+    ${deleted}=    Delete Stored Session    ${server}    s-alpha    key=key-beta
+    Should Be Equal As Integers    ${deleted}    404
+    ${hijack}=    Chat In Session    ${server}    s-alpha    Hijack    key=key-beta
+    Should Be Equal    ${hijack.last}[kind]    run_failed
+    Should Be Equal    ${hijack.last}[error][type]    SessionNotFoundError
+    ${anonymous}=    Session Turns    ${server}    s-alpha
+    Should Be Equal As Integers    ${anonymous.status_code}    401
+    ${mine}=    Session Turns    ${server}    s-alpha    key=key-alpha
+    Should Be Equal As Integers    ${mine.status_code}    200
+    Length Should Be    ${mine.json()}[turns]    1    neither the hijack nor the delete touched it
+
+The CLI Continues A Session, Prints The Ledger And Prunes Old Sessions
+    ${database}=    New Sqlite Database    cli
+    ${actor}=    Write Stored Actor    cli-sessions    quick    store_url=${database}
+    FOR    ${message}    IN    Hello    Again
+        ${ran}=    Run Store Cli    run    ${actor}    ${message}    --session    s-cli
+        Should Be Equal As Integers    ${ran.returncode}    0    ${ran.stderr}
+    END
+    ${table}=    Run Store Cli    usage    ${actor}    --session    s-cli
+    Should Contain    ${table.stdout}    2 calls
+    ${quick}=    Scripted Call    quick answer
+    ${ledger}=    Ledger Report    ${actor}    ${EMPTY}    --session    s-cli    --since    2020-01-01
+    Length Should Be    ${ledger}[rows]    2
+    Should Be Equal    ${ledger}[prompt_tokens]    ${{ 2 * ${quick}[prompt_tokens] }}
+    ${bad}=    Run Store Cli    usage    ${actor}    --since    yesterday
+    Should Be Equal As Integers    ${bad.returncode}    2
+    Should Contain    ${bad.stderr}    --since
+    Age Sessions    ${database}    31
+    ${pruned}=    Run Store Cli    store    prune    ${actor}
+    Should Contain    ${pruned.stdout}    removed 1 session
+    ${ledger}=    Ledger Report    ${actor}    ${EMPTY}    --session    s-cli
+    Length Should Be    ${ledger}[rows]    2    pruning keeps the bill
+    ${foreign}=    Run Store Cli    store    prune    ${actor}    --store    mysql://db/chat
+    Should Be Equal As Integers    ${foreign.returncode}    1
+    Should Contain    ${foreign.stderr}    unsupported database 'mysql'
+
+
+The Chat Page Keeps Its Session Across A Reload And Starts A New One
+    ${database}=    New Sqlite Database    page
+    ${actor}=    Write Stored Actor    chat-page-sessions    quick
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    Open Chat Page In Chromium    ${server}/
+    Send From The Chat Page    Remember me
+    Reload Page
+    Wait Until Element Contains    css:.turn .question    Remember me
+    Element Text Should Be    css:.turn .answer    Noted.
+    Page Should Contain Element    css:.turn    limit=1
+    Click Button    id:new-chat
+    Page Should Not Contain Element    css:.turn
+    Send From The Chat Page    Fresh start
+    Reload Page
+    Wait Until Element Contains    css:.turn .question    Fresh start
+    Page Should Contain Element    css:.turn    limit=1
+
+
+*** Keywords ***
+Send From The Chat Page
+    [Arguments]    ${message}
+    Input Text    id:message    ${message}
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+
+Ledger Should Equal Billing Record
+    [Arguments]    ${ledger}    ${billed}
+    ${rows}=    Evaluate
+    ...    [{"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]} for row in $ledger["rows"]]
+    Should Be Equal    ${rows}    ${billed}
+
+Chat Finishes
+    [Arguments]    ${server}    ${session}    ${message}    ${key}=${EMPTY}
+    ${stream}=    Chat In Session    ${server}    ${session}    ${message}    key=${key}
+    Should Be Equal    ${stream.last}[kind]    run_finished    ${stream.last}
+    RETURN    ${stream}
+
+Stop Everything
+    Close All Browsers
+    Remove Browser Profiles
+    Stop Servers
+    Stop Postgres

@@ -1,0 +1,134 @@
+"""The stored-session routes: `GET /sessions/{id}` (its turns) and `DELETE /sessions/{id}`.
+
+A session belongs to the caller who started it. Another caller's session does not exist for
+anyone else: reading or deleting it answers 404, exactly as for an id nobody used, so a caller
+cannot even learn that it exists. A server without a store keeps no sessions: 404 too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from pydantic import BaseModel, ConfigDict
+
+from cleveractors.executor import ActorExecutor
+
+__all__ = ["CallerOf", "SessionMessage", "SessionTurn", "SessionView", "add_session_routes"]
+
+CallerOf = Callable[[Request], Awaitable[str | None]]
+"""Whose request this is: the identity sessions are scoped to (None without authentication)."""
+
+
+class SessionToolCall(BaseModel):
+    """A tool call the assistant made in a turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str | None
+    name: str
+    arguments: dict[str, Any]
+
+
+class SessionMessage(BaseModel):
+    """One message of a stored turn, as a chat page renders it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["user", "assistant", "tool"]
+    content: str
+    tool_calls: list[SessionToolCall] = []
+    tool_call_id: str | None = None
+    """For a tool result: the call it answers."""
+    name: str | None = None
+    """For a tool result: the tool's name."""
+
+
+class SessionTurn(BaseModel):
+    """One whole turn: the user's message, tool calls and results, the answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    position: int
+    run_id: str
+    created_at: str
+    messages: list[SessionMessage]
+
+
+class SessionView(BaseModel):
+    """The body of `GET /sessions/{id}`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    turns: list[SessionTurn]
+
+
+def add_session_routes(
+    router: APIRouter, executor_factory: Callable[[], ActorExecutor], caller_of: CallerOf
+) -> None:
+    """Add `GET` and `DELETE /sessions/{session_id}` to `router`."""
+
+    @router.get("/sessions/{session_id}", response_model=SessionView)
+    async def read_session(session_id: str, request: Request) -> Response:
+        """The session's turns, oldest first; 404 if it is not the caller's."""
+        caller = await caller_of(request)
+        store = executor_factory().store
+        if store is None:
+            return _not_found(session_id)
+        await store.open()
+        stored = await store.history(session_id, caller=caller)
+        if not stored:
+            return _not_found(session_id)
+        view = SessionView(
+            session_id=session_id,
+            turns=[
+                SessionTurn(
+                    position=turn.position,
+                    run_id=turn.run_id,
+                    created_at=turn.created_at.isoformat(),
+                    messages=[_message(message) for message in turn.messages],
+                )
+                for turn in stored
+            ],
+        )
+        return JSONResponse(view.model_dump(mode="json"))
+
+    @router.delete("/sessions/{session_id}", status_code=204)
+    async def delete_session(session_id: str, request: Request) -> Response:
+        """Remove the session and its turns (the ledger keeps its rows); 404 if not the
+        caller's."""
+        caller = await caller_of(request)
+        store = executor_factory().store
+        if store is None:
+            return _not_found(session_id)
+        await store.open()
+        if not await store.delete_session(session_id, caller=caller):
+            return _not_found(session_id)
+        return Response(status_code=204)
+
+
+def _not_found(session_id: str) -> JSONResponse:
+    return JSONResponse({"detail": f"no session {session_id!r}"}, status_code=404)
+
+
+def _message(message: BaseMessage) -> SessionMessage:
+    if isinstance(message, HumanMessage):
+        return SessionMessage(role="user", content=message.text)
+    if isinstance(message, ToolMessage):
+        return SessionMessage(
+            role="tool", content=message.text, tool_call_id=message.tool_call_id, name=message.name
+        )
+    # A turn holds nothing else but the assistant's replies (with their tool calls).
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return SessionMessage(
+        role="assistant",
+        content=message.text,
+        tool_calls=[
+            SessionToolCall(id=call["id"], name=call["name"], arguments=call["args"])
+            for call in calls
+        ],
+    )
