@@ -44,9 +44,9 @@ A Server Killed Mid-Run Loses No Recorded Call And No Partial Turn, And The Sess
 
 Two Servers On One PostgreSQL Keep 100 Concurrent Sessions Whole And Reject A Busy One
     ${database}=    New Postgres Database
-    ${actor}=    Write Stored Actor    shared    busy then quick
-    ${first}=    Start Stored Server    ${actor}    ${database}
-    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${slow_actor}=    Write Stored Actor    shared-slow    slow
+    ${first}=    Start Stored Server    ${slow_actor}    ${database}
+    ${second}=    Start Stored Server    ${slow_actor}    ${database}
     ${streams}=    Chat While Another Runs    ${first}    ${second}    s-busy
     Should Be Equal    ${streams[0].last}[kind]    run_finished
     Should Be Equal    ${streams[1].last}[kind]    run_failed
@@ -54,15 +54,19 @@ Two Servers On One PostgreSQL Keep 100 Concurrent Sessions Whole And Reject A Bu
     Should Be Equal As Integers    ${streams[1].last}[result][total_tokens]    0
     ${stored}=    Session Turns    ${second}    s-busy
     Length Should Be    ${stored.json()}[turns]    1    the rejected run added no turn
-    ${problems}=    Run Concurrent Sessions    ${{ ["${first}", "${second}"] }}    100    3
+    # Two more workers on the same database, whose stub answers quickly (a stub replays its
+    # script for every run, so the slow actor would make every run slow).
+    ${quick_actor}=    Write Stored Actor    shared-quick    quick
+    ${third}=    Start Stored Server    ${quick_actor}    ${database}
+    ${fourth}=    Start Stored Server    ${quick_actor}    ${database}
+    ${problems}=    Run Concurrent Sessions    ${{ ["${third}", "${fourth}"] }}    100    3
     Should Be Empty    ${problems}
-    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${ledger}=    Ledger Report    ${quick_actor}    ${database}
     ${quick}=    Scripted Call    quick answer
     ${slow}=    Scripted Call    slow answer
     Length Should Be    ${ledger}[rows]    301
-    # The rejected run called no model: the second server's first reply, the slow one, went
-    # to the first session it served.
-    ${billed}=    Evaluate    299 * ${quick}[prompt_tokens] + 2 * ${slow}[prompt_tokens]
+    # The rejected run called no model: one slow run, then 300 quick ones.
+    ${billed}=    Evaluate    300 * ${quick}[prompt_tokens] + ${slow}[prompt_tokens]
     Should Be Equal    ${ledger}[prompt_tokens]    ${billed}
     ${keys}=    Evaluate    {(row["run_id"], row["call_index"]) for row in $ledger["rows"]}
     Length Should Be    ${keys}    301    no row doubled

@@ -33,6 +33,7 @@ from cleveractors import (
     load_actor_config,
 )
 from cleveractors.agents._loop import _ToolLoopError, discard_event
+from cleveractors.agents.text import RunText
 from cleveractors.events import Event, TextDelta, ToolCallStarted
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
@@ -436,10 +437,22 @@ def _then_answer(context: Context, text: str) -> None:
     assert outcome.result.answer == text, f"answer {outcome.result.answer!r}"
     assert outcome.result.text.endswith(text), f"text {outcome.result.text!r}"
     if outcome.mode in _STREAMED_MODES:
-        shown = "".join(outcome.chunks)
+        shown = _shown_text(outcome)
         # One rule for the text of a run: the result's text is what the stream showed.
         assert shown == outcome.result.text, f"shown {shown!r}, text {outcome.result.text!r}"
         assert all(outcome.chunks), f"an empty chunk was yielded: {outcome.chunks!r}"
+
+
+def _shown_text(outcome: _Outcome) -> str:
+    """What the user saw: a text stream's chunks as they came; for events, their deltas joined
+    by the library's one rule, as a UI reading the events shows them."""
+    if outcome.mode != "events":
+        return "".join(outcome.chunks)
+    shown = RunText()
+    for event in outcome.events:
+        if isinstance(event, TextDelta):
+            shown.add(event.round, event.text)
+    return shown.text
 
 
 @then('the call failed with {error_type} "{message}"')

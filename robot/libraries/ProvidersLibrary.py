@@ -239,7 +239,7 @@ class ProvidersLibrary:
         run = self._latest()
         if run.error is not None:
             raise AssertionError(f"the run failed: {run.error!r}")
-        _should_equal(self._result().text, run.script[-1].text, "answer")
+        _should_equal(self._result().answer, run.script[-1].text, "answer")
 
     @keyword
     def tool_should_have_run_for(self, *cities: str) -> None:
@@ -330,7 +330,7 @@ class ProvidersLibrary:
         result = self._result()
         _should_equal(result.synthesis_reason, reason, "synthesis reason")
         _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
-        _should_equal(result.text, self._latest().script[-1].text, "answer")
+        _should_equal(result.answer, self._latest().script[-1].text, "answer")
 
     @keyword
     def request_bodies_should_be_the_same_in_both_modes(self) -> None:

@@ -110,8 +110,9 @@ class StoreLibrary(WebLibrary):
         base_url: str = "",
     ) -> str:
         """An actor file with a store: script `slow tool turn` (a lookup, then a slow answer;
-        the first turn only), `busy then quick` (one slow answer, then 400 quick ones) or
-        `quick` (400 quick answers); its store at STORE_URL (else `serve --store` names it).
+        the first turn only, for a scripted server that plays it in order), `slow` (a slow
+        answer) or `quick` (a quick answer; a stub replays its script for every run); its store
+        at STORE_URL (else `serve --store` names it).
         With BASE_URL the actor is an `openai` one (ChatOpenAI) talking to that server, which
         plays the script; else the `stub` provider plays it. Returns its path."""
         agent: dict[str, Any] = {"type": "llm", "tools": _TOOLS}
@@ -293,7 +294,7 @@ def _environment() -> dict[str, str]:
 def _script(name: str) -> list[dict[str, Any]]:
     return {
         "slow tool turn": [_LOOKUP, _SLOW_ANSWER] + [_LOOKUP, _QUICK_ANSWER] * 10,
-        "busy then quick": [_SLOW_ANSWER] + [_QUICK_ANSWER] * 400,
+        "slow": [_SLOW_ANSWER],
         "quick": [_QUICK_ANSWER] * 400,
     }[name]
 

@@ -519,7 +519,8 @@ def serve(
             code=2,
         )
     try:
-        executor = ActorExecutor.from_config(_with_store(actor, store), origin=str(actor))
+        config = _with_store(actor, store)
+        executor = ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
     except ConfigurationError as exc:
         _fail(str(exc))
     app_ = create_app(

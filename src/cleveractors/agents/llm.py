@@ -556,8 +556,7 @@ class LLMAgent(Agent):
         )
         if reply.text.strip():
             return AIMessage(content=reply.text)
-        if run.streaming:
-            run.sink(TextDelta(round=run.round, text=SYNTHESIS_WITHOUT_ANSWER))
+        run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
 
 
