@@ -103,52 +103,52 @@ class ExecutionResult(BaseModel):
     def prompt_tokens(self) -> int:
         return self.usage.prompt_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def completion_tokens(self) -> int:
         return self.usage.completion_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def total_tokens(self) -> int:
         return self.usage.total_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def cache_read_tokens(self) -> int:
         """Prompt tokens read from the provider's cache (part of `prompt_tokens`)."""
         return self.usage.cache_read_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def cache_write_tokens(self) -> int:
         """Prompt tokens written to the provider's cache (part of `prompt_tokens`)."""
         return self.usage.cache_write_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def reasoning_tokens(self) -> int:
         """Completion tokens spent reasoning (part of `completion_tokens`)."""
         return self.usage.reasoning_tokens
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def usage_estimated(self) -> bool:
         """True when any call's usage was estimated (cut off, or not plausibly reported)."""
         return self.usage.estimated
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def llm_calls(self) -> int:
         return len(self.usage_by_call)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def unpriced_calls(self) -> tuple[int, ...]:
         """The `index` of every call whose model has no known price."""
         return tuple(call.index for call in self.usage_by_call if call.cost_usd is None)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def cost_usd(self) -> Decimal | None:
         """What the run cost in US dollars; None unless every call was priced (never a partial
@@ -157,7 +157,7 @@ class ExecutionResult(BaseModel):
             return None
         return sum((call.cost_usd or Decimal(0) for call in self.usage_by_call), Decimal(0))
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def budget_exhausted(self) -> bool:
         """True when the token or cost budget ended the tool rounds."""
