@@ -20,7 +20,7 @@ from behave.runner import Context
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from cleveractors import ActorExecutor, ExecutionResult
-from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream
+from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream, RunOutcome
 from cleveractors.events import (
     Event,
     TextDelta,
@@ -332,23 +332,43 @@ class _ChunkCounter(AsyncCallbackHandler):
 
 @when("the consumer reads one event, then nothing for a while, then the rest")
 def _when_slow_consumer(context: Context) -> None:
-    async def scenario() -> _StopOutcome:
-        counter = _ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
-        context.executor.agent.model.callbacks = [counter]
-        outcome = _StopOutcome()
-        async with context.executor.execute_events(_MESSAGE) as stream:
-            events = aiter(stream)
-            outcome.events.append(await anext(events))
-            # The run fills the channel and must then stop pulling; give it every chance not to.
-            await counter.has_reached.wait()
-            await asyncio.sleep(0.5)
-            context.chunks_while_stalled = counter.chunks
-            async for event in events:
-                outcome.events.append(event)
-        outcome.result = stream.result
-        return outcome
+    context.outcome = _run_guarded(_read_slowly(context, context.executor.execute_events))
 
-    context.outcome = _run_guarded(scenario())
+
+@when(
+    "the consumer of an agent that wraps its run's sink reads one event, then nothing for a "
+    "while, then the rest"
+)
+def _when_slow_consumer_of_wrapped_sink(context: Context) -> None:
+    # What an agent of one's own does to pass on (or relabel) another agent's events.
+    agent = context.executor.agent
+
+    def wrapping_stream(message: str) -> EventStream:
+        def run(sink: Callable[[Event], None]) -> Awaitable[RunOutcome]:
+            return agent.run(
+                message, history=None, sink=lambda event: sink(event), streaming=True
+            )
+
+        return EventStream(run)
+
+    context.outcome = _run_guarded(_read_slowly(context, wrapping_stream))
+
+
+async def _read_slowly(context: Context, open_stream: Callable[[str], EventStream]) -> _StopOutcome:
+    counter = _ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
+    context.executor.agent.model.callbacks = [counter]
+    outcome = _StopOutcome()
+    async with open_stream(_MESSAGE) as stream:
+        events = aiter(stream)
+        outcome.events.append(await anext(events))
+        # The run fills the channel and must then stop pulling; give it every chance not to.
+        await counter.has_reached.wait()
+        await asyncio.sleep(0.5)
+        context.chunks_while_stalled = counter.chunks
+        async for event in events:
+            outcome.events.append(event)
+    outcome.result = stream.result
+    return outcome
 
 
 @then("while it read nothing the model took no more than the channel holds from the provider")
