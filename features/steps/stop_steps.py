@@ -345,9 +345,7 @@ def _when_slow_consumer_of_wrapped_sink(context: Context) -> None:
 
     def wrapping_stream(message: str) -> EventStream:
         def run(sink: Callable[[Event], None]) -> Awaitable[RunOutcome]:
-            return agent.run(
-                message, history=None, sink=lambda event: sink(event), streaming=True
-            )
+            return agent.run(message, history=None, sink=lambda event: sink(event), streaming=True)
 
         return EventStream(run)
 

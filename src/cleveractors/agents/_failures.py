@@ -40,6 +40,7 @@ _NOT_SENT_ERRORS = tuple(
 )
 """Failures before the request left this machine: the provider cannot have billed them."""
 
+
 def is_retryable(error: BaseException) -> bool:
     """Whether a second try of the same request may succeed."""
     status = http_status(error)
@@ -75,7 +76,6 @@ def http_status(error: BaseException) -> int | None:
     return status if isinstance(status, int) and status >= 400 else None
 
 
-
 def _streamed_error_type(error: BaseException) -> str | None:
     """The error `type` of the body an SDK error carries: `{"type": ...}` (OpenAI) or
     `{"type": "error", "error": {"type": ...}}` (Anthropic)."""
@@ -84,7 +84,6 @@ def _streamed_error_type(error: BaseException) -> str | None:
         body = body["error"]
     kind = body.get("type") if isinstance(body, Mapping) else None
     return kind if isinstance(kind, str) else None
-
 
 
 def _is_transport_failure(error: BaseException) -> bool:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.agents._failures import may_have_been_billed
+from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.agents.stream import current_consumer_room, wait_through_cancellation
 from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import ToolCallRequest
