@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, demo, tool_from_callable
+from cleveractors.agents import Agent
 from cleveractors.testing import ScriptedChatModel
 
 _HANDLERS = "cleveractors.demo"
@@ -94,6 +95,26 @@ def _given_agent_in_code(context: Context) -> None:
         name=context.actor["name"],
     )
     context.executor = ActorExecutor(agent)
+
+
+class _AgentOfMyOwn(Agent):
+    """An agent a user wrote without the tool loop; the scenarios never run it."""
+
+    name = "my-own-agent"
+
+    async def process_message(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def stream_message(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+    async def run(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+
+@given("an executor over an agent of my own that is not an LLMAgent")
+def _given_agent_of_my_own(context: Context) -> None:
+    context.executor = ActorExecutor(_AgentOfMyOwn())
 
 
 # -- When: building an agent in code -----------------------------------------------------------
@@ -186,6 +207,17 @@ def _then_handler_ends(context: Context, tool: str) -> None:
         if invocation.tool == tool
     }
     assert ends == {row["query"]: row["ended"] for row in context.table}, ends
+
+
+@then("the executor lists the tools {names}")
+def _then_executor_tools(context: Context, names: str) -> None:
+    listed = [tool.name for tool in context.executor.tools]
+    assert listed == _names(names), listed
+
+
+@then("the executor lists no tools")
+def _then_executor_no_tools(context: Context) -> None:
+    assert context.executor.tools == (), context.executor.tools
 
 
 # -- Then: what the model read -----------------------------------------------------------------
