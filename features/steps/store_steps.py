@@ -457,6 +457,12 @@ def bad_url(context: Context, url: str, words: str) -> None:
         f"{url!r} was accepted or failed otherwise: {error}"
     )
     assert words in str(error), error
+    context.store_error = error
+
+
+@then('the store\'s error does not show "{secret}"')
+def store_error_hides(context: Context, secret: str) -> None:
+    assert secret not in str(context.store_error), context.store_error
 
 
 # -- an executor with a store -----------------------------------------------------------------

@@ -80,9 +80,11 @@ def async_url(url: str) -> str:
     """
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        # Not echoed: what cannot be parsed cannot have its password taken out.
         raise ConfigurationError(
-            f"store.url: {url!r} is not a database URL (e.g. {DEFAULT_STORE_URL})"
+            f"store.url is not a database URL (e.g. {DEFAULT_STORE_URL}); "
+            "the value is not shown, as it may hold a password"
         ) from None
     backend = parsed.get_backend_name()
     if backend not in _DRIVERS:
