@@ -201,8 +201,7 @@ class SqlStore:
         try:
             yield handle
         except BaseException as exc:
-            status: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
-            await _despite_cancellation(handle.end(status, error_type=type(exc).__name__))
+            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
             raise
         else:
             await handle.end("ok" if handle.is_committed else "failed")
@@ -241,10 +240,11 @@ class SqlStore:
                 streaming=streaming,
                 on_call=handle.record_call,
             )
-        except BaseException:
+        except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
-            # came before the run began. Free the session, then let it through.
-            await _despite_cancellation(handle.end("cancelled"))
+            # came before the run began (or an agent that broke that promise). Free the session,
+            # then let it through.
+            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
             raise
         settled, is_cancelled = await _despite_cancellation(handle.close(outcome))
         if is_cancelled and settled.error is None:
@@ -555,6 +555,11 @@ def _totals(result: ExecutionResult) -> dict[str, object]:
 def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
     values = {"status": status, "finished_at": _now(), **_totals(result)}
     return update(runs).where(runs.c.run_id == run_id).values(values)
+
+
+def _ended_by(error: BaseException) -> RunStatus:
+    """How a run that ended with `error` is marked in the ledger."""
+    return "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
 
 
 def _store_error(doing: str, cause: SQLAlchemyError) -> StoreError:
