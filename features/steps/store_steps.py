@@ -528,6 +528,12 @@ def run_under_way(context: Context, session_id: str) -> None:
     _start_holder(context, session_id)
 
 
+@given("another worker's first run on the web actor's session \"{session_id}\" is under way")
+def web_session_run_under_way(context: Context, session_id: str) -> None:
+    context.store_world = _StoreWorld(url=context.web_actor["store"]["url"])
+    _start_holder(context, session_id)
+
+
 @when(
     'the actor is asked "{message}" on session "{session_id}" in {mode} mode, its model replying:'
 )

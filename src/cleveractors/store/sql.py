@@ -260,6 +260,22 @@ class SqlStore:
         async with self.engine.connect() as connection:
             return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
 
+    async def session_turns(
+        self, session_id: str, *, caller: str | None = None
+    ) -> list[StoredTurn] | None:
+        """Every turn of a session, oldest first: empty for a session whose first run has not
+        answered yet (a session exists from its first run's start); None when there is no such
+        session for this caller (also when it is another caller's)."""
+        async with self.engine.connect() as connection:
+            exists = await connection.scalar(
+                select(sessions.c.id).where(
+                    sessions.c.id == session_id, sessions.c.caller == (caller or _NO_CALLER)
+                )
+            )
+            if exists is None:
+                return None
+            return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
+
     async def delete_session(self, session_id: str, *, caller: str | None = None) -> bool:
         """Remove a session and its turns (its ledger rows stay: they are the bill).
         Returns whether there was such a session for this caller."""
