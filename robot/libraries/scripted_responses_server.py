@@ -48,11 +48,42 @@ class _Item:
     events: tuple[dict[str, Any], ...]
 
 
+class _Handler(WireHandler["ScriptedResponsesServer"]):
+    route = "/v1/responses"
+    bad_body_message = "Body must be a JSON object with `input`"
+    event_field = "type"
+
+    def accepts(self, body: dict[str, Any]) -> bool:
+        return isinstance(body.get("input"), str | list)
+
+    def error_payload(self, status: int, message: str) -> dict[str, Any]:
+        return _error_payload(status, message)
+
+    def send_rejection(self, rejection: Rejection) -> None:
+        # Only the input check refuses a request (400); the API names the parameter.
+        param = "input" if rejection.status == HTTPStatus.BAD_REQUEST else None
+        self.send_json(rejection.status, _error_payload(rejection.status, rejection.message, param))
+
+    def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
+        items = _output_items(index, reply)
+        billed = _bill(index, reply, body)
+        self.owner.issue(dict(_reasoning_before(items)))
+        self.owner.bill(billed)
+        usage = _usage(billed)
+        if not body.get("stream"):
+            output = [item.final for item in items]
+            self.send_json(HTTPStatus.OK, _response(index, body, output, usage))
+            return
+        self.start_event_stream()
+        for number, event in enumerate(_stream_events(index, body, items, usage)):
+            self.write_event({**event, "sequence_number": number})
+        self.end_event_stream()
+
+
 class ScriptedResponsesServer(ScriptedWireServer[BilledCall]):
     """Replays `script` over `POST /v1/responses` on a free port of 127.0.0.1."""
 
-    def __init__(self, script: Sequence[ScriptedReply]) -> None:
-        super().__init__(script, handler=_Handler)
+    handler = _Handler
 
     @property
     def base_url(self) -> str:
@@ -262,38 +293,6 @@ def _stream_events(
         }
     output = [item.final for item in items]
     yield {"type": "response.completed", "response": _response(index, body, output, usage)}
-
-
-class _Handler(WireHandler[ScriptedResponsesServer]):
-    route = "/v1/responses"
-    bad_body_message = "Body must be a JSON object with `input`"
-    event_field = "type"
-
-    def accepts(self, body: dict[str, Any]) -> bool:
-        return isinstance(body.get("input"), str | list)
-
-    def error_payload(self, status: int, message: str) -> dict[str, Any]:
-        return _error_payload(status, message)
-
-    def send_rejection(self, rejection: Rejection) -> None:
-        # Only the input check refuses a request (400); the API names the parameter.
-        param = "input" if rejection.status == HTTPStatus.BAD_REQUEST else None
-        self.send_json(rejection.status, _error_payload(rejection.status, rejection.message, param))
-
-    def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
-        items = _output_items(index, reply)
-        billed = _bill(index, reply, body)
-        self.owner.issue(dict(_reasoning_before(items)))
-        self.owner.bill(billed)
-        usage = _usage(billed)
-        if not body.get("stream"):
-            output = [item.final for item in items]
-            self.send_json(HTTPStatus.OK, _response(index, body, output, usage))
-            return
-        self.start_event_stream()
-        for number, event in enumerate(_stream_events(index, body, items, usage)):
-            self.write_event({**event, "sequence_number": number})
-        self.end_event_stream()
 
 
 def _error_payload(status: int, message: str, param: str | None = None) -> dict[str, Any]:

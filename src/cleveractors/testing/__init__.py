@@ -5,6 +5,7 @@
   over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
 - `ScriptedAnthropicServer`: the same for the Anthropic Messages API (content blocks, thinking
   with signatures, cache usage, HTTP 529 and mid-stream `error` events).
+- `cleveractors.testing.wire`: the HTTP core both servers share, to script another protocol.
 """
 
 from cleveractors.testing.anthropic_server import (

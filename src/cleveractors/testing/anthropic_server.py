@@ -36,82 +36,7 @@ __all__ = ["BilledAnthropicCall", "ScriptedAnthropicReply", "ScriptedAnthropicSe
 _OVERLOADED = "Overloaded"
 
 
-class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
-    """An Anthropic Messages API server on a free local port, replaying a script.
-
-    Each POST to `/v1/messages` consumes the next reply; once the script is exhausted every
-    request gets HTTP 500 (it never wraps around). Streamed replies send the events the API
-    sends: `message_start` (input usage, cache reads and writes), `ping`, per content block
-    `content_block_start` / `content_block_delta` / `content_block_stop` (`thinking_delta` and
-    `signature_delta`, `text_delta` per word, `input_json_delta` split into `args_chunk_size`
-    pieces), `message_delta` (stop reason, cumulative usage) and `message_stop`.
-
-    Thinking and redacted-thinking blocks are sent only when the request enables thinking, as
-    the API does, and each thinking block is signed. As the API does, the server answers HTTP
-    400 `invalid_request_error` (recorded, billed nothing, no reply consumed) to a thinking
-    request whose tool-use turn does not start with its thinking block or changed a signed
-    block, and to a request holding `tool_use` / `tool_result` blocks without declaring tools.
-
-    Faults: `error` answers with `error_status` (500 without one; 529 is `overloaded_error`)
-    and `retry_after` as its `retry-after` header;
-    `error_event_after_chunks` sends `event: error` mid-stream; `cut_off_after_chunks` drops the
-    connection after that many content-block events (before any response when blocking). A cut
-    or failed stream bills the prompt and the words actually sent. Tool arguments scripted as
-    text that is not JSON are streamed as written; a blocking reply carries them as a string in
-    `input` (the API never does: script broken arguments for streams).
-
-    Example:
-        with ScriptedAnthropicServer([ScriptedReply(text="Hi there")]) as server:
-            model = ChatAnthropic(model="claude-sonnet-4-5", base_url=server.base_url,
-                                  api_key="x", max_retries=0)
-            ...
-            assert server.billed_total.completion_tokens == 2
-
-    Args:
-        script: The replies, one per request, in order.
-        first_token_delay_s: Server-wide wait before the first content-block event.
-        token_interval_s: Server-wide wait between later content-block events.
-        host: Address to bind.
-        port: Port to bind; 0 picks a free one.
-    """
-
-    def __init__(
-        self,
-        script: Sequence[ScriptedReply],
-        *,
-        first_token_delay_s: float = 0.0,
-        token_interval_s: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        super().__init__(
-            [],
-            handler=_Handler,
-            first_token_delay_s=first_token_delay_s,
-            token_interval_s=token_interval_s,
-            host=host,
-            port=port,
-        )
-        self.add_replies(script)
-
-    @property
-    def base_url(self) -> str:
-        """The `base_url` to give `ChatAnthropic` or `anthropic.Anthropic`, without `/v1`."""
-        return self.origin
-
-    def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
-        """Append replies to the end of the script."""
-        for reply in replies:
-            if reply.omit_usage:
-                raise ValueError("the Messages API always reports usage: omit_usage is not served")
-        super().add_replies(replies)
-
-    def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
-        """The API's 400 for a well-formed request it refuses (see `request_rejection`)."""
-        return request_rejection(body, issued)
-
-
-class _Handler(WireHandler[ScriptedAnthropicServer]):
+class _Handler(WireHandler["ScriptedAnthropicServer"]):
     route = "/v1/messages"
     bad_body_message = "Body must be a JSON object with `model`, `max_tokens` and `messages`"
     event_field = "type"
@@ -161,6 +86,7 @@ class _Handler(WireHandler[ScriptedAnthropicServer]):
             time.sleep(owner.delay_before(number, reply))
             try:
                 self.write_event(event.payload)
+                owner.record_chunk_time(exchange.index)
             except ConnectionError:
                 # The client went away: the prompt and the words it was sent are billed.
                 owner.bill(exchange.bill(_words_sent(sent[:number]), completed=False))
@@ -193,6 +119,88 @@ class _Handler(WireHandler[ScriptedAnthropicServer]):
             return
         self.write_event(error_payload(529, _OVERLOADED))
         self.end_event_stream()
+
+
+class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
+    """An Anthropic Messages API server on a free local port, replaying a script.
+
+    Each POST to `/v1/messages` consumes the next reply; once the script is exhausted every
+    request gets HTTP 500 (it never wraps around). Streamed replies send the events the API
+    sends: `message_start` (input usage, cache reads and writes), `ping`, per content block
+    `content_block_start` / `content_block_delta` / `content_block_stop` (`thinking_delta` and
+    `signature_delta`, `text_delta` per word, `input_json_delta` split into `args_chunk_size`
+    pieces), `message_delta` (stop reason, cumulative usage) and `message_stop`.
+
+    Thinking and redacted-thinking blocks are sent only when the request enables thinking, as
+    the API does, and each thinking block is signed. As the API does, the server answers HTTP
+    400 `invalid_request_error` (recorded, billed nothing, no reply consumed) to a thinking
+    request whose tool-use turn does not start with its thinking block or changed a signed
+    block, and to a request holding `tool_use` / `tool_result` blocks without declaring tools.
+
+    Faults: `error` answers with `error_status` (500 without one; 529 is `overloaded_error`)
+    and `retry_after` as its `retry-after` header;
+    `error_event_after_chunks` sends `event: error` mid-stream; `cut_off_after_chunks` drops the
+    connection after that many content-block events (before any response when blocking). A cut
+    or failed stream bills the prompt and the words actually sent. Tool arguments scripted as
+    text that is not JSON are streamed as written; a blocking reply carries them as a string in
+    `input` (the API never does: script broken arguments for streams).
+
+    Example:
+        with ScriptedAnthropicServer([ScriptedReply(text="Hi there")]) as server:
+            model = ChatAnthropic(model="claude-sonnet-4-5", base_url=server.base_url,
+                                  api_key="x", max_retries=0)
+            ...
+            assert server.billed_total.completion_tokens == 2
+
+    Args:
+        script: The replies, one per request, in order.
+        first_token_delay_s: Server-wide wait before the first content-block event.
+        token_interval_s: Server-wide wait between later content-block events.
+        host: Address to bind.
+        port: Port to bind; 0 picks a free one.
+    """
+
+    handler = _Handler
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedReply],
+        *,
+        first_token_delay_s: float = 0.0,
+        token_interval_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        super().__init__(
+            [],
+            first_token_delay_s=first_token_delay_s,
+            token_interval_s=token_interval_s,
+            host=host,
+            port=port,
+        )
+        self.add_replies(script)
+
+    @property
+    def base_url(self) -> str:
+        """The `base_url` to give `ChatAnthropic` or `anthropic.Anthropic`, without `/v1`."""
+        return self.origin
+
+    @property
+    def replies_left(self) -> int:
+        """How many scripted replies no request has consumed yet."""
+        with self._lock:
+            return self._script.left()
+
+    def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
+        """Append replies to the end of the script."""
+        for reply in replies:
+            if reply.omit_usage:
+                raise ValueError("the Messages API always reports usage: omit_usage is not served")
+        super().add_replies(replies)
+
+    def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
+        """The API's 400 for a well-formed request it refuses (see `request_rejection`)."""
+        return request_rejection(body, issued)
 
 
 def _signatures(blocks: Sequence[BlockEvents]) -> Iterator[tuple[str, str]]:

@@ -10,7 +10,6 @@ left, so tests can compare our counts and timings with the server's. Standard li
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -34,6 +33,63 @@ from cleveractors.testing.wire import (
 )
 
 __all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer", "conversation_of"]
+
+
+class _Handler(WireHandler["ScriptedOpenAIServer"]):
+    route = "/v1/chat/completions"
+    bad_body_message = "Body must be a JSON object with `messages`"
+
+    def accepts(self, body: dict[str, Any]) -> bool:
+        return is_chat_request(body)
+
+    def error_payload(self, status: int, message: str) -> dict[str, Any]:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        return {"error": {"message": message, "type": kind, "code": None}}
+
+    def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
+        exchange = Exchange.of(index, reply, body)
+        if exchange.is_streamed:
+            self._send_stream(exchange)
+        else:
+            self._send_completion(exchange)
+
+    def _send_completion(self, exchange: Exchange) -> None:
+        owner, reply = self.owner, exchange.reply
+        time.sleep(owner.stream_duration(len(stream_pieces(reply, exchange.index)), reply))
+        if reply.cut_off_after_chunks is not None:
+            owner.bill(exchange.bill(0, completed=False))
+            self.drop_connection()
+            return
+        owner.bill(exchange.bill(exchange.completion_tokens, completed=True))
+        self.send_json(HTTPStatus.OK, completion_payload(exchange))
+
+    def _send_stream(self, exchange: Exchange) -> None:
+        owner, reply = self.owner, exchange.reply
+        pieces = stream_pieces(reply, exchange.index)
+        limit = len(pieces) if reply.cut_off_after_chunks is None else reply.cut_off_after_chunks
+        sent: list[Piece] = []
+        self.start_event_stream()
+        try:
+            self.write_event(chunk_payload(exchange, {"role": "assistant", "content": ""}))
+            for n, piece in enumerate(pieces[:limit]):
+                time.sleep(owner.delay_before(n, reply))
+                self.write_event(chunk_payload(exchange, piece.delta))
+                owner.record_chunk_time(exchange.index)
+                sent.append(piece)
+        except ConnectionError:
+            owner.bill(exchange.bill(words_sent(sent), completed=False))
+            raise
+        if reply.cut_off_after_chunks is not None:
+            owner.bill(exchange.bill(words_sent(sent), completed=False))
+            self.drop_connection()
+            return
+        # Billed before the last frames, so a client that has read [DONE] always finds the record.
+        owner.bill(exchange.bill(exchange.completion_tokens, completed=True))
+        self.write_event(chunk_payload(exchange, {}, finish_reason=exchange.finish_reason))
+        if exchange.include_usage:
+            self.write_event(usage_chunk_payload(exchange))
+        self.write_chunk(b"data: [DONE]\n\n")
+        self.end_event_stream()
 
 
 class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
@@ -80,95 +136,9 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         port: Port to bind; 0 picks a free one.
     """
 
-    def __init__(
-        self,
-        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
-        *,
-        per_conversation: bool = False,
-        first_token_delay_s: float = 0.0,
-        token_interval_s: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        super().__init__(
-            script,
-            handler=_Handler,
-            per_conversation=per_conversation,
-            first_token_delay_s=first_token_delay_s,
-            token_interval_s=token_interval_s,
-            host=host,
-            port=port,
-        )
-        self._chunk_times: dict[int, list[float]] = {}
+    handler = _Handler
 
     @property
     def base_url(self) -> str:
         """The OpenAI `base_url` to give a client, e.g. `http://127.0.0.1:54321/v1`."""
         return f"{self.origin}/v1"
-
-    @property
-    def chunk_times(self) -> list[list[float]]:
-        """Per request, the `time.perf_counter()` at which each content/tool chunk was flushed."""
-        with self._lock:
-            return [list(self._chunk_times.get(n, ())) for n in range(len(self._requests))]
-
-    def _record_chunk_time(self, index: int) -> None:
-        with self._lock:
-            self._chunk_times.setdefault(index, []).append(time.perf_counter())
-
-
-class _Handler(WireHandler[ScriptedOpenAIServer]):
-    route = "/v1/chat/completions"
-    bad_body_message = "Body must be a JSON object with `messages`"
-
-    def accepts(self, body: dict[str, Any]) -> bool:
-        return is_chat_request(body)
-
-    def error_payload(self, status: int, message: str) -> dict[str, Any]:
-        kind = "server_error" if status >= 500 else "invalid_request_error"
-        return {"error": {"message": message, "type": kind, "code": None}}
-
-    def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
-        exchange = Exchange.of(index, reply, body)
-        if exchange.is_streamed:
-            self._send_stream(exchange)
-        else:
-            self._send_completion(exchange)
-
-    def _send_completion(self, exchange: Exchange) -> None:
-        owner, reply = self.owner, exchange.reply
-        time.sleep(owner.stream_duration(len(stream_pieces(reply, exchange.index)), reply))
-        if reply.cut_off_after_chunks is not None:
-            owner.bill(exchange.bill(0, completed=False))
-            self.drop_connection()
-            return
-        owner.bill(exchange.bill(exchange.completion_tokens, completed=True))
-        self.send_json(HTTPStatus.OK, completion_payload(exchange))
-
-    def _send_stream(self, exchange: Exchange) -> None:
-        owner, reply = self.owner, exchange.reply
-        pieces = stream_pieces(reply, exchange.index)
-        limit = len(pieces) if reply.cut_off_after_chunks is None else reply.cut_off_after_chunks
-        sent: list[Piece] = []
-        self.start_event_stream()
-        try:
-            self.write_event(chunk_payload(exchange, {"role": "assistant", "content": ""}))
-            for n, piece in enumerate(pieces[:limit]):
-                time.sleep(owner.delay_before(n, reply))
-                self.write_event(chunk_payload(exchange, piece.delta))
-                owner._record_chunk_time(exchange.index)
-                sent.append(piece)
-        except ConnectionError:
-            owner.bill(exchange.bill(words_sent(sent), completed=False))
-            raise
-        if reply.cut_off_after_chunks is not None:
-            owner.bill(exchange.bill(words_sent(sent), completed=False))
-            self.drop_connection()
-            return
-        # Billed before the last frames, so a client that has read [DONE] always finds the record.
-        owner.bill(exchange.bill(exchange.completion_tokens, completed=True))
-        self.write_event(chunk_payload(exchange, {}, finish_reason=exchange.finish_reason))
-        if exchange.include_usage:
-            self.write_event(usage_chunk_payload(exchange))
-        self.write_chunk(b"data: [DONE]\n\n")
-        self.end_event_stream()

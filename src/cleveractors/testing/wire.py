@@ -16,7 +16,7 @@ it accepts, its error format and how it answers a scripted reply. Everything els
   issued that later requests must echo unchanged;
 - JSON replies, SSE events over chunked transfer encoding, and a dropped connection.
 
-Standard library only. A sketch of a server for another protocol:
+Built on the standard library's `http.server`. A sketch of a server for another protocol:
 
     class EchoHandler(WireHandler["EchoServer"]):
         route = "/v1/echo"
@@ -33,8 +33,7 @@ Standard library only. A sketch of a server for another protocol:
             self.send_json(HTTPStatus.OK, {"text": reply.text})
 
     class EchoServer(ScriptedWireServer[BilledCall]):
-        def __init__(self, script: Sequence[ScriptedReply]) -> None:
-            super().__init__(script, handler=EchoHandler)
+        handler = EchoHandler
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -168,13 +168,12 @@ class _Script:
         self.shared.extend(replies)
 
     def left(self) -> int:
-        if self.by_conversation or self.per_conversation:
-            raise TypeError("replies_left counts a single script, not one per conversation")
+        """How many replies of the shared script no request has taken (one script only)."""
         return len(self.shared) - self.positions.get("", 0)
 
 
 class ScriptedWireServer(Generic[BilledT]):
-    """A scripted HTTP server on a free local port; its `handler` speaks the wire protocol.
+    """A scripted HTTP server on a free local port; its `handler` class speaks the protocol.
 
     Which script, and whose turn it is, depends on how the script is given: a list hands its
     replies out in the order requests arrive; a list with `per_conversation=True` gives every
@@ -185,7 +184,6 @@ class ScriptedWireServer(Generic[BilledT]):
     Args:
         script: The replies, one per request, in order; or one list per conversation, keyed by
             the conversation's first user message.
-        handler: The `WireHandler` subclass that answers each connection.
         per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed chunk (`delay_before`).
         token_interval_s: Server-wide wait between later streamed chunks.
@@ -193,11 +191,13 @@ class ScriptedWireServer(Generic[BilledT]):
         port: Port to bind; 0 picks a free one.
     """
 
+    handler: ClassVar[type[WireHandler[Any]]]
+    """The `WireHandler` subclass that answers each connection: a subclass sets it."""
+
     def __init__(
         self,
         script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
         *,
-        handler: type[WireHandler[Any]],
         per_conversation: bool = False,
         first_token_delay_s: float = 0.0,
         token_interval_s: float = 0.0,
@@ -205,7 +205,6 @@ class ScriptedWireServer(Generic[BilledT]):
         port: int = 0,
     ) -> None:
         self._script = _Script(script, per_conversation=per_conversation)
-        self._handler = handler
         self._first_token_delay_s = first_token_delay_s
         self._token_interval_s = token_interval_s
         self._address = (host, port)
@@ -213,6 +212,7 @@ class ScriptedWireServer(Generic[BilledT]):
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
         self._billed: list[BilledT] = []
+        self._chunk_times: dict[int, list[float]] = {}
         self._issued: dict[str, str] = {}
         self._connections: set[socket.socket] = set()
         self._http: _HTTPServer | None = None
@@ -222,7 +222,7 @@ class ScriptedWireServer(Generic[BilledT]):
         """Bind the port and serve in a daemon thread."""
         if self._http is not None:
             raise RuntimeError(f"{type(self).__name__} is already started")
-        self._http = _HTTPServer(self._address, self._handler, owner=self)
+        self._http = _HTTPServer(self._address, self.handler, owner=self)
         self._thread = threading.Thread(
             target=self._http.serve_forever, args=(_POLL_INTERVAL_S,), daemon=True
         )
@@ -288,10 +288,12 @@ class ScriptedWireServer(Generic[BilledT]):
         )
 
     @property
-    def replies_left(self) -> int:
-        """How many scripted replies no request has consumed yet (a single shared script)."""
+    def chunk_times(self) -> list[list[float]]:
+        """Per request, the `time.perf_counter()` at which each streamed content chunk was
+        flushed: the chunks `delay_before` paces (content and tool-call deltas, content-block
+        events), not the frames around them."""
         with self._lock:
-            return self._script.left()
+            return [list(self._chunk_times.get(n, ())) for n in range(len(self._requests))]
 
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
         """Append replies to the end of the script (a single script only; with
@@ -303,6 +305,11 @@ class ScriptedWireServer(Generic[BilledT]):
         """Record what a request was billed: the handler calls it once per reply it answers."""
         with self._lock:
             self._billed.append(call)
+
+    def record_chunk_time(self, index: int) -> None:
+        """Note that a content chunk of request `index` was just flushed: the handler calls it."""
+        with self._lock:
+            self._chunk_times.setdefault(index, []).append(time.perf_counter())
 
     def issue(self, echoed: Mapping[str, str]) -> None:
         """Remember what a reply sent that later requests must echo unchanged (a thinking
