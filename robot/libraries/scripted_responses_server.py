@@ -25,8 +25,7 @@ from typing import Any
 
 from pydantic import NonNegativeInt
 
-from cleveractors.testing import BilledCall, ScriptedReply
-from cleveractors.testing.script import call_arguments_text, count_words
+from cleveractors.testing import BilledCall, ScriptedReply, call_arguments_text, count_words
 from cleveractors.testing.wire import Rejection, ScriptedWireServer, WireHandler
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from cleveractors._script import ScriptedReply, count_words
 from cleveractors.testing._anthropic_wire import (
     AnthropicExchange,
     BilledAnthropicCall,
@@ -28,7 +29,6 @@ from cleveractors.testing._anthropic_wire import (
     request_rejection,
     thinking_tokens,
 )
-from cleveractors.testing.script import ScriptedReply, count_words
 from cleveractors.testing.wire import Rejection, ScriptedWireServer, WireHandler
 
 __all__ = ["BilledAnthropicCall", "ScriptedAnthropicReply", "ScriptedAnthropicServer"]

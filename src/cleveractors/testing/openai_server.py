@@ -13,6 +13,7 @@ import time
 from http import HTTPStatus
 from typing import Any
 
+from cleveractors._script import ScriptedReply
 from cleveractors.testing._openai_wire import (
     Exchange,
     Piece,
@@ -23,7 +24,6 @@ from cleveractors.testing._openai_wire import (
     usage_chunk_payload,
     words_sent,
 )
-from cleveractors.testing.script import ScriptedReply
 from cleveractors.testing.wire import (
     BilledCall,
     BilledTotal,

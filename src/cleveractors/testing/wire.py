@@ -50,7 +50,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
-from cleveractors.testing.script import ScriptedReply
+from cleveractors._script import ScriptedReply
 
 __all__ = [
     "BilledCall",
