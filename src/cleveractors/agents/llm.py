@@ -28,7 +28,7 @@ from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import BaseTool
 
 from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
-from cleveractors.agents._fold import ReplyFold
+from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents._loop import (
     EventSink,
     _CallTools,
