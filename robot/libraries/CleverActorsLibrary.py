@@ -32,13 +32,13 @@ from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_co
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
 from cleveractors.testing import (
+    BilledCall,
     ScriptedAnthropicReply,
     ScriptedAnthropicServer,
     ScriptedChatModel,
     ScriptedOpenAIServer,
     ScriptedReply,
 )
-from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.testing.tables import other_running_tasks
 from cleveractors.tools import tool_from_config
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents._retry import may_have_been_billed
+from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import EventChannel, wait_through_cancellation
 from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
@@ -86,7 +86,9 @@ def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
     """Every call of a reply, parsed ones first (in the model's order), then unparseable ones."""
     parsed = tuple(
         ToolCallRequest(
-            call_id=call["id"] or unnamed_call_id(position), name=call["name"], arguments=call["args"]
+            call_id=call["id"] or unnamed_call_id(position),
+            name=call["name"],
+            arguments=call["args"],
         )
         for position, call in enumerate(reply.tool_calls)
     )
