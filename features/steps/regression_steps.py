@@ -5,7 +5,7 @@ pin each fix down.
 Every step text starts with "regression:" so it never collides with the shared steps, which these
 scenarios reuse for the rest (script tables, asking the actor, reading the model's requests).
 The handlers here are defined in this module and built into an agent in code; config-file
-scenarios import their handlers from `cleveractors.testing.demo_tools` or from a module a step
+scenarios import their handlers from `cleveractors.demo` or from a module a step
 writes to a temporary folder on `sys.path`.
 """
 
@@ -32,10 +32,11 @@ from cleveractors import (
     ExecutionResult,
     LLMAgent,
     Tool,
+    demo,
     tool_from_callable,
 )
 from cleveractors.events import Event, ToolCallStarted
-from cleveractors.testing import ScriptedChatModel, demo_tools
+from cleveractors.testing import ScriptedChatModel
 from cleveractors.testing.tables import other_running_tasks
 
 _HANG_GUARD_S = 15.0
@@ -142,8 +143,8 @@ _HANDLERS: dict[str, Callable[..., Any]] = {
     "sibling_lookup": sibling_lookup,
     "stalled_lookup": stalled_lookup,
     "confirm_quietly": confirm_quietly,
-    "get_weather": demo_tools.get_weather,
-    "slow_lookup": demo_tools.slow_lookup,
+    "get_weather": demo.get_weather,
+    "slow_lookup": demo.slow_lookup,
 }
 
 
@@ -325,7 +326,7 @@ _FLAGGED_TOOL_BUILDS: dict[str, Callable[[str], object]] = {
         concurrent=True,
     ),
     "tool_from_callable(...)": lambda name: tool_from_callable(
-        demo_tools.book_table, name=name, ends_turn=True, concurrent=True
+        demo.book_table, name=name, ends_turn=True, concurrent=True
     ),
 }
 

@@ -23,7 +23,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from robot.api import logger
 from robot.api.deco import keyword, library
 
-from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors import ActorExecutor, ExecutionResult, demo
 from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream
 from cleveractors.events import (
     Event,
@@ -33,7 +33,7 @@ from cleveractors.events import (
     ToolCallStarted,
     UsageRecorded,
 )
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, demo_tools
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 from cleveractors.testing.tables import other_running_tasks
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
@@ -108,7 +108,7 @@ class StopLibrary:
             raise ValueError(f"unknown position {position!r}; one of {sorted(_POSITIONS)}")
         if style not in _STYLES:
             raise ValueError(f"unknown style {style!r}; one of {sorted(_STYLES)}")
-        demo_tools.clear_invocations()
+        demo.clear_invocations()
         executor, server = self._over_the_wire(_script_of(actor_file), actor_file)
         self._stop = asyncio.run(_guarded(_stop_run(executor, server, position, style)))
         logger.info(f"events before the stop: {[e.kind for e in self._stop.events]}")
@@ -168,10 +168,10 @@ class StopLibrary:
     @keyword
     def no_tool_should_have_started_after_the_stop(self) -> None:
         stop = self._stopped()
-        late = [call for call in demo_tools.invocations() if call.started > stop.stopped_at]
+        late = [call for call in demo.invocations() if call.started > stop.stopped_at]
         if late:
             raise AssertionError(f"tools started after the stop: {late}")
-        running = [call for call in demo_tools.invocations() if call.finished > stop.stopped_at]
+        running = [call for call in demo.invocations() if call.finished > stop.stopped_at]
         if any(call.ended != "cancelled" for call in running):
             raise AssertionError(f"a tool running at the stop was not cancelled: {running}")
 
