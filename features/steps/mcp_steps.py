@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,24 @@ def _given_unset(context: Context, variable: str) -> None:
     os.environ.pop(variable, None)
 
 
+_URL_PASSWORD = "url-password-7c1d"
+_URL_API_KEY = "url-api-key-5b2a"
+
+
+@given('the MCP server "{name}" URL carries a password and an api_key')
+def _given_url_credentials(context: Context, name: str) -> None:
+    server = _server(context, name)
+    server["url"] = (
+        server["url"].replace("http://", f"http://search-user:{_URL_PASSWORD}@")
+        + f"?api_key={_URL_API_KEY}"
+    )
+
+
+@given('the MCP server "{name}" URL carries an api_key')
+def _given_url_api_key(context: Context, name: str) -> None:
+    _server(context, name)["url"] += f"?api_key={_URL_API_KEY}"
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -198,45 +217,42 @@ def _one_script_across_runs(executor: ActorExecutor) -> ScriptedChatModel:
     return model
 
 
-@when('the actor is asked "{first}", its stdio server is killed, then it is asked "{second}"')
-def _when_killed_between(context: Context, first: str, second: str) -> None:
+async def _kill_stdio_server(context: Context) -> None:
+    for pid in _server_pids(context):
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.2)  # let the session notice, as it would between user turns
+
+
+async def _stop_http_server(context: Context) -> None:
+    context.http_server.kill()
+    context.http_server.wait()
+
+
+async def _restart_http_server(context: Context) -> None:
+    await _stop_http_server(context)
+    port, environment = context.http_server_command
+    await asyncio.to_thread(_start_http_server, context, port, environment)
+
+
+# What happens to the actor's MCP server between its two runs, as the feature texts say it.
+_BETWEEN_RUNS: dict[str, Callable[[Context], Awaitable[None]]] = {
+    "its stdio server is killed": _kill_stdio_server,
+    "its HTTP server is restarted": _restart_http_server,
+    "its HTTP server is stopped": _stop_http_server,
+}
+
+
+@when('the actor is asked "{first}", {happening}, then it is asked "{second}"')
+def _when_asked_around(context: Context, first: str, happening: str, second: str) -> None:
+    disrupt = _BETWEEN_RUNS.get(happening)
+    if disrupt is None:
+        raise ValueError(f"between runs, {happening!r} is none of {sorted(_BETWEEN_RUNS)}")
+
     async def work() -> list[_McpOutcome]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
-            for pid in _server_pids(context):
-                os.kill(pid, signal.SIGKILL)
-            await asyncio.sleep(0.2)  # let the session notice, as it would between user turns
-            return [before, await _ask(executor, second, "blocking")]
-
-    context.outcomes = _run(context, work)
-    context.outcome = context.outcomes[-1]
-
-
-@when('the actor is asked "{first}", its HTTP server is restarted, then it is asked "{second}"')
-def _when_http_restarted(context: Context, first: str, second: str) -> None:
-    async def work() -> list[_McpOutcome]:
-        async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = _one_script_across_runs(executor)
-            before = await _ask(executor, first, "blocking")
-            context.http_server.kill()
-            context.http_server.wait()
-            port, environment = context.http_server_command
-            await asyncio.to_thread(_start_http_server, context, port, environment)
-            return [before, await _ask(executor, second, "blocking")]
-
-    context.outcomes = _run(context, work)
-    context.outcome = context.outcomes[-1]
-
-
-@when('the actor is asked "{first}", its HTTP server is stopped, then it is asked "{second}"')
-def _when_http_stopped(context: Context, first: str, second: str) -> None:
-    async def work() -> list[_McpOutcome]:
-        async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = _one_script_across_runs(executor)
-            before = await _ask(executor, first, "blocking")
-            context.http_server.kill()
-            context.http_server.wait()
+            await disrupt(context)
             return [before, await _ask(executor, second, "blocking")]
 
     context.outcomes = _run(context, work)
@@ -379,6 +395,24 @@ def _then_value_hidden(context: Context, value: str) -> None:
 @then("the error does not show the secret")
 def _then_no_secret(context: Context) -> None:
     assert _SECRET not in str(context.open_error), str(context.open_error)
+
+
+@then("the URL's credentials appear in no error, result or log line")
+def _then_url_credentials_hidden(context: Context) -> None:
+    outcome = getattr(context, "outcome", None)
+    places = {
+        "the error": repr(context.open_error) if hasattr(context, "open_error") else "",
+        "the result": "" if outcome is None else outcome.result.model_dump_json(),
+        **{
+            f"log record {n} ({record.name})": record.getMessage()
+            for n, record in enumerate(context.log_records)
+        },
+    }
+    assert any("127.0.0.1" in text for text in places.values()), "no log line named the server"
+    leaks = [
+        where for where, text in places.items() if _URL_PASSWORD in text or _URL_API_KEY in text
+    ]
+    assert not leaks, f"the URL's credentials leaked into: {leaks}"
 
 
 @then("the secret appears in no result, tool output or log line")

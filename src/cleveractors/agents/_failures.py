@@ -2,11 +2,10 @@
 may have billed it.
 
 Failures are read without importing any provider package: langchain-core's provider-neutral
-`ModelError` family (with its `is_retryable`), an HTTP status on the error (`status_code`, as the
-`openai` and `anthropic` SDKs set it, or `response.status_code`), and transport errors of
-`httpx` (or `httpx2`), `openai` and `anthropic` looked up in `sys.modules` (an exception of a
-module nobody imported cannot occur). The retries (`_retry`) and the run's billing (`_loop`)
-both ask these questions; neither owns the answers.
+`ModelError` family (with its `is_retryable`), an HTTP status on the error (`http_status`), and
+transport errors of `httpx` (or `httpx2`), `openai` and `anthropic` looked up in `sys.modules`
+(an exception of a module nobody imported cannot occur). The retries (`_retry`) and the run's
+billing (`_loop`) both ask these questions; neither owns the answers.
 """
 
 from __future__ import annotations
@@ -17,7 +16,9 @@ from collections.abc import Iterator, Mapping
 
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
-__all__ = ["http_status", "is_retryable", "may_have_been_billed"]
+from cleveractors.errors import http_status
+
+__all__ = ["is_retryable", "may_have_been_billed"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: request timeout, conflict (a lock, a concurrent edit) and rate limit."""
@@ -66,14 +67,6 @@ def may_have_been_billed(error: BaseException) -> bool:
         _is_any(cause, _NOT_SENT_ERRORS) or isinstance(cause, ConnectionRefusedError)
         for cause in _causes(error)
     )
-
-
-def http_status(error: BaseException) -> int | None:
-    """The HTTP error status an error carries (400 and up), if any."""
-    status = getattr(error, "status_code", None)
-    if not isinstance(status, int):
-        status = getattr(getattr(error, "response", None), "status_code", None)
-    return status if isinstance(status, int) and status >= 400 else None
 
 
 def _streamed_error_type(error: BaseException) -> str | None:

@@ -17,9 +17,9 @@ from email.utils import parsedate_to_datetime
 
 from langchain_core.messages import AIMessage
 
-from cleveractors.agents._failures import http_status, is_retryable
+from cleveractors.agents._failures import is_retryable
 from cleveractors.agents._loop import _Run
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, describe_failure
 from cleveractors.events import CallRetrying
 
 __all__ = ["RetryPolicy", "call_with_retries"]
@@ -108,13 +108,6 @@ def _plan_retry(
         backoff = min(policy.backoff_s * 2 ** (number - 1), policy.max_backoff_s)
         waited = backoff * (1 - _JITTER * _random.random())
     return _Retry(reason=describe_failure(error), delay_s=waited)
-
-
-def describe_failure(error: BaseException) -> str:
-    status = http_status(error)
-    if status is not None:
-        return f"HTTP {status}"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def _retry_after_s(error: BaseException) -> float | None:
