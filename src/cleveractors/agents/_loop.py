@@ -140,16 +140,15 @@ class _InFlightCall:
     fold: ReplyFold | None
     streams_text: bool = False
     """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
-    has_shown_reply: bool = False
-    """Whether the whole reply's text was shown (a call that does not stream to the caller)."""
 
     @property
     def has_shown_text(self) -> bool:
-        """Whether the caller saw any of this call's text, which a retry cannot take back."""
-        if self.has_shown_reply:
-            return True
+        """Whether the caller saw any of this call's text, which a retry cannot take back.
+
+        Read from the fold when the call fails, so the chunks carry no bookkeeping. A call that
+        does not stream to the caller shows its text only once its reply is complete; what can
+        still fail after that is a stop, which is never retried."""
         fold = self.fold
-        # Read from the fold only on failure: no per-chunk bookkeeping for a rare question.
         return (
             self.streams_text
             and fold is not None
@@ -299,8 +298,6 @@ class _Run:
         streaming run, and part of the result's text either way."""
         if self.streaming and text:
             self.sink(TextDelta(round=self.round, text=text))
-            if self.in_flight is not None:
-                self.in_flight.has_shown_reply = True
         self.shown.add(self.round, text)
 
     def result(self, message: AIMessage) -> _ToolLoopResult:
