@@ -20,6 +20,7 @@ from cleveractors.errors import (
     ConfigurationError,
     ExecutionError,
     McpServerError,
+    StreamStalledError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
@@ -46,6 +47,7 @@ __all__ = [
     "ModelPrices",
     "ResultCallback",
     "RetryPolicy",
+    "StreamStalledError",
     "TextStream",
     "TokenUsage",
     "Tool",

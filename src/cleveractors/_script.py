@@ -79,8 +79,17 @@ class ScriptedReply(BaseModel):
     scripted model reports none and the server echoes the requested one."""
     chunk_delay_s: float = Field(default=0.0, ge=0)
     """Pause before each streamed chunk (and before a blocking reply), to make timing visible."""
+    stall_s: float = Field(default=0.0, ge=0)
+    """A further pause before streamed chunk number `stall_after_chunks`: a stream that stalls."""
+    stall_after_chunks: NonNegativeInt = 0
     args_chunk_size: PositiveInt = 8
     """Streamed tool-call arguments are split into pieces of this many characters."""
+
+
+def delay_before_chunk(reply: ScriptedReply, chunk: int) -> float:
+    """How long `reply` pauses before its streamed chunk number `chunk` (from 0)."""
+    stall = reply.stall_s if chunk == reply.stall_after_chunks else 0.0
+    return reply.chunk_delay_s + stall
 
 
 def prompt_words(messages: Sequence[Mapping[str, Any]]) -> int:

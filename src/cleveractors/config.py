@@ -205,6 +205,11 @@ class LLMAgentConfig(_Frozen):
     """The wait before the first retry when the provider sends no `Retry-After`; each next one
     waits twice as long (at most 8 s), shortened by up to 25 % at random."""
     request_timeout_s: PositiveFloat | None = None
+    stream_stall_timeout_s: PositiveFloat | None = 120.0
+    """A streamed model call that sends no chunk for this long is ended (`StreamStalledError`,
+    retried like a timeout before any text was shown). It replaces the client's own per-chunk
+    timeout (ChatOpenAI's `stream_chunk_timeout`); null turns the loop's off and leaves the
+    client's."""
     system_prompt: str | None = None
     tool_max_rounds: PositiveInt = 10
     token_budget: PositiveInt | None = None

@@ -8,6 +8,8 @@ CleverActorsError                 root of everything this library raises itself
       ├── ToolExecutionError      one tool call failed (tool name and call id named);
       │                           the loop turns it into an error ToolMessage, it never escapes
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
+      ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
+      │                           TimeoutError, so retried like one before any text was shown)
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       └── StoreError              the store could not write the ledger or the session: the run
@@ -39,6 +41,7 @@ __all__ = [
     "SessionBusyError",
     "SessionNotFoundError",
     "StoreError",
+    "StreamStalledError",
     "ToolExecutionError",
 ]
 
@@ -82,6 +85,28 @@ class ToolExecutionError(ExecutionError):
 
 class ScriptExhaustedError(ExecutionError):
     """A `ScriptedChatModel` was called more times than it has scripted replies."""
+
+
+class StreamStalledError(ExecutionError, TimeoutError):
+    """A streamed model call sent no chunk for `stream_stall_timeout_s`, so the loop ended it.
+
+    A `TimeoutError`, so the loop's retries treat it as any timeout: retried unless the call had
+    already shown text.
+
+    Attributes:
+        timeout_s: The stall limit that was reached.
+        model: The model's name, when known.
+        chunks_received: How many chunks of the call arrived before it stalled.
+    """
+
+    def __init__(self, timeout_s: float, *, model: str | None, chunks_received: int) -> None:
+        super().__init__(
+            f"model {model or 'unnamed'!r} sent no stream chunk for {timeout_s:g} s "
+            f"(stream_stall_timeout_s) after {chunks_received} chunks; the call was ended"
+        )
+        self.timeout_s = timeout_s
+        self.model = model
+        self.chunks_received = chunks_received
 
 
 class SessionBusyError(ExecutionError):

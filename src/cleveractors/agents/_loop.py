@@ -186,6 +186,8 @@ class _Run:
     _cancels_at_start: int = field(default=0, init=False)
     _room: asyncio.Event | None = field(default=None, init=False)
     """Set while the consumer of the stream this run works for has room for more events."""
+    is_waiting_for_room: bool = field(default=False, init=False)
+    """The run is waiting for its consumer to catch up (which a stall watch does not count)."""
 
     def __post_init__(self) -> None:
         if self._task is not None:
@@ -210,7 +212,11 @@ class _Run:
         if self.is_stop_requested:
             raise asyncio.CancelledError
         if self._room is not None and not self._room.is_set():
-            await self._room.wait()
+            self.is_waiting_for_room = True
+            try:
+                await self._room.wait()
+            finally:
+                self.is_waiting_for_room = False
 
     async def flush_calls(self) -> None:
         """Hand the recorder every call recorded since the last flush."""

@@ -172,6 +172,11 @@ class ReplyFold:
         return bool(self._chunks) or self._whole is not None
 
     @property
+    def chunks_received(self) -> int:
+        """How many streamed pieces arrived so far."""
+        return len(self._chunks) + (self._whole is not None)
+
+    @property
     def has_usage(self) -> bool:
         """The provider's usage arrived (it may still be busy finishing the stream)."""
         return self._has_usage

@@ -42,12 +42,13 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
+from cleveractors.agents._stall import StallWatch
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig, McpServer
-from cleveractors.errors import ConfigurationError, StoreError
+from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import (
     OutputPruned,
     RoundStarted,
@@ -98,6 +99,18 @@ class LoopLimits:
     cost_budget_usd: Decimal | None = None
     """Checked before each further round against the cost of the calls so far, like
     `token_budget`; needs a model with a known price (or `pricing`)."""
+    stream_stall_timeout_s: float | None = 120.0
+    """A streamed model call that sends no chunk for this long (from the request to its first
+    chunk, then between chunks; waiting for a slow consumer does not count) is ended with
+    `StreamStalledError`. The loop's own limit replaces the client's per-chunk timeout
+    (`ChatOpenAI(stream_chunk_timeout=...)` is turned off); None leaves the client's in charge."""
+
+    def __post_init__(self) -> None:
+        stall = self.stream_stall_timeout_s
+        if stall is not None and not stall > 0:
+            raise ConfigurationError(
+                f"LoopLimits: stream_stall_timeout_s must be positive or None, got {stall!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +165,8 @@ class LLMAgent(Agent):
     ) -> None:
         self.name = name
         model = _with_streamed_usage(model)
+        if limits.stream_stall_timeout_s is not None:
+            model = _without_client_chunk_timeout(model)
         self.model = model
         self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
         if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
@@ -243,6 +258,7 @@ class LLMAgent(Agent):
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
+                stream_stall_timeout_s=config.stream_stall_timeout_s,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -430,8 +446,8 @@ class LLMAgent(Agent):
         await run.checkpoint()
         return reply
 
-    @staticmethod
     async def _stream_reply(
+        self,
         model: Runnable[LanguageModelInput, Any],
         messages: Sequence[BaseMessage],
         fold: ReplyFold,
@@ -439,11 +455,26 @@ class LLMAgent(Agent):
         *,
         shows_text: bool,
     ) -> AIMessage:
+        """Read the stream, a text delta per chunk, under the stall limit (one timer per call:
+        a chunk only stamps the time the reader goes back to waiting)."""
         sink, round_number = run.sink, run.round
-        async for piece in model.astream(messages):
-            if (text := fold.add(piece)) and shows_text:
-                sink(TextDelta(round=round_number, text=text))
-            await run.checkpoint()
+        limit_s = self.limits.stream_stall_timeout_s
+        watch = StallWatch(limit_s, is_paused=lambda: run.is_waiting_for_room)
+        clock = watch.clock
+        try:
+            async for piece in model.astream(messages):
+                if (text := fold.add(piece)) and shows_text:
+                    sink(TextDelta(round=round_number, text=text))
+                await run.checkpoint()
+                watch.waiting_since = clock()
+        except asyncio.CancelledError as exc:
+            if watch.close() and not run.is_stop_requested and limit_s is not None:
+                raise StreamStalledError(
+                    limit_s, model=self.pricer.model, chunks_received=fold.chunks_received
+                ) from exc
+            raise
+        finally:
+            watch.close()
         return fold.message()
 
     # -- step 4: tools -------------------------------------------------------------------------
@@ -589,6 +620,19 @@ def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
         and getattr(model, "stream_usage", None) is not True
     ):
         return model.model_copy(update={"stream_usage": True})
+    return model
+
+
+def _without_client_chunk_timeout(model: BaseChatModel) -> BaseChatModel:
+    """The model with its client's per-chunk stream timeout off, where it has one
+    (`ChatOpenAI`, `AzureChatOpenAI`): the loop's stall limit gives the same protection with
+    one timer per call, where the client's reads each chunk through `asyncio.wait_for` (a task
+    per chunk on Python 3.11)."""
+    if (
+        "stream_chunk_timeout" in type(model).model_fields
+        and getattr(model, "stream_chunk_timeout", None) is not None
+    ):
+        return model.model_copy(update={"stream_chunk_timeout": None})
     return model
 
 

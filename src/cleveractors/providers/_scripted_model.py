@@ -44,6 +44,7 @@ from cleveractors._script import (
     ScriptedReply,
     call_arguments_text,
     completion_words,
+    delay_before_chunk,
     prompt_words,
 )
 from cleveractors.errors import ScriptExhaustedError
@@ -186,8 +187,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         turn = self._take_reply(messages, kwargs, streamed=True)
-        for chunk in self._chunks(turn, messages):
-            time.sleep(turn.reply.chunk_delay_s)
+        for number, chunk in enumerate(self._chunks(turn, messages)):
+            time.sleep(delay_before_chunk(turn.reply, number))
             yield chunk
 
     async def _astream(
@@ -198,8 +199,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         turn = self._take_reply(messages, kwargs, streamed=True)
-        for chunk in self._chunks(turn, messages):
-            await asyncio.sleep(turn.reply.chunk_delay_s)
+        for number, chunk in enumerate(self._chunks(turn, messages)):
+            await asyncio.sleep(delay_before_chunk(turn.reply, number))
             yield chunk
 
     # -- the script -----------------------------------------------------------------------------

@@ -55,6 +55,8 @@ REPLY_COLUMNS: dict[str, tuple[str, Callable[[str], object]]] = {
     "cut off after": ("cut_off_after_chunks", int),
     "usage": ("omit_usage", lambda cell: cell == "omitted"),
     "delay": ("chunk_delay_s", float),
+    "stall": ("stall_s", float),
+    "stall after": ("stall_after_chunks", int),
     "args chunk": ("args_chunk_size", int),
     "cache read": ("cache_read_tokens", int),
     "cache write": ("cache_write_tokens", int),

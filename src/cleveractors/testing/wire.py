@@ -50,7 +50,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
-from cleveractors._script import ScriptedReply
+from cleveractors._script import ScriptedReply, delay_before_chunk
 
 __all__ = [
     "BilledCall",
@@ -325,7 +325,7 @@ class ScriptedWireServer(Generic[BilledT]):
     def delay_before(self, chunk: int, reply: ScriptedReply) -> float:
         """How long to wait before streamed chunk number `chunk` (from 0) of `reply`."""
         base = self._first_token_delay_s if chunk == 0 else self._token_interval_s
-        return base + reply.chunk_delay_s
+        return base + delay_before_chunk(reply, chunk)
 
     def stream_duration(self, chunks: int, reply: ScriptedReply) -> float:
         """How long streaming `chunks` chunks of `reply` waits in total (at least one chunk's
