@@ -16,6 +16,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a missing name                   | name                  | (removed)  | name: Field required                                             |
       | a mistyped field                 | agent.tool_max_rounds | many       | agent.tool_max_rounds ; (got 'many')                             |
       | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
+      | a stall limit of no time         | agent.stream_stall_timeout_s | 0   | agent.stream_stall_timeout_s ; greater than 0 ; (got 0)   |
       | an unknown provider              | agent.provider        | llamahub   | agent.provider ; 'openai', 'stub', 'anthropic' ; (got 'llamahub') |
       | an unknown key                   | agent.colour          | blue       | agent.colour: unknown key                                        |
       | an unknown key in a tool         | agent.tools.0.retries | 3          | agent.tools.0.retries: unknown key                               |
