@@ -20,6 +20,7 @@ from langchain_openai import ChatOpenAI
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, LoopLimits
 from cleveractors.events import TextDelta
+from cleveractors.testing import ScriptedReply
 from cleveractors.tokens import count_tokens
 
 _WORD = re.compile(r"\s*\S+")
@@ -174,3 +175,34 @@ def _then_cancelled_not_stalled(context: Context) -> None:
     assert result.cancelled, result
     statuses = [call.status for call in result.usage_by_call]
     assert statuses == ["cancelled"], statuses
+
+
+@given("the actor's model answers in {words:d} words at once")
+def _given_long_answer(context: Context, words: int) -> None:
+    context.actor["agent"]["script"] = [ScriptedReply(text=" ".join(["rain"] * words))]
+
+
+@when("a caller reads the events, pausing {seconds:g} s after the first text delta")
+def _when_slow_reader(context: Context, seconds: float) -> None:
+    async def read() -> None:
+        events = ActorExecutor.from_config(context.actor).execute_events("Weather in Paris?")
+        paused = False
+        context.reader_error = None
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta) and not paused:
+                    paused = True
+                    await asyncio.sleep(seconds)
+        except Exception as exc:
+            context.reader_error = exc
+        context.reader_result = events.result
+
+    asyncio.run(read())
+
+
+@then("the reader got the whole answer of {words:d} words from one call")
+def _then_whole_answer(context: Context, words: int) -> None:
+    assert context.reader_error is None, repr(context.reader_error)
+    result = context.reader_result
+    assert len(result.text.split()) == words, result.text
+    assert result.llm_calls == 1, result.usage_by_call
