@@ -1,3 +1,4 @@
+@streaming
 Feature: A streamed model call that stops sending chunks is ended by the loop's stall limit
   `stream_stall_timeout_s` (default 120 s): a streamed call that sends no chunk for that long,
   from the request to its first chunk or between two chunks, is ended with `StreamStalledError`

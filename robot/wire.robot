@@ -150,6 +150,24 @@ A Streaming ChatOpenAI Under execute() Runs No Tool On Broken Arguments And Bill
     blocking
     streaming
 
+A Stream That Stalls Is Ended By The Loop's Stall Limit, The Cut Call Estimated
+    [Documentation]    The server sends three chunks of the answer, then nothing for 3 s; the
+    ...    actor's stall limit is 0.5 s. The loop ends the call with StreamStalledError naming
+    ...    the limit and the four chunks received (the role chunk and three of text), does
+    ...    not retry it (its text was shown), and bills it by estimate while the
+    ...    server sees the client leave.
+    [Tags]    streaming
+    FOR    ${mode}    IN    streaming    events
+        Start Scripted OpenAI Server    wire_stalled_reply.yaml
+        Load Actor Over The Wire    wire_stalled_reply.yaml    max_retries=2
+        Run Keyword And Expect Error    ${STALLED}
+        ...    Send Chat Message    ${WEATHER QUESTION}    mode=${mode}
+        Last Error Should Be An Instance Of    cleveractors.StreamStalledError    builtins.TimeoutError
+        Server Should Have Seen The Client Leave
+        Every Attempt Should Be On The Bill    1:failed
+        Stop Scripted OpenAI Servers
+    END
+
 The API Key Reaches The Provider And Appears Nowhere Else
     [Documentation]    A failing turn with a canary key, blocking and as events: the server got
     ...    the key in its Authorization header, and no log record, result, event, chunk,
@@ -169,6 +187,8 @@ The API Key Reaches The Provider And Appears Nowhere Else
 
 *** Variables ***
 ${SERVER ERROR}     OpenAIAPIError: Error code: 500 - The scripted provider is down
+${STALLED}           StreamStalledError: model 'gpt-4o-mini' sent no stream chunk for 0.5 s
+...                 (stream_stall_timeout_s) after 4 chunks; the call was ended
 
 
 *** Keywords ***
