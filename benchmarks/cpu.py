@@ -8,6 +8,7 @@ shuffled order each repetition (drift and order effects hit all alike), each tur
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import Any
 
 from handwritten import Fold, HandWrittenLoop, TurnTally
 from report import Row, Target, spread_ms
@@ -173,6 +175,44 @@ async def measure_cpu(
                 wall[name].append(wall_s)
     gc.unfreeze()
     return CpuSamples(cpu, wall)
+
+
+async def task_rows(turns: dict[str, Turn]) -> list[Row]:
+    """The asyncio tasks one streamed turn starts, library and hand-written (one turn each):
+    langchain-openai's `stream_chunk_timeout` reads every chunk through `asyncio.wait_for`, a
+    task per chunk on Python 3.11; the library's stall limit is one timer per call instead."""
+    library = await _tasks_started(turns["library_streamed"])
+    handwritten = await _tasks_started(turns["handwritten_streamed"])
+    return [
+        Row(
+            SECTION,
+            "Tasks started per streamed turn: library",
+            library,
+            "tasks",
+            None,
+            f"hand-written loop (ChatOpenAI's default per-chunk timeout): {handwritten}",
+        )
+    ]
+
+
+async def _tasks_started(turn: Turn) -> int:
+    loop = asyncio.get_running_loop()
+    previous = loop.get_task_factory()
+    started = 0
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Future[Any]:
+        nonlocal started
+        started += 1
+        if previous is not None:
+            return previous(loop, coro, **options)
+        return asyncio.Task(coro, loop=loop, **options)
+
+    loop.set_task_factory(counting)
+    try:
+        await turn()
+    finally:
+        loop.set_task_factory(previous)
+    return started
 
 
 def _freeze_heap() -> None:

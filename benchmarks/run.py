@@ -32,6 +32,7 @@ from cpu import (
     measure_cpu,
     missed_modes,
     server_process,
+    task_rows,
 )
 from latency import measure_latency
 from ledger import measure_ledger
@@ -79,9 +80,10 @@ class Settings:
 
     @property
     def cpu_server_turns(self) -> int:
-        """Turns the CPU server must script: every variant, and two loops per profiled mode."""
+        """Turns the CPU server must script: every variant, two loops per profiled mode, and the
+        two streamed turns whose tasks are counted."""
         measured = len(VARIANTS) * (self.cpu_repetitions + self.cpu_warmup)
-        return measured + 2 * len(MODES) * self.profile_turns
+        return measured + 2 * len(MODES) * self.profile_turns + 2
 
 
 @dataclass(slots=True)
@@ -99,6 +101,7 @@ async def _run_cpu(settings: Settings, *, always_profile: bool, outcome: Outcome
             turns, repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
         )
         outcome.rows.extend(cpu_rows(samples))
+        outcome.rows.extend(await task_rows(turns))
         outcome.samples["cpu_s"] = samples.by_variant
         outcome.samples["cpu_wall_s"] = samples.wall_by_variant
         for mode in MODES if always_profile else missed_modes(samples):
