@@ -131,15 +131,14 @@ class _StallingModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         yield ChatGenerationChunk(message=AIMessageChunk(content="Paris"))
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # the stop is lost here
             await asyncio.sleep(_NEVER_S)
-        except asyncio.CancelledError:
-            pass  # the stop is lost here
         await asyncio.sleep(_NEVER_S)
 
 
 @when(
-    "the caller stops a run whose model stalls and swallows the stop, with a {seconds:g} s stall limit"
+    "the caller stops a run whose model stalls and swallows the stop, "
+    "with a {seconds:g} s stall limit"
 )
 def _when_stop_swallowed(context: Context, seconds: float) -> None:
     async def stop() -> None:

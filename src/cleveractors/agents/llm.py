@@ -127,7 +127,7 @@ class LLMAgent(Agent):
         tools: `Tool`s, LangChain tools or plain callables (sync or async).
         name: Used in logs and results.
         system_prompt: Sent first in every conversation.
-        limits: Round, token-budget and pruning limits.
+        limits: Round, token-budget and pruning limits, and the stall limit of a streamed call.
         stream_tool_rounds: Stream every round with tools bound (the default). False runs rounds
             with `ainvoke()` and streams the final answer as one chunk, for providers that cannot
             stream tool calls.
