@@ -7,15 +7,21 @@ far a run gets ahead of a consumer that reads slowly.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
-from langchain_core.callbacks import AsyncCallbackHandler
-from support.harness import NAMED_POSITIONS, Consumption, Stop, StopStyle, consume, run_guarded
+from support.harness import (
+    NAMED_POSITIONS,
+    ChunkCounter,
+    Consumption,
+    Stop,
+    StopStyle,
+    consume,
+    read_slowly,
+    run_guarded,
+)
 
 from cleveractors import ActorExecutor
 from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
@@ -194,38 +200,13 @@ def _then_cpu_below(context: Context, seconds: float) -> None:
 # -- a slow consumer ---------------------------------------------------------------------------
 
 
-class _ChunkCounter(AsyncCallbackHandler):
-    """Counts the chunks the chat model has taken from the provider's stream."""
-
-    def __init__(self, *, signal_at: int) -> None:
-        self.chunks = 0
-        self._signal_at = signal_at
-        self.has_reached = asyncio.Event()
-
-    async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
-        self.chunks += 1
-        if self.chunks >= self._signal_at:
-            self.has_reached.set()
-
-
 @when("the consumer reads one event, then nothing for a while, then the rest")
 def _when_slow_consumer(context: Context) -> None:
-    async def scenario() -> Consumption:
-        counter = _ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
-        context.executor.agent.model.callbacks = [counter]
-        consumed = Consumption(mode="events")
-        async with context.executor.execute_events(_MESSAGE) as stream:
-            events = aiter(stream)
-            consumed.events.append(await anext(events))
-            # The run fills the channel and must then stop pulling; give it every chance not to.
-            await counter.has_reached.wait()
-            await asyncio.sleep(0.5)
-            context.chunks_while_stalled = counter.chunks
-            consumed.events += [event async for event in events]
-        consumed.result = stream.result
-        return consumed
-
-    context.outcome = run_guarded(scenario())
+    counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
+    context.executor.agent.model.callbacks = [counter]
+    # The run fills the channel and must then stop pulling; give it every chance not to.
+    reading = read_slowly(context.executor, _MESSAGE, counter=counter, stall_s=0.5)
+    context.outcome, context.chunks_while_stalled = run_guarded(reading)
 
 
 @then("while it read nothing the model took no more than the channel holds from the provider")

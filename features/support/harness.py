@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, cast, get_args
 
 import anyio
+from langchain_core.callbacks import AsyncCallbackHandler
 
 from cleveractors import ExecutionResult, TokenUsage, last_token_usage_var
 from cleveractors.agents.stream import EventStream, TextStream
@@ -42,6 +43,7 @@ __all__ = [
     "MODES",
     "NAMED_POSITIONS",
     "STOP_STYLES",
+    "ChunkCounter",
     "Consumption",
     "Item",
     "Mode",
@@ -53,6 +55,7 @@ __all__ = [
     "after_text",
     "consume",
     "guarded",
+    "read_slowly",
     "run_guarded",
     "tool_started",
     "wait_until",
@@ -423,6 +426,39 @@ _READERS: dict[
     "cancel task": _Caller._by_cancelling_the_task,
     "cancel scope": _Caller._by_cancel_scope,
 }
+
+
+class ChunkCounter(AsyncCallbackHandler):
+    """Counts the chunks a chat model has taken from the provider's stream (give it to the model
+    as a callback); `has_reached` is set once it took `signal_at`."""
+
+    def __init__(self, *, signal_at: int) -> None:
+        self.chunks = 0
+        self._signal_at = signal_at
+        self.has_reached = asyncio.Event()
+
+    async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+        self.chunks += 1
+        if self.chunks >= self._signal_at:
+            self.has_reached.set()
+
+
+async def read_slowly(
+    target: Target, message: str, *, counter: ChunkCounter, stall_s: float
+) -> tuple[Consumption, int]:
+    """A slow reader of the events: reads one, then nothing until `counter` has reached its
+    mark and `stall_s` more, then the rest. Returns what it read, and how many chunks the model
+    had taken when it read on."""
+    consumed = Consumption(mode="events")
+    async with target.execute_events(message) as stream:
+        events = aiter(stream)
+        consumed.events.append(await anext(events))
+        await counter.has_reached.wait()
+        await asyncio.sleep(stall_s)  # every chance to pull more, were it not held back
+        chunks_while_stalled = counter.chunks
+        consumed.events += [event async for event in events]
+    consumed.result = stream.result
+    return consumed, chunks_while_stalled
 
 
 # -- the run's tasks ------------------------------------------------------------------------------
