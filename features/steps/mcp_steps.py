@@ -14,28 +14,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
+from support.harness import Consumption, consume
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, McpServer
+from cleveractors import ActorExecutor, LLMAgent, McpServer
 from cleveractors.events import ToolCallStarted
 from cleveractors.testing import ScriptedChatModel
 
 _SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
 _GUARD_S = 30.0  # a step that takes this long has hung
 _SECRET = "mcp-test-secret-0f9e8d"
-
-
-@dataclass
-class _McpOutcome:
-    mode: str
-    result: ExecutionResult | None = None
-    error: BaseException | None = None
-    chunks: list[str] = field(default_factory=list)
 
 
 def _servers(context: Context) -> list[dict[str, Any]]:
@@ -63,22 +55,8 @@ def _is_running(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
 
 
-async def _ask(executor: ActorExecutor, message: str, mode: str) -> _McpOutcome:
-    outcome = _McpOutcome(mode=mode)
-    try:
-        if mode == "blocking":
-            outcome.result = await executor.execute(message)
-        else:
-            stream = executor.execute_stream(message)
-            try:
-                async for chunk in stream:
-                    outcome.chunks.append(chunk)
-            finally:
-                outcome.result = stream.result
-    except Exception as exc:
-        outcome.error = exc
-        outcome.result = executor.last_result
-    return outcome
+async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
+    return await consume(executor, message, mode="text" if mode == "streaming" else "blocking")
 
 
 def _run(context: Context, work: Any) -> Any:
@@ -168,7 +146,7 @@ def _given_unset(context: Context, variable: str) -> None:
 
 @when('the actor is asked "{message}" in {mode} mode, with its MCP servers open')
 def _when_asked_open(context: Context, message: str, mode: str) -> None:
-    async def work() -> _McpOutcome:
+    async def work() -> Consumption:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = executor.agent.model
             return await _ask(executor, message, mode)
@@ -200,7 +178,7 @@ def _one_script_across_runs(executor: ActorExecutor) -> ScriptedChatModel:
 
 @when('the actor is asked "{first}", its stdio server is killed, then it is asked "{second}"')
 def _when_killed_between(context: Context, first: str, second: str) -> None:
-    async def work() -> list[_McpOutcome]:
+    async def work() -> list[Consumption]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
@@ -215,7 +193,7 @@ def _when_killed_between(context: Context, first: str, second: str) -> None:
 
 @when('the actor is asked "{first}", its HTTP server is restarted, then it is asked "{second}"')
 def _when_http_restarted(context: Context, first: str, second: str) -> None:
-    async def work() -> list[_McpOutcome]:
+    async def work() -> list[Consumption]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
@@ -231,7 +209,7 @@ def _when_http_restarted(context: Context, first: str, second: str) -> None:
 
 @when('the actor is asked "{first}", its HTTP server is stopped, then it is asked "{second}"')
 def _when_http_stopped(context: Context, first: str, second: str) -> None:
-    async def work() -> list[_McpOutcome]:
+    async def work() -> list[Consumption]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")

@@ -368,6 +368,7 @@ async def run_conversation(conversation: Conversation) -> ConversationRun:
         mode=conversation.mode,
         stop=None if stop is None else Stop(stop.how, at=after_items(stop.after_items)),
         settle_iterations=SETTLE_ITERATIONS,
+        cancel_tasks_left=True,
         on_caller=bench.hand_caller,
     )
     return ConversationRun(

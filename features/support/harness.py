@@ -201,7 +201,8 @@ class Consumption:
     tasks_left: tuple[str, ...] = ()
     """Tasks the run left behind: pending when the caller returned (not counting asyncio's own
     closing of dropped generators; not at all after a plain `break`, which leaves the closing of
-    the stream to asyncio), or still pending once the run settled."""
+    the stream to asyncio), or still pending once the run settled. A resource the run opened
+    (an MCP session) may keep tasks of its own here."""
     task_errors: tuple[str, ...] = ()
     """Exceptions that ended a task of the run and that nobody retrieved (asyncio would log them
     as "Task exception was never retrieved")."""
@@ -231,18 +232,20 @@ async def consume(
     stop: Stop | None = None,
     history: Any = None,
     settle_iterations: int | None = None,
+    cancel_tasks_left: bool = False,
     on_caller: Callable[[asyncio.Task[None]], None] | None = None,
 ) -> Consumption:
     """Run `message` through `target` in `mode` from a caller task of its own, stop it as `stop`
     says, let the run settle and record it all.
 
-    Settling: the harness waits for the run's tasks (up to `settle_iterations` event-loop
-    iterations when given: a property of prompt settling). Tasks left are those pending when the
-    caller returned, except asyncio's own closing of dropped generators, and those still pending
-    once settled; a caller that only breaks out leaves the closing of its stream to asyncio, so
-    for it only the latter count. `on_caller` is handed the caller's task before it runs (a
-    fault plan may cancel it). Tasks still pending once settled are cancelled and awaited, so
-    that they cannot disturb the next run.
+    Settling: the harness waits until asyncio has closed the generators the run dropped (or,
+    with `settle_iterations`, for every task of the run, up to that many event-loop iterations:
+    a property of prompt settling). Tasks left are those pending when the caller returned,
+    except asyncio's own closing of dropped generators, and those still pending once settled; a
+    caller that only breaks out leaves the closing of its stream to asyncio, so for it only the
+    latter count. With `cancel_tasks_left` they are then cancelled and awaited, so that they
+    cannot disturb the next run. `on_caller` is handed the caller's task before it runs (a
+    fault plan may cancel it).
     """
     if mode == "blocking" and stop is not None and stop.at is not None:
         raise ValueError("a blocking caller reads nothing to stop at: give a `when` condition")
@@ -263,7 +266,8 @@ async def consume(
         if stop is not None and stop.style == "break":
             on_return = ()  # the dropped stream is closed by asyncio after the caller returned
         consumed.tasks_left = tuple(sorted({*on_return, *watch.pending()}))
-        await watch.cancel_pending()
+        if cancel_tasks_left:
+            await watch.cancel_pending()
         consumed.task_errors = watch.unretrieved_errors()
     consumed.last_result = target.last_result
     if caller.stream is not None:
@@ -481,6 +485,12 @@ def _create_task(
     return task
 
 
+def _closes_generator(task: asyncio.Task[Any]) -> bool:
+    """Whether `task` is asyncio's own closing of a dropped async generator (its coroutine is
+    the generator's `aclose()`)."""
+    return repr(task.get_coro()).startswith("<async_generator_athrow")
+
+
 class _TaskWatch:
     """Keeps every task created in the caller's context, so none can hide."""
 
@@ -509,19 +519,21 @@ class _TaskWatch:
 
     def pending(self, *, include_generator_closing: bool = True) -> tuple[str, ...]:
         """The tasks not done yet; asyncio's own tasks that close a dropped async generator
-        (their coroutine is the generator's `aclose()`) only when asked for."""
-        names = (repr(task.get_coro()) for task in self.tasks if not task.done())
+        only when asked for."""
         return tuple(
             sorted(
-                name
-                for name in names
-                if include_generator_closing or not name.startswith("<async_generator_athrow")
+                repr(task.get_coro())
+                for task in self.tasks
+                if not task.done() and (include_generator_closing or not _closes_generator(task))
             )
         )
 
     async def settle(self, *, iterations: int | None) -> None:
-        """Wait for the pending tasks, for up to `iterations` loop iterations if given; new ones
-        may start meanwhile (asyncio closing a dropped generator)."""
+        """Wait until asyncio has closed the generators the run dropped (new ones may be dropped
+        meanwhile); with `iterations`, wait for every task, up to that many loop iterations.
+
+        Other tasks are not waited for: the run must have ended them when its caller returned,
+        and a resource the run opened (an MCP session) may rightly keep its own running."""
         if iterations is not None:
             for _ in range(iterations):
                 if not self.pending():
@@ -529,8 +541,8 @@ class _TaskWatch:
                 # Promptness is what is checked: count loop iterations, not seconds.
                 await asyncio.sleep(0)
             return
-        while pending := [task for task in self.tasks if not task.done()]:
-            await asyncio.wait(pending)
+        while closing := [t for t in self.tasks if not t.done() and _closes_generator(t)]:
+            await asyncio.wait(closing)
 
     async def cancel_pending(self) -> None:
         stragglers = [task for task in self.tasks if not task.done()]
