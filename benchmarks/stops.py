@@ -53,9 +53,7 @@ def _slow_to_stop_actor() -> dict[str, Any]:
         "agent": {
             "type": "llm",
             "provider": "stub",
-            "tools": [
-                {"name": "slow_lookup", "handler": "cleveractors.testing.demo_tools:slow_lookup"}
-            ],
+            "tools": [{"name": "slow_lookup", "handler": "cleveractors.demo:slow_lookup"}],
             "script": [{"text": "Looking it up.", "tool_calls": [call]}, {"text": "Never."}],
         },
     }

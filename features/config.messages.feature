@@ -12,8 +12,8 @@ Feature: A broken config is reported whole, in words a person can act on
         provider: stub
         script: [{text: Hello.}]
         tools:
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_weather"}
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_weather"}
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
           - name: convert
             handler: "cleveractors.demo:convert_temperature"
             parameters: {type: objekt}
@@ -47,7 +47,7 @@ Feature: A broken config is reported whole, in words a person can act on
         script: [{text: Hello.}]
         tools:
           - name: book_table
-            handler: "cleveractors.testing.demo_tools:book_table"
+            handler: "cleveractors.demo:book_table"
             ends_turn: true
             concurrent: true
       """

@@ -45,7 +45,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
         script: [{text: Hello.}]
         tools:
           - name: book_table
-            handler: "cleveractors.testing.demo_tools:book_table"
+            handler: "cleveractors.demo:book_table"
             ends_turn: true
             concurrent: true
       """
@@ -60,8 +60,8 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
         provider: stub
         script: [{text: Hello.}]
         tools:
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_weather"}
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_time"}
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
+          - {name: get_weather, handler: "cleveractors.demo:get_time"}
       """
     When the actor is loaded from it
     Then loading fails with a ConfigurationError naming the file and "tool names must be unique; repeated: get_weather"
@@ -75,8 +75,8 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
     Examples:
       | problem                    | handler                                       | reason                                  |
       | is in a missing module     | nowhere.tools:get_weather                     | cannot be imported: ModuleNotFoundError: No module named 'nowhere' |
-      | is missing from its module | cleveractors.testing.demo_tools:get_wether    | cannot be imported ; 'get_wether'       |
-      | is not callable            | cleveractors.testing.demo_tools:__all__       | is not callable                         |
+      | is missing from its module | cleveractors.demo:get_wether    | cannot be imported ; 'get_wether'       |
+      | is not callable            | cleveractors.demo:__all__       | is not callable                         |
 
   Scenario: A parameters schema that is not valid JSON schema is refused at load time
     Given an actor config file where agent.tools.0.parameters is {type: objekt}
@@ -147,7 +147,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
         tools:
           - name: get_weather
             description: Current weather for a city
-            handler: cleveractors.testing.demo_tools:get_weather
+            handler: cleveractors.demo:get_weather
             parameters: {type: object, properties: {city: {type: string}}, required: [city]}
             timeout_s: 30
         script:

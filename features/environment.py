@@ -17,7 +17,7 @@ from behave.model import Scenario
 from behave.runner import Context
 from support.postgres import TemporaryPostgres
 
-from cleveractors.testing import demo_tools
+from cleveractors import demo
 from cleveractors.tokens import count_tokens
 
 # ==============================================================================================
@@ -55,9 +55,9 @@ def log_records(context: Context) -> Iterator[list[logging.LogRecord]]:
 @fixture
 def demo_tool_calls(context: Context) -> Iterator[None]:
     """The demo tools' record of handler calls starts empty in every scenario."""
-    demo_tools.clear_invocations()
+    demo.clear_invocations()
     yield
-    demo_tools.clear_invocations()
+    demo.clear_invocations()
 
 
 @fixture

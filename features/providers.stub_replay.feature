@@ -11,7 +11,7 @@ Feature: A stub actor replays its script from the first reply for every run
       agent:
         provider: stub
         tools:
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_weather"}
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
         script:
           - text: Let me look.
             tool_calls: [{name: get_weather, args: {city: Paris}}]
@@ -39,7 +39,7 @@ Feature: A stub actor replays its script from the first reply for every run
       agent:
         provider: stub
         tools:
-          - {name: get_weather, handler: "cleveractors.testing.demo_tools:get_weather"}
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
         script:
           - text: Let me look.
             tool_calls: [{name: get_weather, args: {city: Paris}}]

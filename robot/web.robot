@@ -37,7 +37,7 @@ Chat Streams The Run's Typed Events And Ends With The Usage
     Should Be Equal    ${round 2}    ${turn}[answer]
     ${finished}=    Events Of Kind    ${chat}    tool_call_finished
     ${expected output}=    Evaluate
-    ...    cleveractors.testing.demo_tools.get_weather("Paris")    modules=cleveractors.testing.demo_tools
+    ...    cleveractors.demo.get_weather("Paris")    modules=cleveractors.demo
     Should Be Equal    ${finished}[0][output]    ${expected output}
     Should Be Equal    ${chat.last}[result][answer]    ${turn}[answer]
     ${everything shown}=    Evaluate    "\\n\\n".join($turn["texts"])

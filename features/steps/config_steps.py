@@ -27,7 +27,7 @@ _VALID_ACTOR: dict[str, Any] = {
         "tools": [
             {
                 "name": "get_weather",
-                "handler": "cleveractors.testing.demo_tools:get_weather",
+                "handler": "cleveractors.demo:get_weather",
                 "timeout_s": 5,
             }
         ],

@@ -36,12 +36,12 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from cleveractors import ActorExecutor, LLMAgent
 from cleveractors import tokens as token_module
+from cleveractors.demo import get_weather
 from cleveractors.testing import (
     ScriptedChatModel,
     ScriptedOpenAIServer,
     ScriptedReply,
 )
-from cleveractors.testing.demo_tools import get_weather
 from cleveractors.testing.tables import scripted_reply, scripted_tool_calls
 
 _MODEL = "gpt-4o-mini"
@@ -570,13 +570,12 @@ def _use_cache_dir(context: Context, value: str) -> None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = saved
-        token_module._encoding.cache_clear()
         # Back to the encoding (or none) the rest of the suite found, from the cache only.
-        token_module.warm_up()
+        token_module.reload_encoding()
 
     context.add_cleanup(restore)
     os.environ["TIKTOKEN_CACHE_DIR"] = value
-    token_module._encoding.cache_clear()
+    token_module.reload_encoding()
 
 
 def _empty_folder(context: Context) -> str:

@@ -15,9 +15,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from support.fold_shapes import CallSpec, ReplySpec
 from support.shaped_models import ShapedChatModel
 
-from cleveractors import ActorExecutor, LLMAgent
+from cleveractors import ActorExecutor, LLMAgent, demo
 from cleveractors.agents._fold import ReplyFold, output_text
-from cleveractors.testing import demo_tools
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
 _SETTINGS: dict[str, dict[str, Any]] = {
@@ -63,13 +62,13 @@ def _given_model_setting(context: Context, setting: str) -> None:
 @given("the actor's model streams like langchain-anthropic: it thinks, calls get_weather, answers")
 def _given_anthropic_shaped(context: Context) -> None:
     model = ShapedChatModel(replies=[_THINKING, _ANSWER], shape="anthropic")
-    context.executor = ActorExecutor(LLMAgent(model, tools=[demo_tools.get_weather]))
+    context.executor = ActorExecutor(LLMAgent(model, tools=[demo.get_weather]))
 
 
 @given("the actor's model streams like langchain-anthropic and is cut off after {count:d} chunks")
 def _given_anthropic_cut_off(context: Context, count: int) -> None:
     model = ShapedChatModel(replies=[_THINKING], shape="anthropic", cut_off_after_chunks=count)
-    context.executor = ActorExecutor(LLMAgent(model, tools=[demo_tools.get_weather]))
+    context.executor = ActorExecutor(LLMAgent(model, tools=[demo.get_weather]))
 
 
 @then("the cut-off call's completion is the estimate of the thinking and text streamed before it")

@@ -5,7 +5,7 @@ pin each fix down.
 Every step text starts with "regression:" so it never collides with the shared steps, which these
 scenarios reuse for the rest (script tables, asking the actor, reading the model's requests).
 The handlers here are defined in this module and built into an agent in code; config-file
-scenarios import their handlers from `cleveractors.testing.demo_tools` or from a module a step
+scenarios import their handlers from `cleveractors.demo` or from a module a step
 writes to a temporary folder on `sys.path`.
 """
 
@@ -30,9 +30,10 @@ from cleveractors import (
     ConfigurationError,
     LLMAgent,
     Tool,
+    demo,
     tool_from_callable,
 )
-from cleveractors.testing import ScriptedChatModel, demo_tools
+from cleveractors.testing import ScriptedChatModel
 
 _STALL_S = 30.0
 """How long a stalled handler sleeps: far longer than any scenario waits for it."""
@@ -126,8 +127,8 @@ _HANDLERS: dict[str, Callable[..., Any]] = {
     "sibling_lookup": sibling_lookup,
     "stalled_lookup": stalled_lookup,
     "confirm_quietly": confirm_quietly,
-    "get_weather": demo_tools.get_weather,
-    "slow_lookup": demo_tools.slow_lookup,
+    "get_weather": demo.get_weather,
+    "slow_lookup": demo.slow_lookup,
 }
 
 
@@ -245,7 +246,7 @@ _FLAGGED_TOOL_BUILDS: dict[str, Callable[[str], object]] = {
         concurrent=True,
     ),
     "tool_from_callable(...)": lambda name: tool_from_callable(
-        demo_tools.book_table, name=name, ends_turn=True, concurrent=True
+        demo.book_table, name=name, ends_turn=True, concurrent=True
     ),
 }
 

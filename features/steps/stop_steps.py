@@ -23,11 +23,10 @@ from support.harness import (
     run_guarded,
 )
 
-from cleveractors import ActorExecutor
+from cleveractors import ActorExecutor, demo
 from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
 from cleveractors.events import TextDelta
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, demo_tools
-from cleveractors.testing.script import ScriptedToolCall
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _API_KEY_ENV = "CLEVERACTORS_STOP_TEST_KEY"
 _MESSAGE = "Look up the Louvre and the Orsay, then tell me about both."
@@ -55,7 +54,7 @@ def _wire_executor(context: Context, server: ScriptedOpenAIServer) -> ActorExecu
                 "tools": [
                     {
                         "name": "slow_lookup",
-                        "handler": "cleveractors.testing.demo_tools:slow_lookup",
+                        "handler": "cleveractors.demo:slow_lookup",
                     }
                 ],
             },
@@ -133,9 +132,9 @@ def _when_stops_at(context: Context, position: str, how: str) -> None:
 @then("no tool started after the stop")
 def _then_no_tool_after_stop(context: Context) -> None:
     stopped_at = context.outcome.stopped_at
-    late = [call for call in demo_tools.invocations() if call.started > stopped_at]
+    late = [call for call in demo.invocations() if call.started > stopped_at]
     assert not late, f"tools started after the stop: {late}"
-    still_running = [call for call in demo_tools.invocations() if call.finished > stopped_at]
+    still_running = [call for call in demo.invocations() if call.finished > stopped_at]
     assert all(call.ended == "cancelled" for call in still_running), still_running
 
 
@@ -189,7 +188,7 @@ def _when_scope_cancelled_during_tool(context: Context) -> None:
 def _then_waited_for_cleanup(context: Context) -> None:
     # Wall time only as evidence that the wait really spanned the tool's slow stop.
     assert context.outcome.settled_after_s >= context.cleanup_seconds * 0.9, context.outcome
-    assert [call.ended for call in demo_tools.invocations()] == ["cancelled"]
+    assert [call.ended for call in demo.invocations()] == ["cancelled"]
 
 
 @then("the process spent less than {seconds:g} s of CPU from the first event to the settled run")

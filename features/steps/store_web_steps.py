@@ -75,7 +75,7 @@ def web_actor(context: Context) -> None:
                 {
                     "name": "get_weather",
                     "description": "Current weather in a city.",
-                    "handler": "cleveractors.testing.demo_tools:get_weather",
+                    "handler": "cleveractors.demo:get_weather",
                 }
             ],
             "script": [_LOOKUP, _ANSWER] * 4,

@@ -337,7 +337,7 @@ def _when_invoked(context: Context, count: int) -> None:
 
 @when("the scripted model is streamed synchronously, with the tool get_weather bound")
 def _when_streamed_sync(context: Context) -> None:
-    from cleveractors.testing.demo_tools import get_weather
+    from cleveractors.demo import get_weather
 
     bound = context.model.bind_tools([get_weather])
     context.chunks = list(bound.stream("Weather in Paris?"))

@@ -14,10 +14,11 @@ from behave.runner import Context
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, tool_from_callable
-from cleveractors.testing import ScriptedChatModel, demo_tools
+from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, demo, tool_from_callable
+from cleveractors.agents import Agent
+from cleveractors.testing import ScriptedChatModel
 
-_HANDLERS = "cleveractors.testing.demo_tools"
+_HANDLERS = "cleveractors.demo"
 _NAMES = re.compile(r",\s*|\s+and\s+")
 
 
@@ -90,10 +91,30 @@ def _given_tools(context: Context) -> None:
 def _given_agent_in_code(context: Context) -> None:
     agent = LLMAgent(
         ScriptedChatModel(replies=context.actor["agent"]["script"]),
-        tools=[demo_tools.get_weather, StructuredTool.from_function(demo_tools.get_time)],
+        tools=[demo.get_weather, StructuredTool.from_function(demo.get_time)],
         name=context.actor["name"],
     )
     context.executor = ActorExecutor(agent)
+
+
+class _AgentOfMyOwn(Agent):
+    """An agent a user wrote without the tool loop; the scenarios never run it."""
+
+    name = "my-own-agent"
+
+    async def process_message(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def stream_message(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+    async def run(self, message: str, **options: Any) -> Any:
+        raise NotImplementedError
+
+
+@given("an executor over an agent of my own that is not an LLMAgent")
+def _given_agent_of_my_own(context: Context) -> None:
+    context.executor = ActorExecutor(_AgentOfMyOwn())
 
 
 # -- When: building an agent in code -----------------------------------------------------------
@@ -106,7 +127,7 @@ def _apply(callback: Callable[[int], int]) -> str:
 
 _CODE_TOOLS: dict[str, object] = {
     "a function taking a callback": [_apply],
-    "get_weather twice": [demo_tools.get_weather, tool_from_callable(demo_tools.get_weather)],
+    "get_weather twice": [demo.get_weather, tool_from_callable(demo.get_weather)],
     "a number": [42],
 }
 
@@ -125,7 +146,7 @@ def _when_agent_in_code(context: Context, tools: str) -> None:
 
 @then("the handlers ran in this order:")
 def _then_handlers_ran(context: Context) -> None:
-    ran = sorted(demo_tools.invocations(), key=lambda invocation: invocation.started)
+    ran = sorted(demo.invocations(), key=lambda invocation: invocation.started)
     seen = [(invocation.tool, invocation.arguments) for invocation in ran]
     expected = [(row["tool"], json.loads(row["arguments"])) for row in context.table]
     assert seen == expected, f"handlers ran: {seen}"
@@ -133,19 +154,19 @@ def _then_handlers_ran(context: Context) -> None:
 
 @then("no tool ran")
 def _then_no_tool(context: Context) -> None:
-    assert not demo_tools.invocations(), demo_tools.invocations()
+    assert not demo.invocations(), demo.invocations()
     assert context.outcome.result.tool_calls == ()
 
 
 @then("the handlers ran {count:d} time")
 @then("the handlers ran {count:d} times")
 def _then_handler_count(context: Context, count: int) -> None:
-    assert len(demo_tools.invocations()) == count, demo_tools.invocations()
+    assert len(demo.invocations()) == count, demo.invocations()
 
 
 @then("the {tool} calls overlapped in time")
 def _then_overlapped(context: Context, tool: str) -> None:
-    runs = [invocation for invocation in demo_tools.invocations() if invocation.tool == tool]
+    runs = [invocation for invocation in demo.invocations() if invocation.tool == tool]
     assert len(runs) > 1, runs
     latest_start = max(run.started for run in runs)
     earliest_end = min(run.finished for run in runs)
@@ -155,7 +176,7 @@ def _then_overlapped(context: Context, tool: str) -> None:
 @then("the {tool} calls ran one after another")
 def _then_sequential(context: Context, tool: str) -> None:
     runs = sorted(
-        (invocation for invocation in demo_tools.invocations() if invocation.tool == tool),
+        (invocation for invocation in demo.invocations() if invocation.tool == tool),
         key=lambda invocation: invocation.started,
     )
     assert len(runs) > 1, runs
@@ -166,7 +187,7 @@ def _then_sequential(context: Context, tool: str) -> None:
 @then("the {tool} handlers finished in the order of the queries {queries}")
 def _then_finish_order(context: Context, tool: str, queries: str) -> None:
     finished = sorted(
-        (invocation for invocation in demo_tools.invocations() if invocation.tool == tool),
+        (invocation for invocation in demo.invocations() if invocation.tool == tool),
         key=lambda invocation: invocation.finished,
     )
     assert [run.arguments["query"] for run in finished] == _names(queries), finished
@@ -174,7 +195,7 @@ def _then_finish_order(context: Context, tool: str, queries: str) -> None:
 
 @then("the {tool} handler was cancelled")
 def _then_handler_cancelled(context: Context, tool: str) -> None:
-    ends = [invocation.ended for invocation in demo_tools.invocations() if invocation.tool == tool]
+    ends = [invocation.ended for invocation in demo.invocations() if invocation.tool == tool]
     assert ends == ["cancelled"], ends
 
 
@@ -182,10 +203,21 @@ def _then_handler_cancelled(context: Context, tool: str) -> None:
 def _then_handler_ends(context: Context, tool: str) -> None:
     ends = {
         str(invocation.arguments["query"]): invocation.ended
-        for invocation in demo_tools.invocations()
+        for invocation in demo.invocations()
         if invocation.tool == tool
     }
     assert ends == {row["query"]: row["ended"] for row in context.table}, ends
+
+
+@then("the executor lists the tools {names}")
+def _then_executor_tools(context: Context, names: str) -> None:
+    listed = [tool.name for tool in context.executor.tools]
+    assert listed == _names(names), listed
+
+
+@then("the executor lists no tools")
+def _then_executor_no_tools(context: Context) -> None:
+    assert context.executor.tools == (), context.executor.tools
 
 
 # -- Then: what the model read -----------------------------------------------------------------

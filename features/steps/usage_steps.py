@@ -14,8 +14,7 @@ from behave.runner import Context
 from langchain_core.messages.utils import convert_to_openai_messages
 
 from cleveractors import ExecutionResult, TokenUsage
-from cleveractors.testing import ScriptedChatModel
-from cleveractors.testing.script import completion_words, prompt_words
+from cleveractors.testing import ScriptedChatModel, completion_words, prompt_words
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
 _WORD = re.compile(r"\s*\S+")

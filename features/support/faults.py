@@ -35,14 +35,15 @@ from pydantic import PrivateAttr
 from cleveractors.agents import LLMAgent, LoopLimits
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
-from cleveractors.testing.script import (
+from cleveractors.testing import (
+    ScriptedChatModel,
     ScriptedReply,
+    ScriptedRequest,
     ScriptedToolCall,
     call_arguments_text,
     completion_words,
     prompt_words,
 )
-from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tools import Tool
 from cleveractors.usage import CallPurpose, TokenUsage

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import io
+import json
 import logging
 import os
 import tempfile
@@ -26,21 +27,21 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from robot.api import logger
 from robot.api.deco import keyword, library
-from robot_tools import clear_handler_calls, handler_calls
 from support.harness import Consumption, Stop, StopStyle, after_items, consume, guarded, wait_until
 from support.harness import Mode as HarnessMode
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
+from cleveractors.demo import clear_invocations, invocations
 from cleveractors.events import CallRetrying, event_adapter
 from cleveractors.testing import (
+    BilledCall,
     ScriptedAnthropicReply,
     ScriptedAnthropicServer,
     ScriptedChatModel,
     ScriptedOpenAIServer,
     ScriptedReply,
 )
-from cleveractors.testing._openai_wire import BilledCall
 from cleveractors.tools import tool_from_config
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
@@ -180,7 +181,7 @@ class CleverActorsLibrary:
             max_retries=0,
         )
         self._executor = ActorExecutor(LLMAgent.from_config(config.agent, model=model))
-        clear_handler_calls()
+        clear_invocations()
 
     @keyword("Stop Scripted OpenAI Servers")
     def stop_scripted_openai_servers(self) -> None:
@@ -212,7 +213,7 @@ class CleverActorsLibrary:
                 "agent": {**config["agent"], "stream_tool_rounds": stream_tool_rounds},
             }
         self._executor = ActorExecutor.from_config(config)
-        clear_handler_calls()
+        clear_invocations()
 
     @keyword
     def record_mcp_server_processes(self) -> None:
@@ -368,7 +369,7 @@ class CleverActorsLibrary:
         the scripted arguments; no other handler ran."""
         scripted = {call.id: call for reply in self._script for call in reply.tool_calls}
         expected = [(scripted[call_id].name, scripted[call_id].args) for call_id in call_ids]
-        actual = [(call.name, call.arguments) for call in handler_calls()]
+        actual = [(call.tool, call.arguments) for call in invocations()]
         _should_equal(actual, expected, "tool handler calls (name, arguments)")
 
     @keyword
@@ -380,8 +381,8 @@ class CleverActorsLibrary:
         _should_equal(record.status, "skipped", f"status of {call_id}")
         ran = [
             call
-            for call in handler_calls()
-            if call.name == record.name and call.arguments == record.arguments
+            for call in invocations()
+            if call.tool == record.name and call.arguments == record.arguments
         ]
         if ran:
             raise AssertionError(f"the handler of skipped call {call_id} ran: {ran!r}")
@@ -393,7 +394,7 @@ class CleverActorsLibrary:
         record = next((r for r in self._result().tool_calls if r.call_id == call_id), None)
         if record is None:
             raise AssertionError(f"no tool call {call_id!r} in {self._result().tool_calls!r}")
-        returned = [c.output for c in handler_calls() if c.name == record.name]
+        returned = [c.output for c in invocations() if c.tool == record.name]
         _should_equal(returned, [record.output], f"what the {record.name} handler returned")
         _should_equal(self._result().answer, record.output, "answer")
         if self._turn().mode != "blocking":
@@ -405,7 +406,7 @@ class CleverActorsLibrary:
         and, right behind them, one `tool` message per call id in the model's order, each holding
         what that call's handler returned."""
         requests = self._wire_server().requests
-        outputs = {(c.name, repr(c.arguments)): c.output for c in handler_calls()}
+        outputs = {(c.tool, repr(c.arguments)): _as_model_reads(c.output) for c in invocations()}
         checked = 0
         for position, reply in enumerate(self._script):
             if not reply.tool_calls or position + 1 >= len(requests):
@@ -681,7 +682,7 @@ class CleverActorsLibrary:
         config = load_actor_config(_read_actor(actor_file))
         tools = [tool_from_config(tool) for tool in config.agent.tools]
         self._executor = ActorExecutor(LLMAgent(model, tools=tools))
-        clear_handler_calls()
+        clear_invocations()
 
     @keyword
     def every_streamed_request_should_have_asked_for_usage(self) -> None:
@@ -1042,6 +1043,11 @@ def _check_totals(result: ExecutionResult, prompt: int, completion: int) -> None
         (prompt, completion, prompt + completion),
         "tokens (prompt, completion, total)",
     )
+
+
+def _as_model_reads(output: object) -> object:
+    """A handler's return value as the tool message carries it: text as is, objects as JSON."""
+    return output if isinstance(output, str) else json.dumps(output)
 
 
 def _should_equal(actual: object, expected: object, what: str) -> None:

@@ -21,10 +21,10 @@ from langchain_openai import ChatOpenAI
 from openai import BadRequestError, OpenAI
 from robot.api import logger
 from robot.api.deco import keyword, library
-from robot_tools import clear_handler_calls, get_weather, handler_calls
 from scripted_responses_server import ScriptedResponsesReply, ScriptedResponsesServer
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, LoopLimits, RetryPolicy
+from cleveractors.demo import clear_invocations, get_weather, invocations
 from cleveractors.events import Event
 from cleveractors.testing import (
     ScriptedAnthropicReply,
@@ -215,7 +215,7 @@ class ProvidersLibrary:
         self._play(run, model, 0)
 
     def _play(self, run: _Run, model: BaseChatModel, max_retries: int) -> None:
-        clear_handler_calls()
+        clear_invocations()
         agent = LLMAgent(model, tools=[get_weather], **_agent_options(max_retries))
         executor = ActorExecutor(agent)
         self._runs.append(run)
@@ -224,7 +224,7 @@ class ProvidersLibrary:
         except Exception as error:
             run.error = error
         run.result = executor.last_result
-        run.tool_cities = [call.arguments["city"] for call in handler_calls()]
+        run.tool_cities = [call.arguments["city"] for call in invocations()]
         logger.info(f"requests: {json.dumps(run.server.requests, indent=1)[:20000]}")
         if run.result is not None:
             logger.info(f"last_result: {run.result.model_dump_json(indent=2)}")

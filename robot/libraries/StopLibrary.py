@@ -28,10 +28,10 @@ from support.harness import (
     run_guarded,
 )
 
-from cleveractors import ActorExecutor
+from cleveractors import ActorExecutor, demo
 from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
 from cleveractors.events import TextDelta
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, demo_tools
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
 API_KEY_ENV = "CLEVERACTORS_ROBOT_STOP_KEY"
@@ -86,7 +86,7 @@ class StopLibrary:
             raise ValueError(f"unknown position {position!r}; one of {known}")
         if style not in _STYLES:
             raise ValueError(f"unknown style {style!r}; one of {sorted(_STYLES)}")
-        demo_tools.clear_invocations()
+        demo.clear_invocations()
         executor, server = self._over_the_wire(_script_of(actor_file), actor_file)
         stop = Stop(_STYLES[style], at=NAMED_POSITIONS[position])
         consumed = run_guarded(consume(executor, _MESSAGE, mode="events", stop=stop))
@@ -140,10 +140,10 @@ class StopLibrary:
     @keyword
     def no_tool_should_have_started_after_the_stop(self) -> None:
         stopped_at = self._stopped().consumed.stopped_at or 0.0
-        late = [call for call in demo_tools.invocations() if call.started > stopped_at]
+        late = [call for call in demo.invocations() if call.started > stopped_at]
         if late:
             raise AssertionError(f"tools started after the stop: {late}")
-        running = [call for call in demo_tools.invocations() if call.finished > stopped_at]
+        running = [call for call in demo.invocations() if call.finished > stopped_at]
         if any(call.ended != "cancelled" for call in running):
             raise AssertionError(f"a tool running at the stop was not cancelled: {running}")
 

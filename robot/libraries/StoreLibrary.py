@@ -49,7 +49,7 @@ _TOOLS = [
     {
         "name": "get_weather",
         "description": "Current weather in a city.",
-        "handler": "cleveractors.testing.demo_tools:get_weather",
+        "handler": "cleveractors.demo:get_weather",
     }
 ]
 

@@ -712,7 +712,7 @@ class WebLibrary:
         tool = {
             "name": "slow_lookup",
             "description": "Look something up; takes a while.",
-            "handler": "cleveractors.testing.demo_tools:slow_lookup",
+            "handler": "cleveractors.demo:slow_lookup",
         }
         config = {
             "name": "web-actor-over-the-wire",

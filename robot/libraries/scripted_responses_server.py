@@ -28,8 +28,13 @@ from typing import Any
 
 from pydantic import NonNegativeInt
 
-from cleveractors.testing import BilledCall, BilledTotal, ScriptedReply
-from cleveractors.testing.script import call_arguments_text, count_words
+from cleveractors.testing import (
+    BilledCall,
+    BilledTotal,
+    ScriptedReply,
+    call_arguments_text,
+    count_words,
+)
 
 _RESPONSES_PATH = "/v1/responses"
 _POLL_INTERVAL_S = 0.05

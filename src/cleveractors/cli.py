@@ -437,9 +437,8 @@ def validate(actor: Annotated[Path, _ACTOR_ARGUMENT]) -> None:
         _out.print(f"  {tool.name:<{width}}  [{tool.source}]  {summary}".rstrip())
 
 
-async def _current_tools(executor: ActorExecutor) -> list[Tool]:
-    tools: dict[str, Tool] = getattr(executor.agent, "tools", {})
-    return list(tools.values())
+async def _current_tools(executor: ActorExecutor) -> tuple[Tool, ...]:
+    return executor.tools
 
 
 @app.command(cls=_Command, short_help="Serve an actor over HTTP, with a chat page.")

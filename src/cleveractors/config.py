@@ -28,9 +28,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
-from cleveractors.testing.script import ScriptedReply
 
 __all__ = [
     "ActorConfig",

@@ -112,6 +112,15 @@ class ActorExecutor:
         self.last_result: ExecutionResult | None = None
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the agent may call, in the order they were declared; an agent's MCP tools
+        are listed once its servers are open (`open()`, or a first run). An agent other than
+        `LLMAgent` declares none."""
+        if isinstance(self.agent, LLMAgent):
+            return tuple(self.agent.tools.values())
+        return ()
+
     async def open(self) -> None:
         """Open what the executor holds: its store, and its agent's MCP servers (connected,
         their tools fetched). Runs open them on first use too.

@@ -24,7 +24,13 @@ from langchain_core.messages import AIMessage, BaseMessage
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-__all__ = ["count_tokens", "download_encoding", "estimate_prompt_tokens", "warm_up"]
+__all__ = [
+    "count_tokens",
+    "download_encoding",
+    "estimate_prompt_tokens",
+    "reload_encoding",
+    "warm_up",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +92,23 @@ def warm_up() -> None:
     _encoding()
 
 
+def reload_encoding() -> None:
+    """Look for the encoding again, from the cache only, and use what is found from now on.
+
+    The counter looks once per process and keeps what it found (the encoding, or its absence).
+    Call this after pointing `TIKTOKEN_CACHE_DIR` elsewhere, or after another process filled
+    the cache; it never downloads.
+    """
+    _encoding.cache_clear()
+    _encoding()
+
+
 def download_encoding() -> None:
     """Fetch tiktoken's encoding into its cache (needs the network); later runs use it."""
     import tiktoken
 
     tiktoken.get_encoding(_ENCODING_NAME)
-    _encoding.cache_clear()
+    reload_encoding()
 
 
 def count_tokens(text: str) -> int:

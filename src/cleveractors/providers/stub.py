@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cleveractors.config import LLMAgentConfig
-from cleveractors.testing.scripted_model import ScriptedChatModel
+from cleveractors.providers._scripted_model import ScriptedChatModel
 
 __all__ = ["make_stub_model"]
 

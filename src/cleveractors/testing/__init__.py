@@ -5,8 +5,23 @@
   over the wire (SSE, tool-call fragments, the usage chunk) and records what it billed.
 - `ScriptedAnthropicServer`: the same for the Anthropic Messages API (content blocks, thinking
   with signatures, cache usage, HTTP 529 and mid-stream `error` events).
+- `ScriptedReply` / `ScriptedToolCall`: the script all of them replay (and the `stub` provider's
+  `script`); `count_words`, `prompt_words`, `completion_words` and `call_arguments_text`: how
+  the doubles bill a request and a reply, to compute the counts a test expects.
+
+Nothing in the library imports this package: the script schema and `ScriptedChatModel` live
+beside the `stub` provider that uses them, and are re-exported here unchanged.
 """
 
+from cleveractors._script import (
+    ScriptedReply,
+    ScriptedToolCall,
+    call_arguments_text,
+    completion_words,
+    count_words,
+    prompt_words,
+)
+from cleveractors.providers._scripted_model import ScriptedChatModel, ScriptedRequest
 from cleveractors.testing.anthropic_server import (
     BilledAnthropicCall,
     ScriptedAnthropicReply,
@@ -18,8 +33,6 @@ from cleveractors.testing.openai_server import (
     ScriptedOpenAIServer,
     conversation_of,
 )
-from cleveractors.testing.script import ScriptedReply, ScriptedToolCall, count_words
-from cleveractors.testing.scripted_model import ScriptedChatModel, ScriptedRequest
 
 __all__ = [
     "BilledAnthropicCall",
@@ -32,6 +45,9 @@ __all__ = [
     "ScriptedReply",
     "ScriptedRequest",
     "ScriptedToolCall",
+    "call_arguments_text",
+    "completion_words",
     "conversation_of",
     "count_words",
+    "prompt_words",
 ]

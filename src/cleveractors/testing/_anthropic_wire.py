@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from pydantic import NonNegativeInt
 
-from cleveractors.testing._openai_wire import _TEXT_PIECE, BilledCall
-from cleveractors.testing.script import (
+from cleveractors._script import (
     ScriptedReply,
     ScriptedToolCall,
     call_arguments_text,
     count_words,
 )
+from cleveractors.testing._openai_wire import _TEXT_PIECE, BilledCall
 
 __all__ = [
     "AnthropicExchange",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cleveractors.testing.script import (
+from cleveractors._script import (
     ScriptedReply,
     ScriptedToolCall,
     call_arguments_text,

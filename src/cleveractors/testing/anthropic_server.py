@@ -22,6 +22,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from cleveractors._script import ScriptedReply, count_words
 from cleveractors.testing._anthropic_wire import (
     AnthropicExchange,
     BilledAnthropicCall,
@@ -36,7 +37,6 @@ from cleveractors.testing._anthropic_wire import (
     thinking_tokens,
 )
 from cleveractors.testing._openai_wire import BilledTotal
-from cleveractors.testing.script import ScriptedReply, count_words
 
 __all__ = ["BilledAnthropicCall", "ScriptedAnthropicReply", "ScriptedAnthropicServer"]
 

@@ -20,6 +20,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from cleveractors._script import ScriptedReply
 from cleveractors.testing._openai_wire import (
     BilledCall,
     BilledTotal,
@@ -32,7 +33,6 @@ from cleveractors.testing._openai_wire import (
     usage_chunk_payload,
     words_sent,
 )
-from cleveractors.testing.script import ScriptedReply
 
 __all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer", "conversation_of"]
 

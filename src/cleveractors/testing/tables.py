@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cleveractors.testing.script import ScriptedReply, ScriptedToolCall
+from cleveractors._script import ScriptedReply, ScriptedToolCall
 
 __all__ = ["REPLY_COLUMNS", "other_running_tasks", "scripted_reply", "scripted_tool_calls"]
 

@@ -1,5 +1,7 @@
 """`ScriptedChatModel`: a real LangChain chat model that replays a script, for tests and demos.
 
+The model behind the `stub` provider; users import it from `cleveractors.testing`.
+
 Unlike langchain-core's fakes it binds tools, streams tool calls as `tool_call_chunks` (arguments
 split across chunks, id and name on the first only), reports usage on its last chunk, and fails on
 request: a provider error, a stream cut off after n chunks, a reply with no usage.
@@ -38,14 +40,14 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
-from cleveractors.errors import ScriptExhaustedError
-from cleveractors.runs import RunScope, current_run_var
-from cleveractors.testing.script import (
+from cleveractors._script import (
     ScriptedReply,
     call_arguments_text,
     completion_words,
     prompt_words,
 )
+from cleveractors.errors import ScriptExhaustedError
+from cleveractors.runs import RunScope, current_run_var
 
 __all__ = ["ScriptedChatModel", "ScriptedRequest"]
 

@@ -1,7 +1,9 @@
 """The script a scripted model or scripted server replays: one `ScriptedReply` per LLM call.
 
-Shared by `ScriptedChatModel` (in process), the `stub` provider (from YAML) and
-`ScriptedOpenAIServer` (over HTTP), so one script means the same thing everywhere.
+Shared by `ScriptedChatModel` (in process), the `stub` provider (from YAML: `ScriptedReply` is
+the schema of an agent config's `script`) and the scripted servers (over HTTP), so one script
+means the same thing everywhere. Private: it sits below `config` so that the library never
+imports `cleveractors.testing`, which re-exports these names for users.
 """
 
 from __future__ import annotations

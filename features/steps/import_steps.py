@@ -1,0 +1,77 @@
+"""Steps about what importing the library loads, checked in a fresh interpreter (this one has
+loaded the test doubles long ago)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from behave import then, when
+from behave.runner import Context
+
+_ROOT = Path(__file__).resolve().parents[2]
+_TIMEOUT_S = 120  # a hang guard for a loaded machine, not a speed target
+
+_REPORT_LOADED = "print(json.dumps(sorted(sys.modules)))"
+
+
+def _run_fresh(context: Context, program: str) -> None:
+    """Run `program` in a new interpreter; its last output line lists the modules it loaded."""
+    ran = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=_TIMEOUT_S,
+        cwd=_ROOT,
+        check=False,
+    )
+    assert ran.returncode == 0, f"exit {ran.returncode}:\n{ran.stderr}"
+    *printed, loaded = ran.stdout.strip().splitlines()
+    context.fresh_output = "\n".join(printed)
+    context.fresh_modules = set(json.loads(loaded))
+
+
+def _loaded(context: Context, package: str) -> list[str]:
+    return sorted(
+        name for name in context.fresh_modules if name == package or name.startswith(f"{package}.")
+    )
+
+
+@when("a fresh Python interpreter imports these modules:")
+def _when_fresh_imports(context: Context) -> None:
+    imports = "\n".join(f"import {row['module']}" for row in context.table)
+    _run_fresh(context, f"import json, sys\n{imports}\n{_REPORT_LOADED}")
+
+
+@when('a fresh Python interpreter runs the stub actor "{message}" from {actor}')
+def _when_fresh_stub_run(context: Context, message: str, actor: str) -> None:
+    program = textwrap.dedent(
+        f"""
+        import asyncio, json, sys
+        from cleveractors import ActorExecutor
+
+        result = asyncio.run(ActorExecutor.from_config({actor!r}).execute({message!r}))
+        print(json.dumps(result.answer))
+        {_REPORT_LOADED}
+        """
+    )
+    _run_fresh(context, program)
+
+
+@then("that interpreter printed the demo actor's answer")
+def _then_demo_answer(context: Context) -> None:
+    answer = json.loads(context.fresh_output)
+    assert answer.startswith("Here is the weather right now. In Paris it is 18 °C"), answer
+
+
+@then("that interpreter has not loaded {package}")
+def _then_not_loaded(context: Context, package: str) -> None:
+    assert not _loaded(context, package), _loaded(context, package)
+
+
+@then("that interpreter has loaded {package}")
+def _then_loaded(context: Context, package: str) -> None:
+    assert package in context.fresh_modules, f"{package} is not among the loaded modules"
