@@ -26,8 +26,13 @@ from typing import Any, Literal, Protocol, TypeVar, cast, get_args
 import anyio
 from langchain_core.callbacks import AsyncCallbackHandler
 
-from cleveractors import ExecutionResult, TokenUsage, last_token_usage_var
-from cleveractors.agents.stream import EventStream, TextStream
+from cleveractors import (
+    EventStream,
+    ExecutionResult,
+    TextStream,
+    TokenUsage,
+    last_token_usage_var,
+)
 from cleveractors.events import (
     Event,
     TextDelta,
@@ -42,7 +47,6 @@ __all__ = [
     "HANG_GUARD_S",
     "MODES",
     "NAMED_POSITIONS",
-    "STOP_STYLES",
     "ChunkCounter",
     "Consumption",
     "Item",
@@ -85,7 +89,6 @@ task cancelled (at the stop it cancels itself, so the cancellation lands in its 
 an outside condition, the harness cancels it); or reads inside an anyio cancel scope that is
 cancelled at the stop (as Starlette does when a client hangs up), which cancels it at every
 await until it leaves the scope."""
-STOP_STYLES: tuple[StopStyle, ...] = get_args(StopStyle)
 
 Item = Event | str
 """What a streaming caller reads: an event (`events` mode) or a text chunk (`text` mode)."""
@@ -122,7 +125,7 @@ def _text_deltas(items: Sequence[Item]) -> int:
     return sum(isinstance(item, TextDelta) for item in items)
 
 
-def _last_is(kind: type[Event]) -> Position:
+def _last_is(kind: type) -> Position:
     return lambda items: bool(items) and isinstance(items[-1], kind)
 
 
