@@ -40,6 +40,7 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
     And message_start reports the input usage with the cache parts and no content
     And each tool_use block starts with empty input and an empty input_json_delta, then its arguments in several pieces
     And the thinking block's signature arrives in a signature_delta after its thinking_deltas
+    And the Anthropic server timed each content-block event it sent, in order
 
   Scenario: Without thinking enabled no thinking block is sent, even if scripted
     When the Anthropic server is asked "Weather in Paris and Rome?" by the sync streaming client with thinking off

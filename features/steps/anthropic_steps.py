@@ -525,6 +525,14 @@ def _then_signature_delta(context: Context) -> None:
     assert len(deltas) > 2, "the thinking text came in one delta"
 
 
+@then("the Anthropic server timed each content-block event it sent, in order")
+def _then_event_times(context: Context) -> None:
+    sent = [name for name, _ in context.raw_events if name.startswith("content_block_")]
+    times = context.anthropic_server.chunk_times[-1]
+    assert len(times) == len(sent), (times, sent)
+    assert times == sorted(times), times
+
+
 @then("the SDK message's blocks are {kinds}")
 def _then_block_kinds(context: Context, kinds: str) -> None:
     actual = [block.type for block in _message(context).content]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,45 +177,42 @@ def _one_script_across_runs(executor: ActorExecutor) -> ScriptedChatModel:
     return model
 
 
-@when('the actor is asked "{first}", its stdio server is killed, then it is asked "{second}"')
-def _when_killed_between(context: Context, first: str, second: str) -> None:
+async def _kill_stdio_server(context: Context) -> None:
+    for pid in _server_pids(context):
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.2)  # let the session notice, as it would between user turns
+
+
+async def _stop_http_server(context: Context) -> None:
+    context.http_server.kill()
+    context.http_server.wait()
+
+
+async def _restart_http_server(context: Context) -> None:
+    await _stop_http_server(context)
+    port, environment = context.http_server_command
+    await asyncio.to_thread(_start_http_server, context, port, environment)
+
+
+# What happens to the actor's MCP server between its two runs, as the feature texts say it.
+_BETWEEN_RUNS: dict[str, Callable[[Context], Awaitable[None]]] = {
+    "its stdio server is killed": _kill_stdio_server,
+    "its HTTP server is restarted": _restart_http_server,
+    "its HTTP server is stopped": _stop_http_server,
+}
+
+
+@when('the actor is asked "{first}", {happening}, then it is asked "{second}"')
+def _when_asked_around(context: Context, first: str, happening: str, second: str) -> None:
+    disrupt = _BETWEEN_RUNS.get(happening)
+    if disrupt is None:
+        raise ValueError(f"between runs, {happening!r} is none of {sorted(_BETWEEN_RUNS)}")
+
     async def work() -> list[Consumption]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
-            for pid in _server_pids(context):
-                os.kill(pid, signal.SIGKILL)
-            await asyncio.sleep(0.2)  # let the session notice, as it would between user turns
-            return [before, await _ask(executor, second, "blocking")]
-
-    context.outcomes = _run(context, work)
-    context.outcome = context.outcomes[-1]
-
-
-@when('the actor is asked "{first}", its HTTP server is restarted, then it is asked "{second}"')
-def _when_http_restarted(context: Context, first: str, second: str) -> None:
-    async def work() -> list[Consumption]:
-        async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = _one_script_across_runs(executor)
-            before = await _ask(executor, first, "blocking")
-            context.http_server.kill()
-            context.http_server.wait()
-            port, environment = context.http_server_command
-            await asyncio.to_thread(_start_http_server, context, port, environment)
-            return [before, await _ask(executor, second, "blocking")]
-
-    context.outcomes = _run(context, work)
-    context.outcome = context.outcomes[-1]
-
-
-@when('the actor is asked "{first}", its HTTP server is stopped, then it is asked "{second}"')
-def _when_http_stopped(context: Context, first: str, second: str) -> None:
-    async def work() -> list[Consumption]:
-        async with ActorExecutor.from_config(context.actor) as executor:
-            context.model = _one_script_across_runs(executor)
-            before = await _ask(executor, first, "blocking")
-            context.http_server.kill()
-            context.http_server.wait()
+            await disrupt(context)
             return [before, await _ask(executor, second, "blocking")]
 
     context.outcomes = _run(context, work)

@@ -87,7 +87,6 @@ class CleverActorsLibrary:
         self._server: ScriptedOpenAIServer | None = None
         self._servers: list[ScriptedOpenAIServer] = []
         self._anthropic: ScriptedAnthropicServer | None = None
-        self._authorizations: dict[int, list[str]] = {}
         self._turns: list[_Turn] = []
         self._log_capture: _LogCapture | None = None
         self._loop_errors: list[str] = []
@@ -131,7 +130,6 @@ class CleverActorsLibrary:
         )
         server.start()
         self._servers.append(server)
-        self._authorizations[id(server)] = _record_authorization_headers(server)
         self._server = server
         self._script = script
         return server.base_url
@@ -842,7 +840,7 @@ class CleverActorsLibrary:
     def server_should_have_received_api_key(self, api_key: str) -> None:
         """Every request the latest server received carried `Authorization: Bearer <api_key>`."""
         server = self._wire_server()
-        received = self._authorizations[id(server)]
+        received = [headers.get("authorization", "") for headers in server.request_headers]
         _should_equal(
             received, [f"Bearer {api_key}"] * len(server.requests), "Authorization headers"
         )
@@ -1004,27 +1002,6 @@ def _stub_model(executor: ActorExecutor) -> ScriptedChatModel:
     if not isinstance(model, ScriptedChatModel):
         raise RuntimeError(f"the actor does not run on the stub provider: {model!r}")
     return model
-
-
-def _record_authorization_headers(server: ScriptedOpenAIServer) -> list[str]:
-    """The `Authorization` header of every chat request the server receives, in order.
-
-    ScriptedOpenAIServer records request bodies but not headers, so this wraps its request
-    handler (a private attribute). Replace with the server's own record once it keeps one.
-    """
-    http = server._http
-    if http is None:
-        raise RuntimeError("start the server first")
-    received: list[str] = []
-    base: Any = http.RequestHandlerClass
-
-    class _RecordingHandler(base):  # type: ignore[misc]  # the handler class is private
-        def do_POST(self) -> None:
-            received.append(self.headers.get("Authorization", ""))
-            super().do_POST()
-
-    http.RequestHandlerClass = _RecordingHandler
-    return received
 
 
 def _describe_exception_chain(error: BaseException | None) -> str:

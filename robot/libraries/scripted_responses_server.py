@@ -10,34 +10,23 @@ or, when the request says `stream: true`, with the API's semantic SSE events:
 (`input_tokens_details.cached_tokens`, `output_tokens_details.reasoning_tokens`).
 
 Like the real API, a request whose `input` carries a `function_call` item this server issued
-without the `reasoning` item that preceded it (matched by id) gets HTTP 400. The server keeps the
-request bodies and what it billed, in the shape of `ScriptedOpenAIServer`'s records.
+without the `reasoning` item that preceded it (matched by id) gets HTTP 400. Built on
+`cleveractors.testing.wire` like the shipped servers, it keeps their records (request bodies and
+headers, what it billed) and their HTTP behaviour.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from typing import Any
 
 from pydantic import NonNegativeInt
 
-from cleveractors.testing import (
-    BilledCall,
-    BilledTotal,
-    ScriptedReply,
-    call_arguments_text,
-    count_words,
-)
-
-_RESPONSES_PATH = "/v1/responses"
-_POLL_INTERVAL_S = 0.05
+from cleveractors.testing import BilledCall, ScriptedReply, call_arguments_text, count_words
+from cleveractors.testing.wire import Rejection, ScriptedWireServer, WireHandler
 
 
 class ScriptedResponsesReply(ScriptedReply):
@@ -50,14 +39,6 @@ class ScriptedResponsesReply(ScriptedReply):
 
 
 @dataclass(frozen=True)
-class BilledResponse(BilledCall):
-    """A `BilledCall` with the Responses API's usage details."""
-
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-
-
-@dataclass(frozen=True)
 class _Item:
     """One output item: its final form and the stream events between `added` and `done`."""
 
@@ -66,88 +47,53 @@ class _Item:
     events: tuple[dict[str, Any], ...]
 
 
-class ScriptedResponsesServer:
+class _Handler(WireHandler["ScriptedResponsesServer"]):
+    route = "/v1/responses"
+    bad_body_message = "Body must be a JSON object with `input`"
+    event_field = "type"
+
+    def accepts(self, body: dict[str, Any]) -> bool:
+        return isinstance(body.get("input"), str | list)
+
+    def error_payload(self, status: int, message: str) -> dict[str, Any]:
+        return _error_payload(status, message)
+
+    def send_rejection(self, rejection: Rejection) -> None:
+        # Only the input check refuses a request (400); the API names the parameter.
+        param = "input" if rejection.status == HTTPStatus.BAD_REQUEST else None
+        self.send_json(rejection.status, _error_payload(rejection.status, rejection.message, param))
+
+    def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
+        items = _output_items(index, reply)
+        billed = _bill(index, reply, body)
+        self.owner.issue(dict(_reasoning_before(items)))
+        self.owner.bill(billed)
+        usage = _usage(billed)
+        if not body.get("stream"):
+            output = [item.final for item in items]
+            self.send_json(HTTPStatus.OK, _response(index, body, output, usage))
+            return
+        self.start_event_stream()
+        for number, event in enumerate(_stream_events(index, body, items, usage)):
+            self.write_event({**event, "sequence_number": number})
+        self.end_event_stream()
+
+
+class ScriptedResponsesServer(ScriptedWireServer[BilledCall]):
     """Replays `script` over `POST /v1/responses` on a free port of 127.0.0.1."""
 
-    def __init__(self, script: Sequence[ScriptedReply]) -> None:
-        self._script = list(script)
-        self._next_reply = 0
-        self._lock = threading.Lock()
-        self._requests: list[dict[str, Any]] = []
-        self._billed: list[BilledResponse] = []
-        self._reasoning_before: dict[str, str] = {}
-        self._http: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._http = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self._http.owner = self
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, args=(_POLL_INTERVAL_S,), daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._http is None or self._thread is None:
-            return
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join()
-        self._http = self._thread = None
-
-    def __enter__(self) -> ScriptedResponsesServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    handler = _Handler
 
     @property
     def base_url(self) -> str:
         """The OpenAI `base_url`, with `/v1`."""
-        assert self._http is not None, "the server is not started"
-        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+        return f"{self.origin}/v1"
 
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def billed(self) -> list[BilledResponse]:
-        with self._lock:
-            return list(self._billed)
-
-    @property
-    def billed_total(self) -> BilledTotal:
-        billed = self.billed
-        return BilledTotal(
-            prompt_tokens=sum(call.prompt_tokens for call in billed),
-            completion_tokens=sum(call.completion_tokens for call in billed),
-        )
-
-    def _receive(self, body: dict[str, Any]) -> tuple[int, ScriptedReply | str | None]:
-        """Record a request; its reply, the 400 message, or None once the script is exhausted."""
-        with self._lock:
-            index = len(self._requests)
-            self._requests.append(body)
-            rejection = _missing_reasoning(body["input"], self._reasoning_before)
-            if rejection is not None:
-                return index, rejection
-            if self._next_reply == len(self._script):
-                return index, None
-            self._next_reply += 1
-            return index, self._script[self._next_reply - 1]
-
-    def _issue(self, items: Sequence[_Item], billed: BilledResponse) -> None:
-        with self._lock:
-            reasoning = None
-            for item in items:
-                if item.final["type"] == "reasoning":
-                    reasoning = item.final["id"]
-                elif item.final["type"] == "function_call" and reasoning is not None:
-                    self._reasoning_before[item.final["id"]] = reasoning
-            self._billed.append(billed)
+    def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
+        """The API's 400 for a function_call item sent without its reasoning item; `issued`
+        maps each function_call id to the id of the reasoning item before it."""
+        message = _missing_reasoning(body["input"], issued)
+        return None if message is None else Rejection(HTTPStatus.BAD_REQUEST, message)
 
 
 def _missing_reasoning(items: object, reasoning_before: Mapping[str, str]) -> str | None:
@@ -277,13 +223,13 @@ def _output_items(index: int, reply: ScriptedReply) -> list[_Item]:
     return items
 
 
-def _bill(index: int, reply: ScriptedReply, body: Mapping[str, Any]) -> BilledResponse:
+def _bill(index: int, reply: ScriptedReply, body: Mapping[str, Any]) -> BilledCall:
     reasoning = reply.reasoning if isinstance(reply, ScriptedResponsesReply) else ""
     arguments = " ".join(call_arguments_text(call) for call in reply.tool_calls)
     output = count_words(f"{reasoning} {reply.text} {arguments}")
     prompt = _input_words(body) if reply.prompt_tokens is None else reply.prompt_tokens
     cached = reply.cached_tokens if isinstance(reply, ScriptedResponsesReply) else 0
-    return BilledResponse(
+    return BilledCall(
         request_index=index,
         prompt_tokens=max(prompt, cached),
         completion_tokens=output if reply.completion_tokens is None else reply.completion_tokens,
@@ -294,7 +240,7 @@ def _bill(index: int, reply: ScriptedReply, body: Mapping[str, Any]) -> BilledRe
     )
 
 
-def _usage(billed: BilledResponse) -> dict[str, Any]:
+def _usage(billed: BilledCall) -> dict[str, Any]:
     return {
         "input_tokens": billed.prompt_tokens,
         "input_tokens_details": {"cached_tokens": billed.cached_tokens},
@@ -348,84 +294,16 @@ def _stream_events(
     yield {"type": "response.completed", "response": _response(index, body, output, usage)}
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: ScriptedResponsesServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+def _error_payload(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        except ValueError:
-            body = None
-        if self.path != _RESPONSES_PATH:
-            self._send_error(404, f"No route for POST {self.path}")
-            return
-        if not isinstance(body, dict) or not isinstance(body.get("input"), str | list):
-            self._send_error(400, "Body must be a JSON object with `input`")
-            return
-        index, reply = self.server.owner._receive(body)
-        if isinstance(reply, str):
-            self._send_error(400, reply, param="input")
-        elif reply is None or reply.error is not None:
-            message = reply.error if reply is not None else "the script is exhausted"
-            self._send_error(500, str(message), kind="server_error")
-        else:
-            self._answer(index, reply, body)
-
-    def _answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
-        items = _output_items(index, reply)
-        billed = _bill(index, reply, body)
-        self.server.owner._issue(items, billed)
-        usage = _usage(billed)
-        if not body.get("stream"):
-            output = [item.final for item in items]
-            self._send_json(200, _response(index, body, output, usage))
-            return
-        self._send_headers(200, "text/event-stream", ("Transfer-Encoding", "chunked"))
-        for number, event in enumerate(_stream_events(index, body, items, usage)):
-            event = {**event, "sequence_number": number}
-            frame = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-            self._write_chunk(frame.encode())
-        self._write_chunk(b"")
-
-    def _send_headers(self, status: int, content_type: str, framing: tuple[str, str]) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header(*framing)
-        self.end_headers()
-
-    def _write_chunk(self, data: bytes) -> None:
-        with contextlib.suppress(ConnectionError):
-            self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-    def _send_error(
-        self,
-        status: int,
-        message: str,
-        *,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
-    ) -> None:
-        self._send_json(
-            status, {"error": {"message": message, "type": kind, "param": param, "code": None}}
-        )
-
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self._send_headers(status, "application/json", ("Content-Length", str(len(data))))
-        self.wfile.write(data)
-        self.wfile.flush()
+def _reasoning_before(items: Sequence[_Item]) -> Iterator[tuple[str, str]]:
+    """Each function_call item's id with the id of the reasoning item sent before it."""
+    reasoning = None
+    for item in items:
+        if item.final["type"] == "reasoning":
+            reasoning = item.final["id"]
+        elif item.final["type"] == "function_call" and reasoning is not None:
+            yield item.final["id"], reasoning

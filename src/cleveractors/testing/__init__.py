@@ -8,6 +8,7 @@
 - `ScriptedReply` / `ScriptedToolCall`: the script all of them replay (and the `stub` provider's
   `script`); `count_words`, `prompt_words`, `completion_words` and `call_arguments_text`: how
   the doubles bill a request and a reply, to compute the counts a test expects.
+- `cleveractors.testing.wire`: the HTTP core both servers share, to script another protocol.
 
 Nothing in the library imports this package: the script schema and `ScriptedChatModel` live
 beside the `stub` provider that uses them, and are re-exported here unchanged.

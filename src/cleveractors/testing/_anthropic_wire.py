@@ -23,13 +23,13 @@ from cleveractors._script import (
     call_arguments_text,
     count_words,
 )
-from cleveractors.testing._openai_wire import _TEXT_PIECE, BilledCall
+from cleveractors.testing._openai_wire import _TEXT_PIECE
+from cleveractors.testing.wire import BilledCall, Rejection
 
 __all__ = [
     "AnthropicExchange",
     "BilledAnthropicCall",
     "BlockEvents",
-    "RequestRejection",
     "ScriptedAnthropicReply",
     "as_anthropic_reply",
     "error_payload",
@@ -90,14 +90,6 @@ class BilledAnthropicCall(BilledCall):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cache_write_ttl: str = "5m"
-
-
-@dataclass(frozen=True)
-class RequestRejection:
-    """A request the API would refuse: HTTP status and message."""
-
-    status: HTTPStatus
-    message: str
 
 
 @dataclass(frozen=True)
@@ -338,9 +330,7 @@ def error_payload(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def request_rejection(
-    body: Mapping[str, Any], issued: Mapping[str, str]
-) -> RequestRejection | None:
+def request_rejection(body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
     """The API's 400 for a request it refuses although well formed; None when it is accepted.
 
     A request whose messages hold `tool_use` or `tool_result` blocks must declare tools. With
@@ -351,7 +341,7 @@ def request_rejection(
     """
     if not body.get("tools") and _holds_tool_blocks(body["messages"]):
         refusal = "Requests which include `tool_use` or `tool_result` blocks must define tools."
-        return RequestRejection(HTTPStatus.BAD_REQUEST, refusal)
+        return Rejection(HTTPStatus.BAD_REQUEST, refusal)
     if not thinking_enabled(body):
         return None
     messages: list[dict[str, Any]] = body["messages"]
@@ -362,7 +352,7 @@ def request_rejection(
             continue
         problem = _unsigned_tool_turn(position, content, issued)
         if problem is not None:
-            return RequestRejection(HTTPStatus.BAD_REQUEST, problem)
+            return Rejection(HTTPStatus.BAD_REQUEST, problem)
     return None
 
 

@@ -17,10 +17,9 @@ from cleveractors._script import (
     count_words,
     prompt_words,
 )
+from cleveractors.testing.wire import BilledCall
 
 __all__ = [
-    "BilledCall",
-    "BilledTotal",
     "Exchange",
     "Piece",
     "chunk_payload",
@@ -35,46 +34,6 @@ __all__ = [
 # Word pieces that keep their leading whitespace, and trailing whitespace on the last piece, so
 # joining the streamed deltas gives back the scripted text exactly.
 _TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
-
-
-@dataclass(frozen=True)
-class BilledCall:
-    """What the server billed for one request that got a reply (errors bill nothing).
-
-    A cut-off stream (or a client that went away mid-stream) bills the prompt in full and, as
-    completion, the words of the output actually sent; `completed` is then False.
-    """
-
-    request_index: int
-    """Position of the request among those the server received, from 0."""
-    prompt_tokens: int
-    completion_tokens: int
-    streamed: bool
-    completed: bool
-    cached_tokens: int = 0
-    """Of the prompt tokens, those reported as `prompt_tokens_details.cached_tokens`."""
-    reasoning_tokens: int = 0
-    """Of the completion tokens, those reported as `completion_tokens_details.reasoning_tokens`."""
-    model: str = ""
-    """The model the reply named."""
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class BilledTotal:
-    """The sums of every `BilledCall`, as `ScriptedOpenAIServer.billed_total` returns them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)
