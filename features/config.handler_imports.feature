@@ -107,3 +107,28 @@ Feature: Tool handlers beside the actor's YAML import from any working directory
       """
     When the actor is loaded from that config while the working directory is elsewhere
     Then loading fails with a ConfigurationError saying "handler 'mytools:add' cannot be imported: module 'mytools' ; mytools.py) has no 'add'"
+
+  Scenario Outline: A handler module on sys.path that <problem> is refused as "cannot be imported", without a traceback
+    Given regression: the module "<module>" in a folder on sys.path holds this code:
+      """
+      <code>
+      """
+    And an actor config file with this text:
+      """
+      name: weather-assistant
+      agent:
+        provider: stub
+        script: [{text: Hello.}]
+        tools:
+          - name: lookup
+            handler: "<module>:lookup"
+      """
+    When the actor is loaded from it
+    Then loading fails with a ConfigurationError naming the file and "agent.tools.0 ; <module>:lookup ; cannot be imported"
+    And the error shows no traceback from inside the libraries it uses
+    And regression: the error message holds no traceback
+
+    Examples:
+      | problem                   | module                          | code                                      |
+      | raises at import time     | regression_needs_database_url   | raise RuntimeError("needs DATABASE_URL")  |
+      | has a syntax error        | regression_handler_syntax_error | def lookup(query:                         |

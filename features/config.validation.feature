@@ -189,3 +189,29 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | get_weather twice | two tools are named 'get_weather'               |
       | a number          | not a tool: 42                                  |
       | a function taking a callback | cannot derive a parameters schema ; declare 'parameters' explicitly |
+
+  Scenario Outline: A tool built in code with <how> cannot both end the turn and be concurrent
+    When regression: a tool "book_now" is built with <how>, both ends_turn and concurrent
+    Then building the agent fails with a ConfigurationError mentioning "book_now"
+
+    Examples:
+      | how                     |
+      | Tool(...)               |
+      | tool_from_callable(...) |
+
+  Scenario Outline: A history that is <input> is refused, and last_result says so (<mode>)
+    Given the actor's model replies:
+      | text   |
+      | Hello. |
+    When regression: the actor is asked "hi" in <mode> mode with the history <history>
+    Then the call failed with ConfigurationError "history"
+    And last_result records the error ConfigurationError with zero usage
+    And the model was never asked
+
+    Examples:
+      | input               | mode      | history          |
+      | a string            | blocking  | "abc"            |
+      | a string            | streaming | "abc"            |
+      | a dict, not a list  | blocking  | {"role": "user"} |
+      | a dict, not a list  | streaming | {"role": "user"} |
+      | a number            | blocking  | 42               |

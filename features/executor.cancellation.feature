@@ -3,7 +3,8 @@ Feature: A consumer that stops early cancels the run and keeps the bill
   When the consumer of a stream stops (it breaks out, calls aclose(), or its task is
   cancelled), the in-flight model request and running tools are cancelled, no task is left
   running, and the result holds every call's tokens: a call cut off before the provider sent
-  its usage is estimated, and the result is flagged `usage_estimated` and `cancelled`.
+  its usage is estimated, and the result is flagged `usage_estimated` and `cancelled`. The tool
+  calls that finished before the stop stay on the result.
 
   Background:
     Given the actor declares the demo tools get_weather and slow_lookup
@@ -90,3 +91,27 @@ Feature: A consumer that stops early cancels the run and keeps the bill
       | kind  |
       | text  |
       | event |
+
+  Scenario Outline: A run stopped by <how> during the second call of a batch still records the first
+    Given the actor's model replies:
+      | text             | tool calls                                                                |
+      |                  | get_weather#w1 {"city": "Paris"} ; stalled_lookup#s1 {"query": "museum"} |
+      | Never asked for. |                                                                           |
+    And regression: the actor is built in code with these tools:
+      | name           | handler        |
+      | get_weather    | get_weather    |
+      | stalled_lookup | stalled_lookup |
+    When regression: the run is stopped by <how> while the tool "stalled_lookup" runs for "museum"
+    Then the consumer's task ended cancelled
+    And the result is marked cancelled
+    And regression: the result records the call w1 of get_weather as ok, with the output "Paris: 18 C, light rain"
+    And regression: the result does not record the call s1 as ok
+    And regression: the handler for "museum" was cancelled
+    And the model was asked 1 time
+    And no task is left running
+
+    Examples:
+      | how                                    |
+      | cancelling the blocking caller's task  |
+      | cancelling the event consumer's task   |
+      | closing the event stream with aclose() |

@@ -1,7 +1,8 @@
 Feature: A tool declared ends_turn ends the turn with its output
   Once an ends_turn tool has run, the calls behind it in the batch are skipped (each still gets
   a tool message saying so, and a log line names them), the tool's output is the answer, and
-  the model is not asked again.
+  the model is not asked again. An empty output ends the turn as well, and streams no empty
+  chunk.
 
   Background:
     Given the actor declares these tools:
@@ -63,3 +64,14 @@ Feature: A tool declared ends_turn ends the turn with its output
     Then the answer is "I could not book: how many guests?"
     And the tool call b1 is recorded as an error
     And the model was asked 2 times
+
+  Scenario: An ends_turn tool that returns "" ends the turn without streaming an empty chunk
+    Given the actor's model replies:
+      | text | tool calls                                   |
+      |      | confirm_quietly#q1 {"booking": "table for 2"} |
+    And regression: the actor is built in code with these tools:
+      | name            | handler         | ends turn |
+      | confirm_quietly | confirm_quietly | yes       |
+    When the actor is asked "Book it, quietly." in streaming mode
+    Then regression: the answer is empty, and no chunk the stream yielded was empty
+    And the model was asked 1 time

@@ -150,6 +150,23 @@ Feature: The loop retries a failed model call, and bills every attempt
     And the usage_recorded events carry each call and the running total
     And every event survives a JSON round trip through event_adapter
 
+  Scenario Outline: A retry's reason never shows the credentials of a URL in the error (<url>)
+    Given the actor's model replies:
+      | text                        | error               |
+      |                             | cannot reach <url>  |
+      | Paris: 18 C and light rain. |                     |
+    When the actor is asked "Weather in Paris?" in events mode
+    Then the answer is "Paris: 18 C and light rain."
+    And the call_retrying events were:
+      | round | attempt | reason                             | delay   |
+      | 1     | 2       | ModelAPIError: cannot reach <told> | backoff |
+
+    Examples:
+      | url                                              | told                                 |
+      | https://bob:hunter22@proxy.test/v1?key=sk-live-1 | https://***@proxy.test/v1?key=***    |
+      | https://proxy.test/v1?key=sk-live-1&trace        | https://proxy.test/v1?key=***&trace  |
+      | https://bob:hunter22@[proxy.test/v1              | https://***                          |
+
   Scenario: Retry-After as an HTTP date is honoured
     Given the actor's model replies:
       | text                        | error        | status |

@@ -1,31 +1,38 @@
-Feature: One private tool loop returns its counts, or raises them with the original error
-  `process_message()` and `stream_message()` both delegate to `_execute_tool_loop()`, which
-  returns a `_ToolLoopResult` (final message, counts, rounds, limits, tool records) or raises
-  `_ToolLoopError`, wrapping the original exception and carrying what was spent before it.
+Feature: One run of the tool loop ends in a result, or in the model's own error with what was spent
+  `LLMAgent.run()` is what `process_message()`, `stream_message()` and the executor are made of:
+  one run, its events into the sink it is given, never raising for a failed run. It returns the
+  result (answer, counts of every call, rounds, tool calls) and the turn as the transcript keeps
+  it; when the run fails, the model's own exception, unwrapped, beside a result that holds every
+  token spent before it. Blocking and streaming runs go through the same loop.
 
   Background:
     Given the actor declares the demo tool get_weather
 
-  Scenario Outline: The loop returns the final message and the counts of every call (<mode>)
+  Scenario Outline: A run that answers after a tool round returns the answer, every call's counts and the turn (<mode>)
     Given the actor's model replies:
       | text                        | tool calls                       | prompt tokens | completion tokens |
       |                             | get_weather#w1 {"city": "Paris"} | 21            | 8                 |
       | Paris: 18 C and light rain. |                                  | 34            | 7                 |
-    When the agent's tool loop runs "Weather in Paris?" directly, <mode>
-    Then the loop result holds the final message and the counts of every call the model answered
+    When the agent runs "Weather in Paris?" with its events into a list, <mode>
+    Then the run succeeded with the model's last reply as its answer
+    And the run's result holds the counts of every call the model answered, one usage event each
+    And the run's result records 2 rounds, no synthesis, and the tool calls as ok
+    And the run's turn is "Weather in Paris?", the call w1, its result and the answer
 
     Examples:
       | mode      |
       | blocking  |
       | streaming |
 
-  Scenario Outline: The loop raises the original error with the counts spent before it (<mode>)
+  Scenario Outline: A run the model fails returns the model's own ModelAPIError, with the counts of the calls before it (<mode>)
     Given the actor's model replies:
       | text | tool calls                       | prompt tokens | completion tokens | error          |
       |      | get_weather#w1 {"city": "Paris"} | 21            | 8                 |                |
       |      |                                  |               |                   | quota exceeded |
-    When the agent's tool loop runs "Weather in Paris?" directly, <mode>
-    Then the loop raised _ToolLoopError wrapping ModelAPIError, with the counts of the calls before it
+    When the agent runs "Weather in Paris?" with its events into a list, <mode>
+    Then the run ended in the model's own ModelAPIError "quota exceeded", which its result records
+    And the run's result holds the counts of every call the model answered, one usage event each
+    And the run kept no turn
 
     Examples:
       | mode      |

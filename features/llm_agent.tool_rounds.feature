@@ -1,7 +1,8 @@
 Feature: The tool loop runs every call the model asks for, round after round
   An LLM agent binds its tools on every round, runs each call of a reply in the model's order,
   answers every call id with one tool message, and asks the model again once per batch, until
-  the model answers in text. Blocking and streaming calls run the same loop.
+  the model answers in text. Blocking and streaming calls run the same loop. Calls the provider
+  sent without ids are named by their position, so each is still answered once.
 
   Background:
     Given the actor declares the demo tools get_weather and get_time
@@ -132,3 +133,25 @@ Feature: The tool loop runs every call the model asks for, round after round
       | ai    | Light rain.        |
       | human | And tomorrow?      |
     And the reported tokens are what the model reported for each call
+
+  Scenario Outline: Tool calls without ids get distinct ids, each answered once (<mode>)
+    Given the actor's model replies:
+      | text                                | tool calls                                              |
+      |                                     | get_weather {"city": "Paris"} ; get_weather {"city": "Rome"} |
+      | Paris is rainy and Rome is sunny.   |                                                         |
+    And regression: the actor is built in code, its model leaving out tool call ids, with:
+      | name        | handler     |
+      | get_weather | get_weather |
+    When the actor is asked "Weather in Paris and Rome?" in <mode> mode
+    Then the answer is "Paris is rainy and Rome is sunny."
+    And the model's request 2 answers the calls call_unnamed_0 and call_unnamed_1 with one tool message each, in that order
+    And every tool call the model made is answered by exactly one tool message
+    And the tool calls are recorded as:
+      | call id        | name        | status | output                  |
+      | call_unnamed_0 | get_weather | ok     | Paris: 18 C, light rain |
+      | call_unnamed_1 | get_weather | ok     | Rome: 24 C, sunny       |
+
+    Examples:
+      | mode      |
+      | blocking  |
+      | streaming |

@@ -132,6 +132,10 @@ Feature: Sessions and the usage ledger survive, on SQLite and on PostgreSQL
       | sqlite     |
       | postgresql |
 
-  Scenario: A URL that is not a database is a configuration error
+  Scenario: A URL that is not a database is a configuration error that never shows its password
     Then a store on "mysql://db/chat" fails with ConfigurationError saying "unsupported database 'mysql'"
     And a store on "not a url" fails with ConfigurationError saying "is not a database URL"
+    And a store on "postgresql :// admin:hunter22@db/chat" fails with ConfigurationError saying "is not a database URL"
+    And the store's error does not show "hunter22"
+    And a store on "postgresql://admin:hunter22@db:five/chat" fails with ConfigurationError saying "is not a database URL"
+    And the store's error does not show "hunter22"

@@ -2,7 +2,8 @@
 Feature: Stored sessions over the web router
   With a store, `POST /chat` takes a `session_id` instead of a history: the server keeps the
   conversation, `GET /sessions/{id}` shows it (whole turns, tool calls included) and
-  `DELETE /sessions/{id}` removes it. A session belongs to its caller: to anyone else it does not
+  `DELETE /sessions/{id}` removes it. A session exists from its first run's start: until a run
+  answers in it, it shows no turns. A session belongs to its caller: to anyone else it does not
   exist (404, the same answer as for an id nobody used). The requests below go through the app's
   ASGI interface in process; robot/store.robot does the same over real HTTP.
 
@@ -33,6 +34,20 @@ Feature: Stored sessions over the web router
     Then the response is 204
     When caller "alice" reads session "s-alice"
     Then the response is 404 naming "s-alice"
+
+  Scenario: A session shows no turns until a run answers in it; an id nobody used is 404
+    Given another worker's first run on the web actor's session "s-new" is under way
+    When the client reads session "s-new"
+    Then the response is 200 with no turns
+    When the client reads session "s-unused"
+    Then the response is 404 naming "s-unused"
+
+  Scenario: A session whose first run failed shows no turns, to its caller only
+    Given caller "alice" started session "s-failed" with a run that failed
+    When caller "alice" reads session "s-failed"
+    Then the response is 200 with no turns
+    When caller "bob" reads session "s-failed"
+    Then the response is 404 naming "s-failed"
 
   Scenario: A server without a store keeps no sessions
     Given the web actor has no store

@@ -160,6 +160,31 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
     And the error does not show the secret
     And no MCP server process is left running
 
+  Scenario: Credentials in an HTTP server's URL are never shown when it refuses the connection
+    The URL's user and password become basic auth, which replaces the bearer token: the test
+    server refuses it.
+    Given the MCP test server "search" over streamable HTTP, its token from $SEARCH_TOKEN
+    And the MCP server "search" URL carries a password and an api_key
+    And every log record is captured, down to DEBUG
+    When the actor's MCP servers are opened and closed
+    Then opening failed with McpServerError "mcp server 'search': cannot connect"
+    And the URL's credentials appear in no error, result or log line
+    And no MCP server process is left running
+
+  Scenario: A token in an HTTP server's URL query is never shown while the server is used
+    Given the MCP test server "search" over streamable HTTP, its token from $SEARCH_TOKEN
+    And the MCP server "search" URL carries an api_key
+    And the MCP server "search" has prefix true
+    And every log record is captured, down to DEBUG
+    And the actor's model replies:
+      | text  | tool calls                          |
+      |       | search_echo#c1 {"text": "via http"} |
+      | Done. |                                     |
+    When the actor is asked "Search." in blocking mode, with its MCP servers open
+    Then the answer is "Done."
+    And the tool call c1 output is "via http"
+    And the URL's credentials appear in no error, result or log line
+
   Scenario: A variable the server's env names must be set
     Given the environment variable MCP_TEST_LOG is unset
     When the actor's MCP servers are opened and closed

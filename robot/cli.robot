@@ -348,6 +348,16 @@ A Connection Error Names The URL It Tried, Never The Key
     Error Output Should Be    OpenAIConnectionError: Connection error. (while talking to ${url})
     Error Output Should Not Contain    test-key
 
+A Connection Error Names The URL Without Its Credentials
+    ${url}    Closed Local URL
+    ${host_and_path}    Evaluate    $url.removeprefix("http://")
+    ${actor}    OpenAI Actor With Base URL    http://bob:url-secret@${host_and_path}?key=url-secret
+    Run Actor    ${actor}    ${MESSAGE}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be
+    ...    OpenAIConnectionError: Connection error. (while talking to http://***@${host_and_path}?key=***)
+    Error Output Should Not Contain    url-secret
+
 In A Terminal A Failed Tool Call Is One Line, Without A Log Line
     ${actor}    Actor With A Failing Tool
     Run Actor In A Terminal    ${actor}    ${MESSAGE}

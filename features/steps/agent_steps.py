@@ -41,7 +41,6 @@ from cleveractors import (
     TextStream,
     load_actor_config,
 )
-from cleveractors.agents._loop import _ToolLoopError, discard_event
 from cleveractors.agents.text import RunText
 from cleveractors.events import TextDelta
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
@@ -271,20 +270,17 @@ def _when_cancelled_in_backoff(context: Context, mode: str) -> None:
     _run(context, cancel)
 
 
-@when('the agent\'s tool loop runs "{message}" directly, {mode}')
-def _when_tool_loop(context: Context, message: str, mode: str) -> None:
-    async def loop(agent: LLMAgent) -> None:
-        context.loop_result = context.loop_error = None
-        try:
-            context.loop_result = await agent._execute_tool_loop(
-                message, None, discard_event, streaming=mode == "streaming"
-            )
-        except _ToolLoopError as failure:
-            context.loop_error = failure
-
+@when('the agent runs "{message}" with its events into a list, {mode}')
+def _when_agent_runs(context: Context, message: str, mode: str) -> None:
+    assert mode in {"blocking", "streaming"}, mode
     agent = _executor(context).agent
     assert isinstance(agent, LLMAgent)
-    asyncio.run(loop(agent))
+    context.run_events = []
+    context.run_outcome = asyncio.run(
+        agent.run(
+            message, history=None, sink=context.run_events.append, streaming=mode == "streaming"
+        )
+    )
 
 
 @when("the {kind} stream is closed before it is read")

@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from support.fold_shapes import SHAPES, ReplySpec, Shape, chunks, reply_specs
 
-from cleveractors.agents._fold import ReplyFold, output_text
+from cleveractors.agents.fold import ReplyFold, output_text
 
 _CALL_FIELDS = {"tool_calls", "invalid_tool_calls"}
 

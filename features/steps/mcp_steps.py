@@ -142,6 +142,24 @@ def _given_unset(context: Context, variable: str) -> None:
     os.environ.pop(variable, None)
 
 
+_URL_PASSWORD = "url-password-7c1d"
+_URL_API_KEY = "url-api-key-5b2a"
+
+
+@given('the MCP server "{name}" URL carries a password and an api_key')
+def _given_url_credentials(context: Context, name: str) -> None:
+    server = _server(context, name)
+    server["url"] = (
+        server["url"].replace("http://", f"http://search-user:{_URL_PASSWORD}@")
+        + f"?api_key={_URL_API_KEY}"
+    )
+
+
+@given('the MCP server "{name}" URL carries an api_key')
+def _given_url_api_key(context: Context, name: str) -> None:
+    _server(context, name)["url"] += f"?api_key={_URL_API_KEY}"
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -355,6 +373,24 @@ def _then_value_hidden(context: Context, value: str) -> None:
 @then("the error does not show the secret")
 def _then_no_secret(context: Context) -> None:
     assert _SECRET not in str(context.open_error), str(context.open_error)
+
+
+@then("the URL's credentials appear in no error, result or log line")
+def _then_url_credentials_hidden(context: Context) -> None:
+    outcome = getattr(context, "outcome", None)
+    places = {
+        "the error": repr(context.open_error) if hasattr(context, "open_error") else "",
+        "the result": "" if outcome is None else outcome.result.model_dump_json(),
+        **{
+            f"log record {n} ({record.name})": record.getMessage()
+            for n, record in enumerate(context.log_records)
+        },
+    }
+    assert any("127.0.0.1" in text for text in places.values()), "no log line named the server"
+    leaks = [
+        where for where, text in places.items() if _URL_PASSWORD in text or _URL_API_KEY in text
+    ]
+    assert not leaks, f"the URL's credentials leaked into: {leaks}"
 
 
 @then("the secret appears in no result, tool output or log line")

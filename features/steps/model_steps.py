@@ -16,7 +16,7 @@ from support.fold_shapes import CallSpec, ReplySpec
 from support.shaped_models import ShapedChatModel
 
 from cleveractors import ActorExecutor, LLMAgent, demo
-from cleveractors.agents._fold import ReplyFold, output_text
+from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
 _SETTINGS: dict[str, dict[str, Any]] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import os
 import signal
 import subprocess  # nosec B404  # a child Python process of our own
@@ -26,10 +27,11 @@ from typing import TypeVar
 from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from sqlalchemy import text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.engine import make_url
 
-from cleveractors.agents import LLMAgent
+from cleveractors.agents import Agent, EventStream, LLMAgent
+from cleveractors.agents.stream import RunOutcome
 from cleveractors.errors import ConfigurationError, SessionBusyError, SessionNotFoundError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
@@ -457,6 +459,12 @@ def bad_url(context: Context, url: str, words: str) -> None:
         f"{url!r} was accepted or failed otherwise: {error}"
     )
     assert words in str(error), error
+    context.store_error = error
+
+
+@then('the store\'s error does not show "{secret}"')
+def store_error_hides(context: Context, secret: str) -> None:
+    assert secret not in str(context.store_error), context.store_error
 
 
 # -- an executor with a store -----------------------------------------------------------------
@@ -471,7 +479,7 @@ def _script(context: Context) -> list[dict[str, object]]:
 def _executor(context: Context, script: list[dict[str, object]]) -> ActorExecutor:
     actor = copy.deepcopy(context.actor)
     actor["agent"]["script"] = script
-    actor["store"] = {"url": context.store_world.url}
+    actor["store"] = {"url": context.store_world.url, "lease_s": context.store_world.lease_s}
     return ActorExecutor.from_config(actor)
 
 
@@ -517,6 +525,12 @@ def ledger_table_gone(context: Context) -> None:
 @given('a run on session "{session_id}" is under way')
 def run_under_way(context: Context, session_id: str) -> None:
     # The run of another executor (another worker) holds the session for the whole scenario.
+    _start_holder(context, session_id)
+
+
+@given("another worker's first run on the web actor's session \"{session_id}\" is under way")
+def web_session_run_under_way(context: Context, session_id: str) -> None:
+    context.store_world = _StoreWorld(url=context.web_actor["store"]["url"])
     _start_holder(context, session_id)
 
 
@@ -667,3 +681,100 @@ def recorder_heard_all(context: Context) -> None:
     ((_agent, result),) = context.runs
     assert context.heard, "the recorder heard of nothing"
     assert tuple(context.heard) == result.usage_by_call, (context.heard, result.usage_by_call)
+
+
+# -- the store failing under a run ------------------------------------------------------------
+
+
+@given("the actor keeps sessions in a fresh sqlite store with a lease of {seconds:f} seconds")
+def actor_keeps_sessions_with_lease(context: Context, seconds: float) -> None:
+    actor_keeps_sessions(context, "sqlite")
+    context.store_world.lease_s = seconds
+
+
+@given("the actor declares the store probe tools")
+def store_probe_tools(context: Context) -> None:
+    for name in ("steal_session_and_wait", "hide_sessions_table", "lose_runs_table"):
+        context.actor["agent"]["tools"].append(
+            {"name": name, "handler": f"support.ledger_probe:{name}"}
+        )
+
+
+@given("the store's turns table is gone")
+def turns_table_gone(context: Context) -> None:
+    async def drop(store: SqlStore) -> None:
+        async with store.engine.begin() as connection:
+            await connection.execute(text("DROP TABLE cleveractors_turns"))
+
+    _with_store(context, drop)
+
+
+class _EndsBeforeItBegins(Agent):
+    """An agent whose run ends before it begins: cancelled at once, or breaking the promise of
+    `Agent.run` to return a failed run as its outcome."""
+
+    def __init__(self, ending: BaseException) -> None:
+        self.name = "ends-before-it-begins"
+        self.ending = ending
+
+    async def process_message(self, message: str, **_options: object) -> ExecutionResult:
+        raise NotImplementedError  # the executor with a store calls `run`
+
+    def stream_message(self, message: str, **_options: object) -> EventStream:
+        raise NotImplementedError  # the executor with a store calls `run`
+
+    async def run(self, message: str, **_options: object) -> RunOutcome:
+        raise self.ending
+
+
+@when(
+    'a run of an agent that {ending} before it begins is asked "{message}" on session '
+    '"{session_id}"'
+)
+def agent_ends_before_it_begins(
+    context: Context, ending: str, message: str, session_id: str
+) -> None:
+    endings = {"is cancelled": asyncio.CancelledError(), "raises an error": RuntimeError("broke")}
+    store = _open(context)
+    executor = ActorExecutor(_EndsBeforeItBegins(endings[ending]), store=store)
+
+    async def ask() -> BaseException | None:
+        async with executor:
+            try:
+                await executor.execute(message, session_id=session_id)
+            except (asyncio.CancelledError, RuntimeError) as exc:
+                return exc
+        return None
+
+    context.run_error = asyncio.run(ask())
+
+
+@then("the call ended with {error_type}")
+def call_ended_with(context: Context, error_type: str) -> None:
+    assert type(context.run_error).__name__ == error_type, repr(context.run_error)
+
+
+@then('the run\'s error says "{words}"')
+def run_error_says(context: Context, words: str) -> None:
+    assert words in str(context.run_error), context.run_error
+
+
+@then('the store holds no session "{session_id}" and no run')
+def store_holds_nothing(context: Context, session_id: str) -> None:
+    from cleveractors.store.schema import runs, sessions
+
+    async def count(store: SqlStore) -> tuple[int, int]:
+        async with store.engine.connect() as connection:
+            held = select(func.count()).where(sessions.c.id == session_id)
+            return (
+                int(await connection.scalar(held)),
+                int(await connection.scalar(select(func.count()).select_from(runs))),
+            )
+
+    assert _with_store(context, count) == (0, 0), "the failed start left rows behind"
+
+
+@then('a warning said "{words}"')
+def warning_said(context: Context, words: str) -> None:
+    warnings = [r.getMessage() for r in context.log_records if r.levelno == logging.WARNING]
+    assert any(words in warning for warning in warnings), warnings

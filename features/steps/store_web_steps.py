@@ -5,6 +5,7 @@ app's own authentication would name it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -101,6 +102,23 @@ def caller_chatted(context: Context, caller: str, message: str, session_id: str)
     assert result.error is None, result.error
 
 
+@given('caller "{caller}" started session "{session_id}" with a run that failed')
+def caller_run_failed(context: Context, caller: str, session_id: str) -> None:
+    refused = {"text": "", "error": "the request is malformed", "error_status": 400}
+    actor = context.web_actor | {"agent": context.web_actor["agent"] | {"script": [refused]}}
+    executor = ActorExecutor.from_config(actor)
+
+    async def ask() -> None:
+        async with executor:
+            await executor.execute("Weather?", session_id=session_id, caller=caller)
+
+    with contextlib.suppress(Exception):  # the model's refusal, as scripted
+        asyncio.run(ask())
+    result = executor.last_result
+    assert result is not None, "the run kept no result"
+    assert result.error is not None, f"the run did not fail: {result}"
+
+
 @when('the client chats "{message}" on session "{session_id}"')
 def chat_on_session(context: Context, message: str, session_id: str) -> None:
     response = _request(
@@ -120,6 +138,11 @@ def chat_with_history(context: Context, session_id: str) -> None:
 @when('the client posts to /chat a session id "{session_id}" and no history')
 def chat_without_store(context: Context, session_id: str) -> None:
     _request(context, "POST", "/chat", json={"message": "Weather?", "session_id": session_id})
+
+
+@when('the client reads session "{session_id}"')
+def client_reads(context: Context, session_id: str) -> None:
+    _request(context, "GET", f"/sessions/{session_id}")
 
 
 @when('caller "{caller}" reads session "{session_id}"')
@@ -192,3 +215,9 @@ def response_status(context: Context, status: int) -> None:
 def response_names(context: Context, status: int, name: str) -> None:
     assert context.response.status_code == status, context.response.text
     assert name in context.response.json()["detail"], context.response.json()
+
+
+@then("the response is 200 with no turns")
+def response_without_turns(context: Context) -> None:
+    assert context.response.status_code == 200, context.response.text
+    assert context.response.json()["turns"] == [], context.response.json()

@@ -24,7 +24,7 @@ from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
 
 from cleveractors import ActorExecutor
 from cleveractors import events as event_module
-from cleveractors.agents._fold import ReplyFold, ToolCallAssembler
+from cleveractors.agents.fold import ReplyFold, ToolCallAssembler
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.errors import ScriptExhaustedError
 from cleveractors.events import Event, RunFailed, RunFinished, UsageRecorded, event_adapter

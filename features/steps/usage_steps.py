@@ -14,6 +14,7 @@ from behave.runner import Context
 from langchain_core.messages.utils import convert_to_openai_messages
 
 from cleveractors import ExecutionResult, TokenUsage
+from cleveractors.events import UsageRecorded
 from cleveractors.testing import ScriptedChatModel, completion_words, prompt_words
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
@@ -220,34 +221,62 @@ def _then_once_per_message(context: Context) -> None:
     assert len(context.executor.agent.model.requests) == len(context.messages)
 
 
-@then("the loop result holds the final message and the counts of every call the model answered")
-def _then_loop_result(context: Context) -> None:
-    result = context.loop_result
-    assert result is not None, f"the loop failed: {context.loop_error!r}"
+@then("the run succeeded with the model's last reply as its answer")
+def _then_run_answered(context: Context) -> None:
+    outcome = context.run_outcome
+    assert outcome.error is None, f"the run failed: {outcome.error!r}"
+    last_reply = context.model.replies[len(context.model.requests) - 1]
+    assert outcome.result.answer == outcome.result.text == last_reply.text, outcome.result
+    assert outcome.result.error is None, outcome.result.error
+
+
+@then('the run ended in the model\'s own {error_type} "{message}", which its result records')
+def _then_run_ended_in(context: Context, error_type: str, message: str) -> None:
+    error = context.run_outcome.error
+    assert error is not None, f"the run succeeded: {context.run_outcome.result!r}"
+    assert type(error).__name__ == error_type, f"{error!r} is not the model's {error_type}"
+    assert str(error) == message, str(error)
+    recorded = context.run_outcome.result.error
+    assert (recorded.type, recorded.message) == (error_type, message), recorded
+
+
+@then("the run's result holds the counts of every call the model answered, one usage event each")
+def _then_run_counts(context: Context) -> None:
+    result = context.run_outcome.result
     reported = _reported_by_model(context.model)
     assert None not in reported, reported
-    assert result.message.text == context.model.replies[len(reported) - 1].text
+    assert result.llm_calls == len(reported) == len(context.model.requests)
     assert result.prompt_tokens == sum(usage.prompt_tokens for usage in reported)
     assert result.completion_tokens == sum(usage.completion_tokens for usage in reported)
-    assert result.llm_calls == len(reported)
-    assert result.rounds == len(context.model.requests)
-    assert (result.synthesis_reason, result.budget_exhausted) == (None, False)
-    assert [record.status for record in result.tool_records] == ["ok"]
+    announced = [event for event in context.run_events if isinstance(event, UsageRecorded)]
+    assert [event.call for event in announced] == list(result.usage_by_call), announced
+    assert announced[-1].total == result.usage, (announced[-1].total, result.usage)
 
 
-@then(
-    "the loop raised _ToolLoopError wrapping {error_type}, with the counts of the calls before it"
-)
-def _then_loop_error(context: Context, error_type: str) -> None:
-    failure = context.loop_error
-    assert failure is not None, f"the loop succeeded: {context.loop_result!r}"
-    assert type(failure.cause).__name__ == error_type, failure.cause
-    assert error_type in str(failure), str(failure)
-    reported = [usage for usage in _reported_by_model(context.model) if usage is not None]
-    assert reported, "the model answered no call before failing"
-    assert failure.prompt_tokens == sum(usage.prompt_tokens for usage in reported)
-    assert failure.completion_tokens == sum(usage.completion_tokens for usage in reported)
-    assert failure.execution_result().error.type == error_type
+@then("the run's result records {rounds:d} rounds, no synthesis, and the tool calls as ok")
+def _then_run_rounds(context: Context, rounds: int) -> None:
+    result = context.run_outcome.result
+    assert result.rounds == rounds, result.rounds
+    assert (result.synthesis_reason, result.budget_exhausted) == (None, False), result
+    assert [record.status for record in result.tool_calls] == ["ok"], result.tool_calls
+
+
+@then('the run\'s turn is "{message}", the call {call_id}, its result and the answer')
+def _then_run_turn(context: Context, message: str, call_id: str) -> None:
+    outcome = context.run_outcome
+    kinds = [type(message).__name__ for message in outcome.turn]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"], kinds
+    asked, call, answered, answer = outcome.turn
+    assert asked.text == message, asked
+    assert [requested["id"] for requested in call.tool_calls] == [call_id], call.tool_calls
+    assert answered.tool_call_id == call_id, answered
+    assert answered.text == outcome.result.tool_calls[0].output, answered
+    assert answer.text == outcome.result.answer, answer
+
+
+@then("the run kept no turn")
+def _then_no_turn(context: Context) -> None:
+    assert context.run_outcome.turn == (), context.run_outcome.turn
 
 
 @then("no result was settled")

@@ -48,7 +48,12 @@ from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTim
 
 from cleveractors import events as ev
 from cleveractors.config import ActorConfig, StoreConfig, load_actor_config
-from cleveractors.errors import CleverActorsError, ConfigurationError, McpServerError
+from cleveractors.errors import (
+    CleverActorsError,
+    ConfigurationError,
+    McpServerError,
+    redact_url,
+)
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult, ToolCallRecord
 from cleveractors.tools import Tool
@@ -404,7 +409,7 @@ def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> st
     line = f"{type(exc).__name__}: {exc}"
     url = base_url or load_actor_config(actor).agent.base_url
     if url is not None and isinstance(exc, ModelConnectionError | ModelTimeoutError):
-        line += f" (while talking to {url})"
+        line += f" (while talking to {redact_url(url)})"
     return line
 
 

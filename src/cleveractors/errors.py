@@ -18,9 +18,17 @@ Model failures are not wrapped: what a chat model raises (for `ChatOpenAI`, lang
 provider-neutral `ModelError` family, which also subclasses the `openai` SDK errors) reaches the
 caller unchanged, with its `is_retryable`. Whatever escapes `ActorExecutor.execute()` or a stream,
 `executor.last_result` already holds the tokens spent before it.
+
+`describe_failure()` is how the library itself tells a failure in one line (a retry's reason,
+an MCP server that cannot be reached): its secrets hidden, since that line reaches events,
+results and logs.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "CleverActorsError",
@@ -88,3 +96,62 @@ class SessionNotFoundError(ExecutionError):
 class StoreError(ExecutionError):
     """The store failed to write what a run must keep (a ledger row, the session's new turn).
     The database's own exception is the `__cause__`; the run's usage is on its result."""
+
+
+# -- telling a failure ---------------------------------------------------------------------------
+
+_HIDDEN = "***"
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_MIN_HIDDEN_LENGTH = 4
+"""A shorter value is no credential, and hiding it would blank out every digit of a message."""
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP error status an error carries (400 and up), if any: `status_code`, as the
+    `openai` and `anthropic` SDKs set it, or `response.status_code`."""
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(getattr(error, "response", None), "status_code", None)
+    return status if isinstance(status, int) and status >= 400 else None
+
+
+def describe_failure(error: BaseException, *, hidden: Iterable[str] = ()) -> str:
+    """A failure in one line: `HTTP <status>` when it carries one, else its type and message.
+
+    An exception group (what a task group raises) is told by its first innermost error. Every
+    URL in the message loses its userinfo and its query values, and each of the `hidden`
+    values (the credentials of the connection that failed) is replaced by `***`.
+    """
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    status = http_status(error)
+    if status is not None:
+        return f"HTTP {status}"
+    message = _URL_IN_TEXT.sub(lambda match: redact_url(match.group()), str(error))
+    message = hide_values(message, hidden)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def hide_values(text: str, hidden: Iterable[str]) -> str:
+    """`text` with each of the `hidden` values replaced by `***` (the longest first, so a value
+    that contains another is hidden whole)."""
+    for value in sorted(set(hidden), key=len, reverse=True):
+        if len(value) >= _MIN_HIDDEN_LENGTH:
+            text = text.replace(value, _HIDDEN)
+    return text
+
+
+def redact_url(url: str) -> str:
+    """`url` fit for a message: userinfo (`user:password@`) and query values become `***`;
+    the scheme, host, port, path and query names stay, to tell which endpoint it was."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. a bracketed host that is no IPv6 address
+        return f"{url.partition('://')[0]}://{_HIDDEN}"
+    _userinfo, has_userinfo, host = parts.netloc.rpartition("@")
+    netloc = f"{_HIDDEN}@{host}" if has_userinfo else host
+    query = "&".join(
+        f"{name}={_HIDDEN}" if has_value else name
+        for name, has_value, _value in (field.partition("=") for field in parts.query.split("&"))
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query if parts.query else ""))

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents._fold import ReplyFold, output_text
 from cleveractors.agents._retry import may_have_been_billed
+from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import EventChannel, wait_through_cancellation
 from cleveractors.agents.text import RunText
-from cleveractors.agents.tool import ToolCallRequest
+from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.events import Event, TextDelta, UsageRecorded
 from cleveractors.pricing import CallPricer
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
@@ -86,13 +86,15 @@ def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
     """Every call of a reply, parsed ones first (in the model's order), then unparseable ones."""
     parsed = tuple(
         ToolCallRequest(
-            call_id=call["id"] or _unnamed(position), name=call["name"], arguments=call["args"]
+            call_id=call["id"] or unnamed_call_id(position),
+            name=call["name"],
+            arguments=call["args"],
         )
         for position, call in enumerate(reply.tool_calls)
     )
     unparsed = tuple(
         ToolCallRequest(
-            call_id=call["id"] or _unnamed(len(parsed) + position),
+            call_id=call["id"] or unnamed_call_id(len(parsed) + position),
             name=call["name"] or "",
             arguments=call["args"] or "",
             parse_error=_json_problem(call["args"] or ""),
@@ -116,11 +118,6 @@ def _with_call_ids(reply: AIMessage, calls: Sequence[ToolCallRequest]) -> AIMess
     )
 
 
-def _unnamed(position: int) -> str:
-    """The id of a call the provider gave none (the same rule as for streamed fragments)."""
-    return f"call_unnamed_{position}"
-
-
 def _json_problem(text: str) -> str:
     """Why raw arguments are unusable, in our own words: providers word it differently (or not at
     all), and the model should read the same error whichever way the reply arrived."""
@@ -128,7 +125,7 @@ def _json_problem(text: str) -> str:
         json.loads(text)
     except json.JSONDecodeError as exc:
         return str(exc)
-    return "not a JSON object"
+    return NOT_A_JSON_OBJECT
 
 
 # -- the run's state ---------------------------------------------------------------------------
@@ -362,10 +359,6 @@ class _RunProgress:
     synthesis_reason: SynthesisReason | None
     synthesis_ignored_tool_calls: tuple[str, ...]
 
-    @property
-    def usage(self) -> TokenUsage:
-        return sum((call.usage for call in self.calls), TokenUsage())
-
     def execution_result(
         self, *, text: str, answer: str = "", error: BaseException | None = None
     ) -> ExecutionResult:
@@ -399,34 +392,6 @@ class _ToolLoopResult:
     turn: tuple[BaseMessage, ...] = ()
     """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
 
-    @property
-    def prompt_tokens(self) -> int:
-        return self.progress.usage.prompt_tokens
-
-    @property
-    def completion_tokens(self) -> int:
-        return self.progress.usage.completion_tokens
-
-    @property
-    def llm_calls(self) -> int:
-        return len(self.progress.calls)
-
-    @property
-    def rounds(self) -> int:
-        return self.progress.rounds
-
-    @property
-    def synthesis_reason(self) -> SynthesisReason | None:
-        return self.progress.synthesis_reason
-
-    @property
-    def budget_exhausted(self) -> bool:
-        return self.progress.synthesis_reason == "budget"
-
-    @property
-    def tool_records(self) -> tuple[ToolCallRecord, ...]:
-        return self.progress.tool_records
-
     def execution_result(self) -> ExecutionResult:
         return self.progress.execution_result(text=self.text, answer=self.message.text)
 
@@ -438,14 +403,6 @@ class _ToolLoopError(Exception):
         super().__init__(f"tool loop failed: {type(cause).__name__}: {cause}")
         self.cause = cause
         self.progress = progress
-
-    @property
-    def prompt_tokens(self) -> int:
-        return self.progress.usage.prompt_tokens
-
-    @property
-    def completion_tokens(self) -> int:
-        return self.progress.usage.completion_tokens
 
     def execution_result(self) -> ExecutionResult:
         return self.progress.execution_result(text="", error=self.cause)

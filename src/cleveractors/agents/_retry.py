@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 from langchain_core.messages import AIMessage
 
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, describe_failure, http_status
 from cleveractors.events import CallRetrying, Event, TextDelta
 
 if TYPE_CHECKING:
@@ -184,21 +184,6 @@ def may_have_been_billed(error: BaseException) -> bool:
         _is_any(cause, _NOT_SENT_ERRORS) or isinstance(cause, ConnectionRefusedError)
         for cause in _causes(error)
     )
-
-
-def http_status(error: BaseException) -> int | None:
-    """The HTTP error status an error carries (400 and up), if any."""
-    status = getattr(error, "status_code", None)
-    if not isinstance(status, int):
-        status = getattr(getattr(error, "response", None), "status_code", None)
-    return status if isinstance(status, int) and status >= 400 else None
-
-
-def describe_failure(error: BaseException) -> str:
-    status = http_status(error)
-    if status is not None:
-        return f"HTTP {status}"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def _streamed_error_type(error: BaseException) -> str | None:

@@ -28,7 +28,6 @@ from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import BaseTool
 
 from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
-from cleveractors.agents._fold import ReplyFold
 from cleveractors.agents._loop import (
     EventSink,
     _CallTools,
@@ -44,6 +43,7 @@ from cleveractors.agents._loop import (
 )
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
+from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import EventStream, RunOutcome
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig, McpServer

@@ -16,6 +16,16 @@ __all__ = ["ToolAgent", "ToolCallRequest", "ToolOutcome"]
 
 logger = logging.getLogger(__name__)
 
+NOT_A_JSON_OBJECT = "not a JSON object"
+"""Why arguments that are valid JSON still cannot be used (a tool takes a JSON object): one
+wording, whether the reply was streamed (the fold) or came whole (the loop)."""
+
+
+def unnamed_call_id(position: int) -> str:
+    """The id of a call the provider gave none, by its position among the reply's calls: the
+    model's next request must answer each call by an id, streamed or not."""
+    return f"call_unnamed_{position}"
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRequest:
@@ -91,7 +101,7 @@ class ToolAgent:
 
     def _validated_arguments(self, tool: Tool, call: ToolCallRequest) -> dict[str, Any]:
         if call.parse_error is not None or not isinstance(call.arguments, dict):
-            reason = call.parse_error or "not a JSON object"
+            reason = call.parse_error or NOT_A_JSON_OBJECT
             raise self._failure(
                 call, f"arguments are not valid JSON ({reason}): {call.arguments!r}"
             )

@@ -3,7 +3,8 @@ and an append-only usage ledger in one SQL database.
 
 - `SqlStore(url, history_turns=50, retention_days=None)`: open it with `async with store:`.
 - `store.run(session_id=..., caller=...)`: one run's hold on its session, its history and its
-  ledger rows; `store.history()`, `store.delete_session()`, `store.usage()`, `store.prune()`.
+  ledger rows; `store.history()`, `store.session_turns()`, `store.delete_session()`,
+  `store.usage()`, `store.prune()`.
 """
 
 try:

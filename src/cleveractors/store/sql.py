@@ -80,9 +80,11 @@ def async_url(url: str) -> str:
     """
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        # Not echoed: what cannot be parsed cannot have its password taken out.
         raise ConfigurationError(
-            f"store.url: {url!r} is not a database URL (e.g. {DEFAULT_STORE_URL})"
+            f"store.url is not a database URL (e.g. {DEFAULT_STORE_URL}); "
+            "the value is not shown, as it may hold a password"
         ) from None
     backend = parsed.get_backend_name()
     if backend not in _DRIVERS:
@@ -199,8 +201,7 @@ class SqlStore:
         try:
             yield handle
         except BaseException as exc:
-            status: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
-            await _despite_cancellation(handle.end(status, error_type=type(exc).__name__))
+            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
             raise
         else:
             await handle.end("ok" if handle.is_committed else "failed")
@@ -239,10 +240,11 @@ class SqlStore:
                 streaming=streaming,
                 on_call=handle.record_call,
             )
-        except BaseException:
+        except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
-            # came before the run began. Free the session, then let it through.
-            await _despite_cancellation(handle.end("cancelled"))
+            # came before the run began (or an agent that broke that promise). Free the session,
+            # then let it through.
+            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
             raise
         settled, is_cancelled = await _despite_cancellation(handle.close(outcome))
         if is_cancelled and settled.error is None:
@@ -256,6 +258,22 @@ class SqlStore:
         """Every turn of a session, oldest first; empty for an unknown (or another caller's)
         session."""
         async with self.engine.connect() as connection:
+            return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
+
+    async def session_turns(
+        self, session_id: str, *, caller: str | None = None
+    ) -> list[StoredTurn] | None:
+        """Every turn of a session, oldest first: empty for a session whose first run has not
+        answered yet (a session exists from its first run's start); None when there is no such
+        session for this caller (also when it is another caller's)."""
+        async with self.engine.connect() as connection:
+            exists = await connection.scalar(
+                select(sessions.c.id).where(
+                    sessions.c.id == session_id, sessions.c.caller == (caller or _NO_CALLER)
+                )
+            )
+            if exists is None:
+                return None
             return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
 
     async def delete_session(self, session_id: str, *, caller: str | None = None) -> bool:
@@ -553,6 +571,11 @@ def _totals(result: ExecutionResult) -> dict[str, object]:
 def _finish(run_id: str, status: RunStatus, result: ExecutionResult) -> Any:
     values = {"status": status, "finished_at": _now(), **_totals(result)}
     return update(runs).where(runs.c.run_id == run_id).values(values)
+
+
+def _ended_by(error: BaseException) -> RunStatus:
+    """How a run that ended with `error` is marked in the ledger."""
+    return "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
 
 
 def _store_error(doing: str, cause: SQLAlchemyError) -> StoreError:

@@ -6,6 +6,12 @@ told to stop, and leaves it; tool calls come from the agent's tasks and only sen
 Cancelling a call sends the MCP cancellation notification (the SDK does that for a caller that
 stops waiting), so `timeout_s` and a cancelled run both reach the server.
 
+A server's credentials (its URL's userinfo and query values, its header values) never reach an
+error, an event or a log line: the SDK is given the URL without userinfo (which becomes the HTTP
+client's basic auth, as httpx would make it), every failure is told by `describe_failure` with
+those values hidden, and while the session is open the loggers that name request URLs (httpx2
+at INFO, the SDK at DEBUG) have them hidden too.
+
 A connection found lost (the server died, its stream dropped) is reconnected once, on the next
 call. A call whose HTTP session had expired is sent again once on the new session: the server
 never ran it. A call that was running when the connection dropped is not resent; the model
@@ -33,7 +39,12 @@ from mcp.client.subscriptions import ListenNotSupportedError, Subscription, Subs
 from mcp.shared.exceptions import MCPError
 
 from cleveractors.config import McpServer
-from cleveractors.errors import ConfigurationError, McpServerError
+from cleveractors.errors import (
+    ConfigurationError,
+    McpServerError,
+    describe_failure,
+    hide_values,
+)
 from cleveractors.tools.spec import Tool
 
 __all__ = ["McpCallError", "McpSession"]
@@ -43,6 +54,7 @@ logger = logging.getLogger(__name__)
 _MAX_LIST_PAGES = 100  # a server whose tools/list pages never end cannot hang the connect
 _SESSION_TERMINATED = "Session terminated"  # the SDK's words for an HTTP 404 on a known session
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a response may stream long
+_LOGGERS_NAMING_URLS = ("httpx2", "mcp.client.streamable_http")
 
 
 class McpCallError(Exception):
@@ -67,6 +79,7 @@ class McpSession:
         self._is_list_stale = False
         self._has_unreported_list = False
         self._reconnecting = asyncio.Lock()
+        self._secrets = _Secrets()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -79,6 +92,7 @@ class McpSession:
         """
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
+        _add_filter(self._secrets)
         self._is_lost = False
         self._owner = asyncio.create_task(
             self._own(ready, self._stop), name=f"cleveractors {self.source}"
@@ -107,6 +121,7 @@ class McpSession:
         owner, client = self._owner, self._client
         self._owner, self._client = None, None
         if owner is None or owner.done():
+            _remove_filter(self._secrets)
             return
         self._stop.set()
         if client is None:
@@ -114,6 +129,7 @@ class McpSession:
             # answers must not hold up a stop. Cancelling it unwinds the SDK's scopes in its task.
             owner.cancel()
         await asyncio.wait([owner])  # the owner leaves the SDK's scopes in its own task
+        _remove_filter(self._secrets)
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         try:
@@ -126,10 +142,12 @@ class McpSession:
             ready.set_exception(exc)
         except Exception as exc:  # the SDK and its transports raise many types, some in groups
             if not ready.done():
-                reason = _describe(exc)
+                reason = self._describe(exc)
                 ready.set_exception(McpServerError(f"{self.source}: cannot connect: {reason}"))
             else:
-                logger.warning("%s: closing the session failed: %s", self.source, _describe(exc))
+                logger.warning(
+                    "%s: closing the session failed: %s", self.source, self._describe(exc)
+                )
         finally:
             if not ready.done():  # cancelled while connecting
                 ready.cancel()
@@ -137,18 +155,25 @@ class McpSession:
     async def _new_client(self, stack: AsyncExitStack) -> Client:
         info = types.Implementation(name="cleveractors", version=version("cleveractors"))
         if self.server.url is not None:
+            headers = self.server.resolved_headers()
+            endpoint = httpx2.URL(self.server.url)
+            self._secrets.values = _credentials(endpoint, headers)
+            auth = None
+            if endpoint.userinfo:
+                auth = httpx2.BasicAuth(endpoint.username, endpoint.password)
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self.server.resolved_headers(), timeout=_HTTP_TIMEOUT)
+                httpx2.AsyncClient(headers=headers, auth=auth, timeout=_HTTP_TIMEOUT)
             )
-            web = streamable_http_client(self.server.url, http_client=http)
+            bare = str(endpoint.copy_with(userinfo=b""))
+            web = streamable_http_client(bare, http_client=http)
             return Client(web, message_handler=self._on_message, client_info=info, cache=None)
         # The config gives a command whenever it gives no url.
         program, *arguments = self.server.command or ()
         # The SDK starts the server in a new session (its own process group) and kills that
         # group on close; a child without our environment gets only what env names.
-        stdio = StdioServerParameters(
-            command=program, args=arguments, env=self.server.resolved_env()
-        )
+        env = self.server.resolved_env()
+        self._secrets.values = tuple(value for value in env.values() if value)
+        stdio = StdioServerParameters(command=program, args=arguments, env=env)
         transport = stdio_client(stdio, errlog=_server_stderr())
         return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
 
@@ -195,7 +220,9 @@ class McpSession:
                 self._has_unreported_list = True
             except Exception as exc:  # keep the tools we have; the next round tries again
                 self._is_list_stale = True
-                logger.warning("%s: refreshing its tools failed: %s", self.source, _describe(exc))
+                logger.warning(
+                    "%s: refreshing its tools failed: %s", self.source, self._describe(exc)
+                )
         is_new, self._has_unreported_list = self._has_unreported_list, False
         return is_new
 
@@ -278,6 +305,48 @@ class McpSession:
                 self._is_lost = True
                 raise McpCallError(f"{self.source} is unavailable: {exc}") from exc
 
+    def _describe(self, error: BaseException) -> str:
+        return describe_failure(error, hidden=self._secrets.values)
+
+
+class _Secrets(logging.Filter):
+    """A session's credentials; as a filter of the loggers that name request URLs, it hides
+    them in their records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: tuple[str, ...] = ()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.values:
+            message = record.getMessage()
+            hidden = hide_values(message, self.values)
+            if hidden != message:
+                record.msg, record.args = hidden, None
+        return True
+
+
+def _add_filter(log_filter: logging.Filter) -> None:
+    for name in _LOGGERS_NAMING_URLS:
+        logging.getLogger(name).addFilter(log_filter)
+
+
+def _remove_filter(log_filter: logging.Filter) -> None:
+    for name in _LOGGERS_NAMING_URLS:
+        logging.getLogger(name).removeFilter(log_filter)
+
+
+def _credentials(endpoint: httpx2.URL, headers: dict[str, str]) -> tuple[str, ...]:
+    """What must never be shown of an HTTP server: its URL's password and query values (as
+    written and decoded: a request log shows them percent-encoded), each header's value and
+    that value's last word (the token of `Bearer <token>`)."""
+    written = [field.partition("=")[2] for field in endpoint.query.decode().split("&")]
+    decoded = [value for _name, value in endpoint.params.multi_items()]
+    values = [endpoint.password or "", *written, *decoded]
+    for value in headers.values():
+        values += [value, value.rpartition(" ")[2]]
+    return tuple(value for value in values if value)
+
 
 def _output(result: types.CallToolResult, source: str) -> str:
     """Text blocks as the output, else the structured content's JSON; other blocks noted."""
@@ -308,13 +377,6 @@ def _server_stderr() -> TextIO:
     except (AttributeError, OSError, ValueError):
         return sys.__stderr__ or sys.stderr
     return sys.stderr
-
-
-def _describe(exc: BaseException) -> str:
-    """The innermost cause of an error, unwrapping the exception groups of task groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 async def _cancel_and_wait(task: asyncio.Task[None]) -> None:

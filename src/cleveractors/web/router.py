@@ -77,7 +77,7 @@ from cleveractors.web.security import (
     public_error,
     set_current_caller,
 )
-from cleveractors.web.sessions import add_session_routes
+from cleveractors.web.sessions import CallerOf, add_session_routes
 from cleveractors.web.sse import SSE_LINE_SEPARATOR, data_frame, event_frame
 
 __all__ = [
@@ -206,6 +206,26 @@ def create_chat_router(
     """
     router = APIRouter()
     policy = _RequestPolicy(authenticate, max_body_bytes, max_history_turns, max_turn_chars)
+    runs = _RunSettings(executor_factory, on_usage, send_timeout_s)
+    caller_of = _caller_check(policy)
+    _add_chat_route(router, runs, policy)
+    _add_completions_route(router, runs, policy)
+    add_session_routes(router, executor_factory, caller_of)
+    _add_model_routes(router, executor_factory, caller_of)
+    return router
+
+
+@dataclass(frozen=True, slots=True)
+class _RunSettings:
+    """What the routes that run the actor share."""
+
+    executor_factory: Callable[[], ActorExecutor]
+    on_usage: ResultCallback | None
+    send_timeout_s: float
+
+
+def _add_chat_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
+    """`POST /chat`: the run's typed events as SSE."""
 
     @router.post("/chat", response_class=EventSourceResponse)
     async def chat(request: Request) -> Response:
@@ -221,7 +241,7 @@ def create_chat_router(
             )
         history = _as_provider_history([turn.model_dump() for turn in body.history])
         try:
-            stream = executor_factory().execute_events(
+            stream = runs.executor_factory().execute_events(
                 body.message, history, session_id=body.session_id, caller=current_caller()
             )
         except ConfigurationError:
@@ -231,10 +251,14 @@ def create_chat_router(
         request_id = _request_id()
         return _RunStreamResponse(
             _event_frames(stream, request_id),
-            _billed_run(stream, on_usage),
-            send_timeout_s=send_timeout_s,
+            _billed_run(stream, runs.on_usage),
+            send_timeout_s=runs.send_timeout_s,
             request_id=request_id,
         )
+
+
+def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
+    """`POST /v1/chat/completions`: OpenAI's Chat Completions format, streamed or not."""
 
     @router.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -256,21 +280,25 @@ def create_chat_router(
             problem = error_response(message, type="invalid_request_error", param=param)
             return _openai_error(problem, 400)
         history = _as_provider_history(body.history)
-        stream = executor_factory().execute_events(body.message, history)
+        stream = runs.executor_factory().execute_events(body.message, history)
         reply = CompletionReply(model=body.model)
-        billed = _billed_run(stream, on_usage)
+        billed = _billed_run(stream, runs.on_usage)
         request_id = _request_id()
         if body.stream:
             frames = _completion_chunks(
                 stream, reply, include_usage=body.include_usage, request_id=request_id
             )
             return _RunStreamResponse(
-                frames, billed, send_timeout_s=send_timeout_s, request_id=request_id
+                frames, billed, send_timeout_s=runs.send_timeout_s, request_id=request_id
             )
         async with billed:
             response = await _completion_unless_client_leaves(request, stream, reply, request_id)
         response.headers["X-Request-ID"] = request_id
         return response
+
+
+def _caller_check(policy: _RequestPolicy) -> CallerOf:
+    """How the routes that run nothing learn whose request it is (401 for no one)."""
 
     async def caller_of(request: Request) -> str | None:
         """The authenticated caller, whose sessions alone the session routes show."""
@@ -282,7 +310,13 @@ def create_chat_router(
             ) from None
         return current_caller()
 
-    add_session_routes(router, executor_factory, caller_of)
+    return caller_of
+
+
+def _add_model_routes(
+    router: APIRouter, executor_factory: Callable[[], ActorExecutor], caller_of: CallerOf
+) -> None:
+    """`GET /v1/models` and `/v1/models/{id}`: the served actor, as the one model."""
 
     created = int(time.time())
 
@@ -307,8 +341,6 @@ def create_chat_router(
             )
             return _openai_error(problem, 404)
         return JSONResponse(Model(id=name, created=created).model_dump(mode="json"))
-
-    return router
 
 
 def _request_id() -> str:

@@ -1,8 +1,10 @@
 """The stored-session routes: `GET /sessions/{id}` (its turns) and `DELETE /sessions/{id}`.
 
-A session belongs to the caller who started it. Another caller's session does not exist for
-anyone else: reading or deleting it answers 404, exactly as for an id nobody used, so a caller
-cannot even learn that it exists. A server without a store keeps no sessions: 404 too.
+A session exists from the moment its first run starts: until a run answers in it, reading it
+shows no turns (200, as after a first run that failed). A session belongs to the caller who
+started it. Another caller's session does not exist for anyone else: reading or deleting it
+answers 404, exactly as for an id nobody used, so a caller cannot even learn that it exists. A
+server without a store keeps no sessions: 404 too.
 """
 
 from __future__ import annotations
@@ -74,14 +76,15 @@ def add_session_routes(
 
     @router.get("/sessions/{session_id}", response_model=SessionView)
     async def read_session(session_id: str, request: Request) -> Response:
-        """The session's turns, oldest first; 404 if it is not the caller's."""
+        """The session's turns, oldest first (none before its first answer); 404 if there is
+        no such session of the caller's."""
         caller = await caller_of(request)
         store = executor_factory().store
         if store is None:
             return _not_found(session_id)
         await store.open()
-        stored = await store.history(session_id, caller=caller)
-        if not stored:
+        stored = await store.session_turns(session_id, caller=caller)
+        if stored is None:
             return _not_found(session_id)
         view = SessionView(
             session_id=session_id,

@@ -1,7 +1,21 @@
-"""Folding a streamed reply into one `AIMessage`, once, at the end of the stream.
+"""Folding a streamed chat-model reply into the `AIMessage` that `ainvoke` gives for it.
+
+For whoever drives a LangChain chat model's `astream()` themselves (a graph node, a custom
+loop, a proxy) and wants, at the end of the stream, the same message `ainvoke` would have
+returned, which is what `LLMAgent` does with every streamed reply:
+
+```python
+fold = ReplyFold()
+async for chunk in model.astream(messages):
+    print(fold.add(chunk), end="")  # the visible text of the chunk, never thinking
+reply = fold.message()  # content blocks, metadata and usage as the integration made them
+```
 
 Chunks are not added with `+` one by one (each `+` re-merges everything so far): they are kept in
-a list and merged in one pass at the end; tool-call fragments are grouped by `ToolCallAssembler`.
+a list and merged in one pass at the end. Tool-call fragments are grouped by `ToolCallAssembler`,
+stricter than langchain-core: by index, then by call id, never by name, and arguments that are not
+a JSON object are kept as invalid calls rather than repaired. `output_text` is the text of a reply
+a provider bills as output, for estimating a call the provider sent no usage for.
 """
 
 from __future__ import annotations
@@ -21,6 +35,8 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.messages.tool import invalid_tool_call, tool_call
+
+from cleveractors.agents.tool import NOT_A_JSON_OBJECT, unnamed_call_id
 
 __all__ = ["ReplyFold", "ToolCallAssembler", "output_text"]
 
@@ -51,6 +67,7 @@ class ToolCallAssembler:
         self._by_id: dict[str, _PartialCall] = {}
 
     def add(self, fragment: ToolCallChunk) -> None:
+        """Take one fragment (an entry of a chunk's `tool_call_chunks`), in the order streamed."""
         call = self._call_for(fragment)
         if call.call_id is None and fragment["id"]:
             call.call_id = fragment["id"]
@@ -77,11 +94,14 @@ class ToolCallAssembler:
 
     def calls(self) -> tuple[list[ToolCall], list[InvalidToolCall]]:
         """The assembled calls, in the order they began: parsed, and those whose arguments are not
-        a JSON object (kept, so the model is told, never silently dropped)."""
+        a JSON object (kept, so the model is told, never silently dropped).
+
+        A call that never got an id is named by its position (`call_unnamed_0`, ...); an invalid
+        call's `error` says why its arguments are unusable."""
         valid: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
         for call in self._calls:
-            call_id = call.call_id or f"call_unnamed_{call.position}"
+            call_id = call.call_id or unnamed_call_id(call.position)
             name = call.name or ""
             text = "".join(call.argument_pieces)
             try:
@@ -93,9 +113,7 @@ class ToolCallAssembler:
                 valid.append(tool_call(name=name, args=arguments, id=call_id))
             else:
                 invalid.append(
-                    invalid_tool_call(
-                        name=name, args=text, id=call_id, error="arguments are not a JSON object"
-                    )
+                    invalid_tool_call(name=name, args=text, id=call_id, error=NOT_A_JSON_OBJECT)
                 )
         return valid, invalid
 
@@ -124,7 +142,12 @@ class ReplyFold:
         self._has_usage = False
 
     def add(self, piece: BaseMessage) -> str:
-        """Take one streamed piece; returns the text a reader should see (never thinking)."""
+        """Take one streamed piece; returns the text a reader should see (never thinking).
+
+        Raises:
+            TypeError: the piece is not an `AIMessageChunk`, or a whole `AIMessage` came after
+                other pieces (or chunks after it).
+        """
         reply = self._keep(piece)
         if reply.usage_metadata is not None:
             self._has_usage = True
@@ -145,6 +168,7 @@ class ReplyFold:
 
     @property
     def received_any(self) -> bool:
+        """Something of the reply arrived (so the provider did work for it)."""
         return bool(self._chunks) or self._whole is not None
 
     @property
@@ -153,6 +177,8 @@ class ReplyFold:
         return self._has_usage
 
     def message(self) -> AIMessage:
+        """The reply as `ainvoke` gives it, from what arrived so far (an empty message if
+        nothing did); callable at any time, e.g. to bill a stream that was cut off."""
         if self._whole is not None:
             return self._whole
         if not self._chunks:
