@@ -64,3 +64,9 @@ Feature: A stop ends the run over the real wire, whatever the provider's client 
     When the consumer reads one event, then nothing for a while, then the rest
     Then while it read nothing the model took no more than the channel holds from the provider
     And the whole answer arrived and the run is billed as the server billed it
+
+  Scenario: A run whose sink another agent wraps is held back by a slow consumer all the same
+    Given a scripted OpenAI server whose reply is a long answer of 3000 words
+    When the consumer of an agent that wraps its run's sink reads one event, then nothing for a while, then the rest
+    Then while it read nothing the model took no more than the channel holds from the provider
+    And the whole answer arrived and the run is billed as the server billed it

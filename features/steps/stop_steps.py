@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Awaitable, Callable
 
 from behave import given, then, when
 from behave.runner import Context
@@ -24,8 +25,8 @@ from support.harness import (
 )
 
 from cleveractors import ActorExecutor, demo
-from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
-from cleveractors.events import TextDelta
+from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream, RunOutcome
+from cleveractors.events import Event, TextDelta
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _API_KEY_ENV = "CLEVERACTORS_STOP_TEST_KEY"
@@ -201,10 +202,31 @@ def _then_cpu_below(context: Context, seconds: float) -> None:
 
 @when("the consumer reads one event, then nothing for a while, then the rest")
 def _when_slow_consumer(context: Context) -> None:
+    _read_slowly(context, context.executor.execute_events)
+
+
+@when(
+    "the consumer of an agent that wraps its run's sink reads one event, then nothing for a "
+    "while, then the rest"
+)
+def _when_slow_consumer_of_wrapped_sink(context: Context) -> None:
+    # What an agent of one's own does to pass on (or relabel) another agent's events.
+    agent = context.executor.agent
+
+    def wrapping_stream(message: str) -> EventStream:
+        def run(sink: Callable[[Event], None]) -> Awaitable[RunOutcome]:
+            return agent.run(message, history=None, sink=lambda event: sink(event), streaming=True)
+
+        return EventStream(run)
+
+    _read_slowly(context, wrapping_stream)
+
+
+def _read_slowly(context: Context, open_stream: Callable[[str], EventStream]) -> None:
     counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
     context.executor.agent.model.callbacks = [counter]
     # The run fills the channel and must then stop pulling; give it every chance not to.
-    reading = read_slowly(context.executor, _MESSAGE, counter=counter, stall_s=0.5)
+    reading = read_slowly(open_stream, _MESSAGE, counter=counter, stall_s=0.5)
     context.outcome, context.chunks_while_stalled = run_guarded(reading)
 
 

@@ -459,13 +459,17 @@ class ChunkCounter(AsyncCallbackHandler):
 
 
 async def read_slowly(
-    target: Target, message: str, *, counter: ChunkCounter, stall_s: float
+    open_stream: Callable[[str], EventStream],
+    message: str,
+    *,
+    counter: ChunkCounter,
+    stall_s: float,
 ) -> tuple[Consumption, int]:
-    """A slow reader of the events: reads one, then nothing until `counter` has reached its
-    mark and `stall_s` more, then the rest. Returns what it read, and how many chunks the model
-    had taken when it read on."""
+    """A slow reader of the events `open_stream(message)` gives (e.g. `execute_events`): reads
+    one, then nothing until `counter` has reached its mark and `stall_s` more, then the rest.
+    Returns what it read, and how many chunks the model had taken when it read on."""
     consumed = Consumption(mode="events")
-    async with target.execute_events(message) as stream:
+    async with open_stream(message) as stream:
         events = aiter(stream)
         consumed.events.append(await anext(events))
         await counter.has_reached.wait()

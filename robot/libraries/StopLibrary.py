@@ -105,7 +105,9 @@ class StopLibrary:
         executor, server = self._over_the_wire([ScriptedReply(text=text)], None)
         counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
         executor.agent.model.callbacks = [counter]
-        reading = read_slowly(executor, "Tell me everything.", counter=counter, stall_s=0.5)
+        reading = read_slowly(
+            executor.execute_events, "Tell me everything.", counter=counter, stall_s=0.5
+        )
         consumed, self._stalled_chunks = run_guarded(reading)
         self._slow_read = _Run(server, consumed)
 

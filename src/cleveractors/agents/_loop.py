@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from cleveractors.agents._retry import may_have_been_billed
+from cleveractors.agents._failures import may_have_been_billed
 from cleveractors.agents.fold import ReplyFold, output_text
-from cleveractors.agents.stream import EventChannel, wait_through_cancellation
+from cleveractors.agents.stream import current_consumer_room, wait_through_cancellation
 from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.events import Event, TextDelta, UsageRecorded
@@ -138,6 +138,23 @@ class _InFlightCall:
     purpose: CallPurpose
     messages: Sequence[BaseMessage]
     fold: ReplyFold | None
+    streams_text: bool = False
+    """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
+
+    @property
+    def has_shown_text(self) -> bool:
+        """Whether the caller saw any of this call's text, which a retry cannot take back.
+
+        Read from the fold when the call fails, so the chunks carry no bookkeeping. A call that
+        does not stream to the caller shows its text only once its reply is complete; what can
+        still fail after that is a stop, which is never retried."""
+        fold = self.fold
+        return (
+            self.streams_text
+            and fold is not None
+            and fold.received_any
+            and bool(fold.message().text)
+        )
 
 
 @dataclass(slots=True)
@@ -168,13 +185,12 @@ class _Run:
     _task: asyncio.Task[object] | None = field(default_factory=asyncio.current_task, init=False)
     _cancels_at_start: int = field(default=0, init=False)
     _room: asyncio.Event | None = field(default=None, init=False)
-    """Set while a streamed run's consumer has room for more events (its sink is a channel)."""
+    """Set while the consumer of the stream this run works for has room for more events."""
 
     def __post_init__(self) -> None:
         if self._task is not None:
             self._cancels_at_start = self._task.cancelling()
-        if isinstance(self.sink, EventChannel):
-            self._room = self.sink.has_room
+        self._room = current_consumer_room()
 
     @property
     def is_stop_requested(self) -> bool:

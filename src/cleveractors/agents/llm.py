@@ -417,7 +417,7 @@ class LLMAgent(Agent):
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
         if streams_to_caller or _streams_inside_ainvoke(self.model, model):
             fold = ReplyFold()
-            run.in_flight = _InFlightCall(purpose, sent, fold)
+            run.in_flight = _InFlightCall(purpose, sent, fold, streams_text=streams_to_caller)
             reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
         else:
             run.in_flight = _InFlightCall(purpose, sent, None)

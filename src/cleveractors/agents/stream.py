@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Any, Self, cast
@@ -32,6 +34,7 @@ __all__ = [
     "EventStream",
     "RunOutcome",
     "TextStream",
+    "current_consumer_room",
     "wait_through_cancellation",
 ]
 
@@ -62,11 +65,20 @@ class EventChannel:
     waits; the run waits instead at its checkpoints (after each streamed chunk, before each model
     call and tool) while `has_room` is clear, that is while `max_buffered` events are unread. The
     buffer thus exceeds `max_buffered` by at most the few events emitted between two checkpoints.
+    The run finds `has_room` through `current_consumer_room()`, so a sink that wraps the channel
+    paces the run as the channel itself does.
+
+    One event per provider chunk passes through here, so it is a deque and one waiting consumer
+    rather than an `asyncio.Queue` (whose bookkeeping for many producers and `join()` we never
+    use).
     """
 
+    __slots__ = ("_events", "_max_buffered", "_waiter", "has_room")
+
     def __init__(self, max_buffered: int = MAX_BUFFERED_EVENTS) -> None:
-        self._events: asyncio.Queue[Event | _End] = asyncio.Queue()
+        self._events: deque[Event | _End] = deque()
         self._max_buffered = max_buffered
+        self._waiter: asyncio.Future[None] | None = None
         self.has_room = asyncio.Event()
         self.has_room.set()
 
@@ -76,16 +88,40 @@ class EventChannel:
 
     def put(self, event: Event | _End) -> None:
         """Buffer an event (or the end) for the consumer; never waits."""
-        self._events.put_nowait(event)
-        if self._events.qsize() >= self._max_buffered:
+        events = self._events
+        events.append(event)
+        if len(events) >= self._max_buffered:
             self.has_room.clear()
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def get(self) -> Event | _End:
-        """The next event, waiting for one."""
-        event = await self._events.get()
-        if self._events.qsize() < self._max_buffered:
+        """The next event, waiting for one. One consumer at a time."""
+        events = self._events
+        while not events:
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        event = events.popleft()
+        if len(events) < self._max_buffered and not self.has_room.is_set():
             self.has_room.set()
         return event
+
+
+_consumer_room: ContextVar[asyncio.Event | None] = ContextVar(
+    "cleveractors_consumer_room", default=None
+)
+
+
+def current_consumer_room() -> asyncio.Event | None:
+    """The `has_room` of the stream whose run this task is working for (None outside a stream):
+    a run paces itself by it whatever its sink is, the channel or a callable wrapping it."""
+    return _consumer_room.get()
 
 
 RunWithSink = Callable[[EventChannel], Awaitable[RunOutcome]]
@@ -177,6 +213,7 @@ class EventStream(_ClosesOnExit):
             last_token_usage_var.set(self._outcome.result.usage)
 
     async def _produce(self) -> None:
+        _consumer_room.set(self._channel.has_room)  # this task's context only: its run's pace
         try:
             outcome = await self._run(self._channel)
             self._outcome = outcome
