@@ -20,14 +20,19 @@ from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
-from support.harness import Consumption, consume
+from support.harness import (
+    HANG_GUARD_S,
+    Consumption,
+    Stop,
+    consume,
+    run_guarded,
+    wait_until,
+)
 
 from cleveractors import ActorExecutor, LLMAgent, McpServer
-from cleveractors.events import ToolCallStarted
 from cleveractors.testing import ScriptedChatModel
 
 _SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
-_GUARD_S = 30.0  # a step that takes this long has hung
 _SECRET = "mcp-test-secret-0f9e8d"
 
 
@@ -60,12 +65,8 @@ async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
     return await consume(executor, message, mode="text" if mode == "streaming" else "blocking")
 
 
-def _run(context: Context, work: Any) -> Any:
-    async def guarded() -> Any:
-        async with asyncio.timeout(_GUARD_S):
-            return await work()
-
-    return asyncio.run(guarded())
+def _run(context: Context, work: Callable[[], Awaitable[Any]]) -> Any:
+    return run_guarded(work())
 
 
 def _free_port() -> int:
@@ -76,7 +77,7 @@ def _free_port() -> int:
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + _GUARD_S
+    deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
         assert process.poll() is None, "the MCP HTTP server exited while starting"
         with socket.socket() as probe:
@@ -260,24 +261,16 @@ def _when_web_app(context: Context) -> None:
 
 @when('the run of "{message}" is cancelled while the tool {tool} runs')
 def _when_cancelled(context: Context, message: str, tool: str) -> None:
+    def call_reached_server() -> bool:
+        return any(line.startswith(f"{tool} started") for line in _log_lines(context))
+
     async def work() -> None:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = executor.agent.model
-            started = asyncio.Event()
-
-            async def consume() -> None:
-                async with executor.execute_events(message) as events:
-                    async for event in events:
-                        if isinstance(event, ToolCallStarted) and event.name == tool:
-                            started.set()
-
-            task = asyncio.create_task(consume())
-            await started.wait()
-            await asyncio.sleep(0.3)  # the call has reached the server
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            context.cancelled_result = executor.last_result
-            await _wait_for_log_line(context, "cancelled slow")
+            stop = Stop("cancel task", when=call_reached_server)
+            consumed = await consume(executor, message, mode="events", stop=stop)
+            context.cancelled_result = consumed.last_result
+            await _wait_for_log_line(context, f"cancelled {tool}")
 
     _run(context, work)
 
@@ -296,7 +289,7 @@ def _when_program_exits(context: Context) -> None:
         [sys.executable, "-c", program, payload],
         capture_output=True,
         text=True,
-        timeout=_GUARD_S,
+        timeout=HANG_GUARD_S,
         check=False,
     )
 
@@ -317,7 +310,7 @@ def _when_without_mcp(context: Context) -> None:
         [sys.executable, "-c", program, _as_json(context.actor)],
         capture_output=True,
         text=True,
-        timeout=_GUARD_S,
+        timeout=HANG_GUARD_S,
         check=False,
     )
 
@@ -333,12 +326,9 @@ def _as_json(actor: dict[str, Any]) -> str:
 
 
 async def _wait_for_log_line(context: Context, line: str) -> None:
-    # The server writes the line from its own process: poll the file, boundedly.
-    for _ in range(int(_GUARD_S / 0.05)):
-        if line in _log_lines(context):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
+    # The server writes the line from its own process: nothing to await but the file.
+    if not await wait_until(lambda: line in _log_lines(context)):
+        raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
 
 
 # -- Then --------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import anyio
 from langchain_core.callbacks import AsyncCallbackHandler
 
 from cleveractors import (
+    ActorExecutor,
     EventStream,
     ExecutionResult,
     TextStream,
@@ -49,6 +50,7 @@ __all__ = [
     "NAMED_POSITIONS",
     "ChunkCounter",
     "Consumption",
+    "InSession",
     "Item",
     "Mode",
     "Position",
@@ -87,8 +89,8 @@ async-generator finaliser closes it); reads up to the stop, then awaits `aclose(
 while another task awaits the stream's `aclose()`; breaks out inside `async with`; has its own
 task cancelled (at the stop it cancels itself, so the cancellation lands in its next read; with
 an outside condition, the harness cancels it); or reads inside an anyio cancel scope that is
-cancelled at the stop (as Starlette does when a client hangs up), which cancels it at every
-await until it leaves the scope."""
+cancelled at the stop (as Starlette does when a client hangs up), so that its next read is
+cancelled, and every await after it until it leaves the scope."""
 
 Item = Event | str
 """What a streaming caller reads: an event (`events` mode) or a text chunk (`text` mode)."""
@@ -171,6 +173,27 @@ class Target(Protocol):
     def execute_events(self, message: str, history: Any = None) -> EventStream: ...
 
     def execute_stream(self, message: str, history: Any = None) -> TextStream: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InSession:
+    """A target whose every message continues the stored session `session_id` of `executor`."""
+
+    executor: ActorExecutor
+    session_id: str
+
+    @property
+    def last_result(self) -> ExecutionResult | None:
+        return self.executor.last_result
+
+    async def execute(self, message: str, history: Any = None) -> ExecutionResult:
+        return await self.executor.execute(message, history, session_id=self.session_id)
+
+    def execute_events(self, message: str, history: Any = None) -> EventStream:
+        return self.executor.execute_events(message, history, session_id=self.session_id)
+
+    def execute_stream(self, message: str, history: Any = None) -> TextStream:
+        return self.executor.execute_stream(message, history, session_id=self.session_id)
 
 
 @dataclass(slots=True)
@@ -418,11 +441,17 @@ class _Caller:
                 _cancel_own_task()
 
     async def _by_cancel_scope(self, stream: EventStream | TextStream) -> None:
+        # As Starlette ends a response body when its client hangs up: the scope is cancelled at
+        # the stop and the caller reads on, so the cancellation lands in its next read, and
+        # again at every await until it leaves the scope (the stream settles the run on its
+        # own way out).
         with anyio.CancelScope() as scope:
-            async with stream:
-                await self._read_until_stop(stream)
+            if self._reaches_stop():
                 scope.cancel()
-                await anyio.sleep(HANG_GUARD_S)  # the scope cancels us here, and on every pass
+            async for item in stream:
+                self._take(item)
+                if self._reaches_stop():
+                    scope.cancel()
 
 
 def _cancel_own_task() -> None:
