@@ -38,6 +38,9 @@ POSTGRES_PACKAGES = ["postgresql"]
 # cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
 STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
 STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
+# Robot's keyword libraries, and the test tree's support package (`support.harness`, the one
+# harness that consumes runs, shared with the Behave steps).
+ROBOT_PYTHONPATH = ["--pythonpath", "robot/libraries", "--pythonpath", "features"]
 
 
 def _installed_python(version: str) -> str:
@@ -186,8 +189,7 @@ def integration_tests(session: nox.Session) -> None:
         "robot",
         "--outputdir",
         str(REPORTS / "robot"),
-        "--pythonpath",
-        "robot/libraries",
+        *ROBOT_PYTHONPATH,
         *session.posargs,
         "robot",
         env=env,
@@ -210,8 +212,7 @@ def _stop_scenarios(session: nox.Session) -> None:
         "robot",
         "--outputdir",
         str(REPORTS / session.name),
-        "--pythonpath",
-        "robot/libraries",
+        *ROBOT_PYTHONPATH,
         "--include",
         "OR".join(STOP_SCENARIO_TAGS),
         "robot",

@@ -1,7 +1,8 @@
 *** Settings ***
 Documentation       Integration suites of cleveractors: the executor, the real wire, the CLI and
 ...                 the web app. Run them all with
-...                 `robot --pythonpath robot/libraries --outputdir reports/robot robot`.
+...                 `robot --pythonpath robot/libraries --pythonpath features --outputdir reports/robot robot`
+...                 (the libraries consume runs through the test tree's `support.harness`).
 ...
 ...                 This file only tags and describes: each suite imports its own libraries and
 ...                 sets up (and tears down) what it needs.

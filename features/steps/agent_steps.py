@@ -16,61 +16,47 @@ import gc
 import json
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from behave import given, register_type, then, when
 from behave.runner import Context
+from support.harness import (
+    Consumption,
+    Mode,
+    Stop,
+    StopStyle,
+    after_items,
+    after_text,
+    consume,
+    run_guarded,
+    tool_started,
+)
 from support.shaped_models import executor_with_model
 
 from cleveractors import (
     ActorExecutor,
+    EventStream,
     ExecutionResult,
     LLMAgent,
     TextStream,
-    TokenUsage,
-    last_token_usage_var,
     load_actor_config,
 )
 from cleveractors.agents.text import RunText
-from cleveractors.events import Event, TextDelta, ToolCallStarted
+from cleveractors.events import TextDelta
 from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
-from cleveractors.testing.tables import other_running_tasks, scripted_reply
+from cleveractors.testing.tables import scripted_reply
 
 register_type(Json=json.loads)
 
-_STREAMED_MODES = {"streaming", "events", "agent streaming"}
-_HANG_GUARD_S = 15.0
-"""A call that takes this long has hung (scripts sleep 30 s only where a run must be cut
-short): fail the step rather than the whole suite's time budget."""
-_MAX_WAITS = 5_000
-"""Bound on the 1 ms pauses spent waiting for a condition, so a broken run fails, not hangs."""
-
-
-@dataclass
-class _Outcome:
-    """What one call gave its caller.
-
-    `mode` is how the call was made: `blocking` (`execute()`), `streaming` (`execute_stream()`),
-    `events` (`execute_events()`), or straight to the agent, bypassing the executor:
-    `agent blocking` (`process_message()`) and `agent streaming` (`stream_message()`).
-    """
-
-    mode: str
-    result: ExecutionResult | None = None
-    """The call's own result (returned, or the stream's `.result`); when `execute()` raised, the
-    only copy is `executor.last_result`, so it is that."""
-    error: BaseException | None = None
-    chunks: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    last_result: ExecutionResult | None = None
-    usage_var: TokenUsage | None = None
-    tasks_left: list[str] = field(default_factory=list)
-    """The tasks other than the caller's still running when the call returned, by name."""
-
-
-# -- reading the script tables -----------------------------------------------------------------
+_MODES: dict[str, Mode] = {
+    "blocking": "blocking",
+    "streaming": "text",
+    "events": "events",
+    "agent blocking": "blocking",
+    "agent streaming": "text",
+}
+"""The modes scenarios name: through the executor, or (`agent ...`) straight to its agent."""
 
 
 # -- running the actor -------------------------------------------------------------------------
@@ -102,70 +88,40 @@ def _stand_in_executor(actor: dict[str, Any], provider: str, model: str) -> Acto
     return ActorExecutor(LLMAgent.from_config(config.agent, model=scripted, name=config.name))
 
 
-async def _consume(outcome: _Outcome, executor: ActorExecutor, message: str, history: Any) -> None:
-    if outcome.mode == "blocking":
-        outcome.result = await executor.execute(message, history=history)
-    elif outcome.mode == "streaming":
-        stream = executor.execute_stream(message, history=history)
-        try:
-            async for chunk in stream:
-                outcome.chunks.append(chunk)
-        finally:
-            outcome.result = stream.result
-    elif outcome.mode == "events":
-        events = executor.execute_events(message, history=history)
-        try:
-            async for event in events:
-                outcome.events.append(event)
-                if isinstance(event, TextDelta):
-                    outcome.chunks.append(event.text)
-        finally:
-            outcome.result = events.result
-    elif outcome.mode == "agent blocking":
-        outcome.result = await executor.agent.process_message(message, history=history)
-    elif outcome.mode == "agent streaming":
-        stream = TextStream(executor.agent.stream_message(message, history=history))
-        try:
-            async for chunk in stream:
-                outcome.chunks.append(chunk)
-        finally:
-            outcome.result = stream.events.result
-    else:
-        raise ValueError(f"unknown mode {outcome.mode!r}")
+class _StraightToAgent:
+    """The executor's agent, called without the executor: `process_message()` and
+    `stream_message()` (read as text, or as events)."""
+
+    def __init__(self, executor: ActorExecutor) -> None:
+        self._executor = executor
+
+    @property
+    def last_result(self) -> ExecutionResult | None:
+        return self._executor.last_result
+
+    async def execute(self, message: str, history: Any = None) -> ExecutionResult:
+        return await self._executor.agent.process_message(message, history=history)
+
+    def execute_events(self, message: str, history: Any = None) -> EventStream:
+        return self._executor.agent.stream_message(message, history=history)
+
+    def execute_stream(self, message: str, history: Any = None) -> TextStream:
+        return TextStream(self.execute_events(message, history))
 
 
-async def _ask(executor: ActorExecutor, message: str, mode: str, history: Any = None) -> _Outcome:
-    outcome = _Outcome(mode=mode)
-    try:
-        await _consume(outcome, executor, message, history)
-    except Exception as exc:
-        outcome.error = exc
-    _settle(outcome, executor)
-    return outcome
+async def _ask(
+    executor: ActorExecutor,
+    message: str,
+    mode: str,
+    history: Any = None,
+    stop: Stop | None = None,
+) -> Consumption:
+    target = _StraightToAgent(executor) if mode.startswith("agent ") else executor
+    return await consume(target, message, mode=_MODES[mode], stop=stop, history=history)
 
 
-def _settle(outcome: _Outcome, executor: ActorExecutor) -> None:
-    outcome.last_result = executor.last_result
-    if outcome.result is None:
-        outcome.result = outcome.last_result
-    outcome.usage_var = last_token_usage_var.get()
-    outcome.tasks_left = [f"{t.get_name()}: {t.get_coro()!r}" for t in other_running_tasks()]
-
-
-def _run(context: Context, call: Callable[[ActorExecutor], Awaitable[_Outcome]]) -> None:
-    async def guarded(executor: ActorExecutor) -> _Outcome:
-        async with asyncio.timeout(_HANG_GUARD_S):
-            return await call(executor)
-
-    context.outcome = asyncio.run(guarded(_executor(context)))
-
-
-async def _wait_until(condition: Callable[[], bool]) -> None:
-    for _ in range(_MAX_WAITS):
-        if condition():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("the condition never came true")
+def _run(context: Context, call: Callable[[ActorExecutor], Awaitable[Consumption]]) -> None:
+    context.outcome = run_guarded(call(_executor(context)))
 
 
 # -- Given: the actor's script and limits ------------------------------------------------------
@@ -251,7 +207,7 @@ def _when_blocking_and_streamed(context: Context, message: str) -> None:
 
 @when("the {count:d} messages are sent at once to one executor in {mode} mode")
 def _when_concurrent(context: Context, count: int, mode: str) -> None:
-    async def all_at_once(executor: ActorExecutor) -> list[_Outcome]:
+    async def all_at_once(executor: ActorExecutor) -> list[Consumption]:
         return list(
             await asyncio.gather(*(_ask(executor, message, mode) for message in context.messages))
         )
@@ -260,139 +216,56 @@ def _when_concurrent(context: Context, count: int, mode: str) -> None:
     context.outcomes = asyncio.run(all_at_once(executor))
 
 
-_STOPS = {
-    "breaking out inside async with",
-    "breaking out of the event stream inside async with",
-    "calling aclose()",
-    "a plain break, once the loop has finalised the stream",
-    "a plain break out of the event stream, once the loop has finalised it",
+_STOPS: dict[str, tuple[str, StopStyle]] = {
+    "breaking out inside async with": ("streaming", "async with"),
+    "breaking out of the event stream inside async with": ("events", "async with"),
+    "calling aclose()": ("streaming", "aclose"),
+    "a plain break, once the loop has finalised the stream": ("streaming", "break"),
+    "a plain break out of the event stream, once the loop has finalised it": ("events", "break"),
 }
 
 
 @when('the consumer stops reading after the answer chunk "{word}" by {how}')
 def _when_consumer_stops(context: Context, word: str, how: str) -> None:
     assert how in _STOPS, f"unknown way to stop: {how!r}; one of {sorted(_STOPS)}"
-
-    async def stop_early(executor: ActorExecutor) -> _Outcome:
-        outcome = _Outcome(mode="events" if "event stream" in how else "streaming")
-        message = "What is the weather in Paris?"
-        if how == "breaking out of the event stream inside async with":
-            async with executor.execute_events(message) as events:
-                async for event in events:
-                    outcome.events.append(event)
-                    if isinstance(event, TextDelta) and event.text.strip() == word:
-                        break
-            outcome.result = events.result
-        elif how == "breaking out inside async with":
-            async with executor.execute_stream(message) as stream:
-                async for chunk in stream:
-                    outcome.chunks.append(chunk)
-                    if chunk.strip() == word:
-                        break
-            outcome.result = stream.result
-        elif how == "calling aclose()":
-            stream = executor.execute_stream(message)
-            chunks = aiter(stream)
-            while (chunk := await anext(chunks)).strip() != word:
-                outcome.chunks.append(chunk)
-            outcome.chunks.append(chunk)
-            await stream.aclose()
-            outcome.result = stream.result
-        elif how == "a plain break out of the event stream, once the loop has finalised it":
-            # No reference to the stream is kept, as in `async for e in execute_events(...)`.
-            async for event in executor.execute_events(message):
-                outcome.events.append(event)
-                if isinstance(event, TextDelta) and event.text.strip() == word:
-                    break
-            await _wait_until(lambda: not other_running_tasks())
-        else:
-            async for chunk in executor.execute_stream(message):
-                outcome.chunks.append(chunk)
-                if chunk.strip() == word:
-                    break
-            await _wait_until(lambda: not other_running_tasks())
-        _settle(outcome, executor)
-        return outcome
-
-    _run(context, stop_early)
+    mode, style = _STOPS[how]
+    stop = Stop(style, at=after_text(word))
+    _run(context, lambda executor: _ask(executor, "What is the weather in Paris?", mode, stop=stop))
     gc.collect()  # abandoned tasks report unretrieved exceptions when they are collected
 
 
 @when('the consumer\'s task is cancelled while the tool "{tool}" runs')
 def _when_cancelled_during_tool(context: Context, tool: str) -> None:
-    _run(context, lambda executor: _cancel_during_tool(executor, tool, times=1))
+    stop = Stop("cancel task", at=tool_started(tool))
+    _run(context, lambda executor: _ask(executor, "Look it up, please.", "events", stop=stop))
 
 
 @when('the consumer\'s task is cancelled while the tool "{tool}" runs, and again while it stops')
 def _when_cancelled_twice_during_tool(context: Context, tool: str) -> None:
     # Cancelling again at every await is what anyio cancel scopes (Starlette) do.
-    _run(context, lambda executor: _cancel_during_tool(executor, tool, times=2))
-
-
-async def _cancel_during_tool(executor: ActorExecutor, tool: str, *, times: int) -> _Outcome:
-    outcome = _Outcome(mode="events")
-    tool_started = asyncio.Event()
-    events = executor.execute_events("Look it up, please.")
-
-    async def consume() -> None:
-        async for event in events:
-            outcome.events.append(event)
-            if isinstance(event, ToolCallStarted) and event.name == tool:
-                tool_started.set()
-
-    consumer = asyncio.create_task(consume())
-    waiter = asyncio.create_task(tool_started.wait())
-    await asyncio.wait({consumer, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    consumer.cancel()
-    for _ in range(times - 1):
-        await asyncio.sleep(0.01)  # the consumer is waiting for the run to stop by now
-        consumer.cancel()
-    try:
-        await consumer
-    except asyncio.CancelledError as exc:
-        outcome.error = exc
-    outcome.result = events.result
-    await asyncio.wait({waiter})
-    _settle(outcome, executor)
-    return outcome
+    stop = Stop("cancel task", at=tool_started(tool), cancels=2)
+    _run(context, lambda executor: _ask(executor, "Look it up, please.", "events", stop=stop))
 
 
 @when("the caller's task is cancelled while the model is answering, in {mode} mode")
 def _when_cancelled_during_model(context: Context, mode: str) -> None:
-    async def cancel(executor: ActorExecutor) -> _Outcome:
-        outcome = _Outcome(mode=mode)
+    def cancel(executor: ActorExecutor) -> Awaitable[Consumption]:
         model = executor.agent.model
         assert isinstance(model, ScriptedChatModel)
-        caller = asyncio.create_task(_consume(outcome, executor, "Weather in Paris?", None))
-        await _wait_until(lambda: bool(model.requests) or caller.done())
-        caller.cancel()
-        try:
-            await caller
-        except asyncio.CancelledError as exc:
-            outcome.error = exc
-        _settle(outcome, executor)
-        return outcome
+        stop = Stop("cancel task", when=lambda: bool(model.requests))
+        return _ask(executor, "Weather in Paris?", mode, stop=stop)
 
     _run(context, cancel)
 
 
 @when("the caller's task is cancelled while the loop waits to retry, in {mode} mode")
 def _when_cancelled_in_backoff(context: Context, mode: str) -> None:
-    async def cancel(executor: ActorExecutor) -> _Outcome:
-        outcome = _Outcome(mode=mode)
+    def cancel(executor: ActorExecutor) -> Awaitable[Consumption]:
         model = executor.agent.model
         assert isinstance(model, ScriptedChatModel)
-        caller = asyncio.create_task(_consume(outcome, executor, "Weather in Paris?", None))
-        await _wait_until(lambda: bool(model.requests) or caller.done())
-        await asyncio.sleep(0.05)  # the refusal is billed and the wait has begun
-        caller.cancel()
-        try:
-            await caller
-        except asyncio.CancelledError as exc:
-            outcome.error = exc
-        _settle(outcome, executor)
-        return outcome
+        # 50 ms after the first request, the refusal is billed and the wait has begun.
+        stop = Stop("cancel task", when=lambda: bool(model.requests), delay_s=0.05)
+        return _ask(executor, "Weather in Paris?", mode, stop=stop)
 
     _run(context, cancel)
 
@@ -412,15 +285,9 @@ def _when_agent_runs(context: Context, message: str, mode: str) -> None:
 
 @when("the {kind} stream is closed before it is read")
 def _when_closed_unread(context: Context, kind: str) -> None:
-    async def close(executor: ActorExecutor) -> _Outcome:
-        outcome = _Outcome(mode="streaming")
-        stream = executor.execute_stream("Weather in Paris?")
-        await (stream.aclose() if kind == "text" else stream.events.aclose())
-        outcome.result = stream.result
-        _settle(outcome, executor)
-        return outcome
-
-    _run(context, close)
+    mode = {"text": "streaming", "event": "events"}[kind]
+    stop = Stop("aclose", at=after_items(0))
+    _run(context, lambda executor: _ask(executor, "Weather in Paris?", mode, stop=stop))
 
 
 # -- Then: the answer and the model's requests -------------------------------------------------
@@ -432,14 +299,14 @@ def _then_answer(context: Context, text: str) -> None:
     assert outcome.error is None, f"the call failed: {outcome.error!r}"
     assert outcome.result.answer == text, f"answer {outcome.result.answer!r}"
     assert outcome.result.text.endswith(text), f"text {outcome.result.text!r}"
-    if outcome.mode in _STREAMED_MODES:
+    if outcome.mode != "blocking":
         shown = _shown_text(outcome)
         # One rule for the text of a run: the result's text is what the stream showed.
         assert shown == outcome.result.text, f"shown {shown!r}, text {outcome.result.text!r}"
         assert all(outcome.chunks), f"an empty chunk was yielded: {outcome.chunks!r}"
 
 
-def _shown_text(outcome: _Outcome) -> str:
+def _shown_text(outcome: Consumption) -> str:
     """What the user saw: a text stream's chunks as they came; for events, their deltas joined
     by the library's one rule, as a UI reading the events shows them."""
     if outcome.mode != "events":

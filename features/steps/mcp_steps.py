@@ -15,28 +15,25 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
+from support.harness import (
+    HANG_GUARD_S,
+    Consumption,
+    Stop,
+    consume,
+    run_guarded,
+    wait_until,
+)
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, McpServer
-from cleveractors.events import ToolCallStarted
+from cleveractors import ActorExecutor, LLMAgent, McpServer
 from cleveractors.testing import ScriptedChatModel
 
 _SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
-_GUARD_S = 30.0  # a step that takes this long has hung
 _SECRET = "mcp-test-secret-0f9e8d"
-
-
-@dataclass
-class _McpOutcome:
-    mode: str
-    result: ExecutionResult | None = None
-    error: BaseException | None = None
-    chunks: list[str] = field(default_factory=list)
 
 
 def _servers(context: Context) -> list[dict[str, Any]]:
@@ -64,30 +61,12 @@ def _is_running(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
 
 
-async def _ask(executor: ActorExecutor, message: str, mode: str) -> _McpOutcome:
-    outcome = _McpOutcome(mode=mode)
-    try:
-        if mode == "blocking":
-            outcome.result = await executor.execute(message)
-        else:
-            stream = executor.execute_stream(message)
-            try:
-                async for chunk in stream:
-                    outcome.chunks.append(chunk)
-            finally:
-                outcome.result = stream.result
-    except Exception as exc:
-        outcome.error = exc
-        outcome.result = executor.last_result
-    return outcome
+async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
+    return await consume(executor, message, mode="text" if mode == "streaming" else "blocking")
 
 
-def _run(context: Context, work: Any) -> Any:
-    async def guarded() -> Any:
-        async with asyncio.timeout(_GUARD_S):
-            return await work()
-
-    return asyncio.run(guarded())
+def _run(context: Context, work: Callable[[], Awaitable[Any]]) -> Any:
+    return run_guarded(work())
 
 
 def _free_port() -> int:
@@ -98,7 +77,7 @@ def _free_port() -> int:
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + _GUARD_S
+    deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
         assert process.poll() is None, "the MCP HTTP server exited while starting"
         with socket.socket() as probe:
@@ -187,7 +166,7 @@ def _given_url_api_key(context: Context, name: str) -> None:
 
 @when('the actor is asked "{message}" in {mode} mode, with its MCP servers open')
 def _when_asked_open(context: Context, message: str, mode: str) -> None:
-    async def work() -> _McpOutcome:
+    async def work() -> Consumption:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = executor.agent.model
             return await _ask(executor, message, mode)
@@ -248,7 +227,7 @@ def _when_asked_around(context: Context, first: str, happening: str, second: str
     if disrupt is None:
         raise ValueError(f"between runs, {happening!r} is none of {sorted(_BETWEEN_RUNS)}")
 
-    async def work() -> list[_McpOutcome]:
+    async def work() -> list[Consumption]:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = _one_script_across_runs(executor)
             before = await _ask(executor, first, "blocking")
@@ -282,24 +261,16 @@ def _when_web_app(context: Context) -> None:
 
 @when('the run of "{message}" is cancelled while the tool {tool} runs')
 def _when_cancelled(context: Context, message: str, tool: str) -> None:
+    def call_reached_server() -> bool:
+        return any(line.startswith(f"{tool} started") for line in _log_lines(context))
+
     async def work() -> None:
         async with ActorExecutor.from_config(context.actor) as executor:
             context.model = executor.agent.model
-            started = asyncio.Event()
-
-            async def consume() -> None:
-                async with executor.execute_events(message) as events:
-                    async for event in events:
-                        if isinstance(event, ToolCallStarted) and event.name == tool:
-                            started.set()
-
-            task = asyncio.create_task(consume())
-            await started.wait()
-            await asyncio.sleep(0.3)  # the call has reached the server
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            context.cancelled_result = executor.last_result
-            await _wait_for_log_line(context, "cancelled slow")
+            stop = Stop("cancel task", when=call_reached_server)
+            consumed = await consume(executor, message, mode="events", stop=stop)
+            context.cancelled_result = consumed.last_result
+            await _wait_for_log_line(context, f"cancelled {tool}")
 
     _run(context, work)
 
@@ -318,7 +289,7 @@ def _when_program_exits(context: Context) -> None:
         [sys.executable, "-c", program, payload],
         capture_output=True,
         text=True,
-        timeout=_GUARD_S,
+        timeout=HANG_GUARD_S,
         check=False,
     )
 
@@ -339,7 +310,7 @@ def _when_without_mcp(context: Context) -> None:
         [sys.executable, "-c", program, _as_json(context.actor)],
         capture_output=True,
         text=True,
-        timeout=_GUARD_S,
+        timeout=HANG_GUARD_S,
         check=False,
     )
 
@@ -355,12 +326,9 @@ def _as_json(actor: dict[str, Any]) -> str:
 
 
 async def _wait_for_log_line(context: Context, line: str) -> None:
-    # The server writes the line from its own process: poll the file, boundedly.
-    for _ in range(int(_GUARD_S / 0.05)):
-        if line in _log_lines(context):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
+    # The server writes the line from its own process: nothing to await but the file.
+    if not await wait_until(lambda: line in _log_lines(context)):
+        raise AssertionError(f"the server never logged {line!r}: {_log_lines(context)}")
 
 
 # -- Then --------------------------------------------------------------------------------------

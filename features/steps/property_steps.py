@@ -20,17 +20,16 @@ from behave.runner import Context
 from hypothesis import HealthCheck, settings
 from langchain_core.exceptions import ModelError
 from support.faults import (
-    MODES,
     Conversation,
     ConversationRun,
     ExpectedBill,
-    Mode,
     conversations,
     estimated_cost,
     expected_bill,
     run_conversation,
     unanswered_tool_calls,
 )
+from support.harness import MODES, Mode
 
 from cleveractors.errors import CleverActorsError
 from cleveractors.events import RunFailed, RunFinished, UsageRecorded
@@ -119,15 +118,15 @@ def _assert_run_settled(run: ConversationRun) -> None:
     """When control returns to the caller, the run's tasks are done and `last_result` is set
     (after a plain `break`: within a few loop iterations, as asyncio closes the dropped stream);
     no task is left after that, and no task ended with an exception nobody retrieved."""
-    assert run.tasks_left == (), f"tasks left running: {run.tasks_left}"
-    assert run.task_errors == (), f"exceptions lost in tasks: {run.task_errors}"
+    assert run.consumed.tasks_left == (), f"tasks left running: {run.consumed.tasks_left}"
+    assert run.consumed.task_errors == (), f"exceptions lost in tasks: {run.consumed.task_errors}"
     assert run.result is not None, "last_result is not set"
     stop = run.conversation.consumer_stop
     if stop is None or stop.how != "break":
-        assert run.tasks_pending_on_return == (), (
-            f"tasks still running when control returned: {run.tasks_pending_on_return}"
+        assert run.consumed.tasks_pending_on_return == (), (
+            f"tasks still running when control returned: {run.consumed.tasks_pending_on_return}"
         )
-        assert run.result_when_caller_returned is not None, (
+        assert run.consumed.last_result_on_return is not None, (
             "last_result was not set when control returned to the caller"
         )
 
@@ -135,15 +134,16 @@ def _assert_run_settled(run: ConversationRun) -> None:
 def _assert_documented_failure(run: ConversationRun) -> None:
     """Only documented exceptions escape, unchanged; `last_result.error` names the one that
     escaped and is None when none did (unless the caller stopped reading the stream itself)."""
-    result, escaped = run.result, run.escaped
+    result, escaped = run.result, run.consumed.error
     assert result is not None
     if escaped is None:
         if run.conversation.mode == "blocking":
-            assert run.returned == result, "execute() returned something else than last_result"
-        if run.stopped_early:
+            returned = run.consumed.result
+            assert returned == result, "execute() returned something else than last_result"
+        if run.consumed.stopped_early:
             # The caller stopped reading: the run was cancelled, or had already ended its own way.
             assert result.cancelled or result.error is None or _failed_as_scripted(run, result)
-            assert not (run.run_had_ended_at_stop and result.cancelled), (
+            assert not (run.consumed.run_had_ended_at_stop and result.cancelled), (
                 "the run had ended before the consumer stopped, yet it is marked cancelled"
             )
         else:
@@ -232,15 +232,16 @@ def _assert_stream_view(run: ConversationRun) -> None:
     result = run.result
     assert result is not None
     if run.conversation.mode == "text":
-        assert all(isinstance(item, str) and item for item in run.items), run.items
+        items = run.consumed.items
+        assert all(isinstance(item, str) and item for item in items), items
         return
     if run.conversation.mode != "events":
         return
-    recorded = [item.call for item in run.items if isinstance(item, UsageRecorded)]
+    recorded = [item.call for item in run.consumed.items if isinstance(item, UsageRecorded)]
     assert recorded == list(result.usage_by_call[: len(recorded)]), (
         f"usage events {recorded} disagree with the result {result.usage_by_call}"
     )
-    for item in run.items:
+    for item in run.consumed.items:
         if isinstance(item, RunFinished | RunFailed):
             assert item.result == result, "the final event's result is not last_result"
 

@@ -18,31 +18,23 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
+from support.harness import Mode, Stop, consume, run_guarded, tool_started, wait_until
 
 from cleveractors import (
     ActorExecutor,
     ConfigurationError,
-    EventStream,
-    ExecutionResult,
     LLMAgent,
     Tool,
     demo,
     tool_from_callable,
 )
-from cleveractors.events import Event, ToolCallStarted
 from cleveractors.testing import ScriptedChatModel
-from cleveractors.testing.tables import other_running_tasks
 
-_HANG_GUARD_S = 15.0
-"""A run that takes this long has hung: fail the step, not the suite's time budget."""
-_MAX_WAITS = 5_000
-"""Bound on the 1 ms pauses spent waiting for a condition, so a broken run fails, not hangs."""
 _STALL_S = 30.0
 """How long a stalled handler sleeps: far longer than any scenario waits for it."""
 
@@ -54,14 +46,6 @@ _STALL_S = 30.0
 _handler_ends: dict[str, str] = {}
 """How each call of the handlers below ended (started, failed, completed, cancelled), by its
 `query` argument; emptied when a scenario builds its actor."""
-
-
-async def _wait_for(condition: Callable[[], bool]) -> bool:
-    for _ in range(_MAX_WAITS):
-        if condition():
-            return True
-        await asyncio.sleep(0.001)
-    return False
 
 
 async def upstream_lookup(query: str) -> str:
@@ -102,7 +86,7 @@ async def sibling_lookup(query: str) -> str:
         query: What to look up.
     """
     try:
-        await _wait_for(lambda: "failed" in _handler_ends.values())
+        await wait_until(lambda: "failed" in _handler_ends.values())
         await asyncio.sleep(0.01)  # the failure reaches the batch while this call still runs
     except asyncio.CancelledError:
         _handler_ends[query] = "cancelled"
@@ -213,92 +197,27 @@ def _given_module(context: Context, name: str) -> None:
 # ==============================================================================================
 
 
-@dataclass
-class _CallOutcome:
-    """What the caller of a run saw; the shared Then steps read it as `context.outcome`."""
-
-    mode: str
-    result: ExecutionResult | None = None
-    error: BaseException | None = None
-    chunks: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    last_result: ExecutionResult | None = None
-    tasks_left: list[str] = field(default_factory=list)
-
-
-_STOPS = {
-    "cancelling the blocking caller's task",
-    "cancelling the event consumer's task",
-    "closing the event stream with aclose()",
-}
-
-
-async def _stop_during_tool(
-    executor: ActorExecutor, how: str, tool: str, query: str
-) -> _CallOutcome:
-    message = "Look both up, please."
-    outcome = _CallOutcome(mode="blocking" if "blocking" in how else "events")
-    events: EventStream | None = None
-    if outcome.mode == "blocking":
-        caller = asyncio.create_task(executor.execute(message))
+def _stop_during_tool(how: str, tool: str, query: str) -> tuple[Mode, Stop]:
+    if how == "cancelling the blocking caller's task":
         # A blocking run emits no events: the handler noting that it started is the signal.
-        await _wait_for(lambda: query in _handler_ends or caller.done())
-    else:
-        events = executor.execute_events(message)
-        caller = asyncio.create_task(_consume(events, outcome))
-        await _wait_for(lambda: _has_started(outcome, tool) or caller.done())
-    assert not caller.done(), f"the run ended before the tool {tool} started: {caller!r}"
-    if events is not None and how == "closing the event stream with aclose()":
-        await events.aclose()
-    else:
-        caller.cancel()
-    try:
-        await caller
-    except asyncio.CancelledError as exc:
-        outcome.error = exc
-    outcome.last_result = executor.last_result
-    outcome.result = outcome.last_result if events is None else events.result
-    outcome.tasks_left = [f"{t.get_name()}: {t.get_coro()!r}" for t in other_running_tasks()]
-    return outcome
-
-
-async def _consume(events: EventStream, outcome: _CallOutcome) -> None:
-    async for event in events:
-        outcome.events.append(event)
-
-
-def _has_started(outcome: _CallOutcome, tool: str) -> bool:
-    return any(isinstance(e, ToolCallStarted) and e.name == tool for e in outcome.events)
+        return "blocking", Stop("cancel task", when=lambda: query in _handler_ends)
+    if how == "cancelling the event consumer's task":
+        return "events", Stop("cancel task", at=tool_started(tool))
+    if how == "closing the event stream with aclose()":
+        return "events", Stop("aclose from another task", at=tool_started(tool))
+    raise AssertionError(f"unknown way to stop: {how!r}")
 
 
 @when('regression: the run is stopped by {how} while the tool "{tool}" runs for "{query}"')
 def _when_stopped(context: Context, how: str, tool: str, query: str) -> None:
-    assert how in _STOPS, f"unknown way to stop: {how!r}; one of {sorted(_STOPS)}"
-
-    async def guarded() -> _CallOutcome:
-        async with asyncio.timeout(_HANG_GUARD_S):
-            return await _stop_during_tool(context.executor, how, tool, query)
-
+    mode, stop = _stop_during_tool(how, tool, query)
     context.model = context.executor.agent.model
-    context.outcome = asyncio.run(guarded())
+    message = "Look both up, please."
+    context.outcome = run_guarded(consume(context.executor, message, mode=mode, stop=stop))
+    assert context.outcome.stopped_early, f"the run ended before the tool {tool} started"
 
 
-async def _ask_with_history(executor: ActorExecutor, mode: str, history: Any) -> _CallOutcome:
-    outcome = _CallOutcome(mode=mode)
-    try:
-        if mode == "blocking":
-            outcome.result = await executor.execute("hi", history=history)
-        else:
-            stream = executor.execute_stream("hi", history=history)
-            try:
-                async for chunk in stream:
-                    outcome.chunks.append(chunk)
-            finally:
-                outcome.result = stream.result
-    except Exception as exc:
-        outcome.error = exc
-    outcome.last_result = executor.last_result
-    return outcome
+_MODES: dict[str, Mode] = {"blocking": "blocking", "streaming": "text"}
 
 
 # The shared step `the actor is asked {message:Json} with the history {history:Json} ...` cannot
@@ -306,10 +225,11 @@ async def _ask_with_history(executor: ActorExecutor, mode: str, history: Any) ->
 # "{message}" in {mode} mode`, which is registered first and would run without any history.
 @when('regression: the actor is asked "hi" in {mode} mode with the history {history}')
 def _when_asked_with_history(context: Context, mode: str, history: str) -> None:
-    assert mode in {"blocking", "streaming"}, mode
+    assert mode in _MODES, mode
     executor = ActorExecutor.from_config(context.actor)
     context.executor, context.model = executor, executor.agent.model
-    context.outcome = asyncio.run(_ask_with_history(executor, mode, json.loads(history)))
+    asking = consume(executor, "hi", mode=_MODES[mode], history=json.loads(history))
+    context.outcome = run_guarded(asking)
 
 
 async def _never_called(arguments: dict[str, Any]) -> object:
@@ -410,7 +330,7 @@ def _then_no_traceback_text(context: Context) -> None:
 @then("regression: the answer is empty, and no chunk the stream yielded was empty")
 def _then_no_empty_chunk(context: Context) -> None:
     outcome = context.outcome
-    assert outcome.mode == "streaming", outcome.mode
+    assert outcome.mode == "text", outcome.mode
     assert outcome.error is None, f"the call failed: {outcome.error!r}"
     assert outcome.result.text == "", f"answer {outcome.result.text!r}"
     assert all(outcome.chunks), f"an empty chunk was yielded: {outcome.chunks!r}"

@@ -7,30 +7,27 @@ far a run gets ahead of a consumer that reads slowly.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-import anyio
 from behave import given, then, when
 from behave.runner import Context
-from langchain_core.callbacks import AsyncCallbackHandler
-
-from cleveractors import ActorExecutor, ExecutionResult, demo
-from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream, RunOutcome
-from cleveractors.events import (
-    Event,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallRequested,
-    ToolCallStarted,
-    UsageRecorded,
+from support.harness import (
+    NAMED_POSITIONS,
+    ChunkCounter,
+    Consumption,
+    Stop,
+    StopStyle,
+    consume,
+    read_slowly,
+    run_guarded,
 )
+
+from cleveractors import ActorExecutor, demo
+from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream, RunOutcome
+from cleveractors.events import Event, TextDelta
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
-from cleveractors.testing.tables import other_running_tasks
 
 _API_KEY_ENV = "CLEVERACTORS_STOP_TEST_KEY"
 _MESSAGE = "Look up the Louvre and the Orsay, then tell me about both."
@@ -38,22 +35,6 @@ _OPENING = "Let me look up both museums for you before I answer, one after the o
 # Long and slow: a run that lost its stop would still be sending this when the scenario ends.
 _SLOW_ANSWER = " ".join(f"fact{n}" for n in range(60))
 _SLOW_CHUNK_DELAY_S = 0.1
-_HANG_GUARD_S = 60.0
-_SETTLE_POLL_S = 0.005
-
-
-@dataclass
-class _StopOutcome:
-    """What a consumer saw before it stopped, and what the stop left behind."""
-
-    events: list[Event] = field(default_factory=list)
-    stopped_at: float | None = None
-    """`time.perf_counter()` when the consumer stopped (same clock as the demo tools' record)."""
-    settled_after_s: float | None = None
-    """Seconds from the stop until the run's result was settled."""
-    result: ExecutionResult | None = None
-    tasks_left: list[str] = field(default_factory=list)
-    cpu_s: float | None = None
 
 
 # -- the world ---------------------------------------------------------------------------------
@@ -121,118 +102,29 @@ def _given_long_answer(context: Context, words: int) -> None:
 
 # -- When: stopping ----------------------------------------------------------------------------
 
-_POSITIONS: dict[str, Callable[[list[Event]], bool]] = {
-    "first text": lambda seen: sum(isinstance(e, TextDelta) for e in seen) == 1,
-    "mid-text": lambda seen: sum(isinstance(e, TextDelta) for e in seen) == 6,
-    "tool requested": lambda seen: isinstance(seen[-1], ToolCallRequested),
-    "tool started": lambda seen: isinstance(seen[-1], ToolCallStarted),
-    "tool finished": lambda seen: isinstance(seen[-1], ToolCallFinished),
-    "usage recorded": lambda seen: isinstance(seen[-1], UsageRecorded),
+_STYLES: dict[str, StopStyle] = {
+    "break": "break",
+    "aclose()": "aclose",
+    "leaving async with": "async with",
+    "cancelling the consumer's task": "cancel task",
+    "an anyio cancel scope": "cancel scope",
 }
 
 
-class _StopHere(Exception):
-    """Raised inside a cancel scope or task to model a consumer that goes away."""
-
-
-async def _read_until(
-    events: AsyncIterator[Event], outcome: _StopOutcome, is_there: Callable[[list[Event]], bool]
-) -> None:
-    async for event in events:
-        outcome.events.append(event)
-        if is_there(outcome.events):
-            outcome.stopped_at = time.perf_counter()
-            return
-    raise AssertionError(f"the run ended before the stop: {[e.kind for e in outcome.events]}")
-
-
-async def _stop_by_break(stream: EventStream, outcome: _StopOutcome, at: Any) -> None:
-    async for event in stream:  # no reference to the generator kept: the loop finalises it
-        outcome.events.append(event)
-        if at(outcome.events):
-            outcome.stopped_at = time.perf_counter()
-            break
-
-
-async def _stop_by_aclose(stream: EventStream, outcome: _StopOutcome, at: Any) -> None:
-    await _read_until(aiter(stream), outcome, at)
-    await stream.aclose()
-
-
-async def _stop_by_leaving_async_with(stream: EventStream, outcome: _StopOutcome, at: Any) -> None:
-    async with stream:
-        await _read_until(aiter(stream), outcome, at)
-
-
-async def _stop_by_cancelling_the_consumer(
-    stream: EventStream, outcome: _StopOutcome, at: Any
-) -> None:
-    reached = asyncio.Event()
-
-    async def consume() -> None:
-        await _read_until(aiter(stream), outcome, at)
-        reached.set()
-        await asyncio.sleep(_HANG_GUARD_S)  # still iterating: the cancel lands in our await
-
-    async with stream:
-        consumer = asyncio.create_task(consume())
-        await reached.wait()
-        consumer.cancel()
-        await asyncio.wait({consumer})
-
-
-async def _stop_by_cancel_scope(stream: EventStream, outcome: _StopOutcome, at: Any) -> None:
-    with anyio.CancelScope() as scope:
-        async with stream:
-            await _read_until(aiter(stream), outcome, at)
-            scope.cancel()
-            await anyio.sleep(_HANG_GUARD_S)  # the scope cancels us here, and on every pass
-
-
-_STYLES: dict[str, Callable[[EventStream, _StopOutcome, Any], Awaitable[None]]] = {
-    "break": _stop_by_break,
-    "aclose()": _stop_by_aclose,
-    "leaving async with": _stop_by_leaving_async_with,
-    "cancelling the consumer's task": _stop_by_cancelling_the_consumer,
-    "an anyio cancel scope": _stop_by_cancel_scope,
-}
-
-
-async def _settled(stream: EventStream) -> None:
-    """Return once the run's result is set and no task of it is left (a plain `break` leaves the
-    closing to the loop's async-generator finaliser, a turn or two later)."""
-    for _ in range(int(_HANG_GUARD_S / _SETTLE_POLL_S)):
-        if stream.result is not None and not other_running_tasks():
-            return
-        await asyncio.sleep(_SETTLE_POLL_S)
-    raise AssertionError("the run never settled")
+async def _stop_at(context: Context, position: str, style: StopStyle) -> Consumption:
+    stop = Stop(style, at=NAMED_POSITIONS[position])
+    consumed = await consume(context.executor, _MESSAGE, mode="events", stop=stop)
+    assert consumed.stopped_early, f"the run ended before the stop: {consumed.events}"
+    return consumed
 
 
 @when("the consumer stops at the {position} by {how}")
 def _when_stops_at(context: Context, position: str, how: str) -> None:
-    assert position in _POSITIONS, f"unknown position {position!r}; one of {sorted(_POSITIONS)}"
+    assert position in NAMED_POSITIONS, (
+        f"unknown position {position!r}; one of {sorted(NAMED_POSITIONS)}"
+    )
     assert how in _STYLES, f"unknown way to stop {how!r}; one of {sorted(_STYLES)}"
-
-    async def scenario() -> _StopOutcome:
-        outcome = _StopOutcome()
-        stream = context.executor.execute_events(_MESSAGE)
-        await _STYLES[how](stream, outcome, _POSITIONS[position])
-        assert outcome.stopped_at is not None, "the consumer never reached the stop"
-        await _settled(stream)
-        outcome.settled_after_s = time.perf_counter() - outcome.stopped_at
-        outcome.result = stream.result
-        outcome.tasks_left = [repr(task) for task in other_running_tasks()]
-        return outcome
-
-    context.outcome = _run_guarded(scenario())
-
-
-def _run_guarded(scenario: Awaitable[_StopOutcome]) -> _StopOutcome:
-    async def guarded() -> _StopOutcome:
-        async with asyncio.timeout(_HANG_GUARD_S):
-            return await scenario
-
-    return asyncio.run(guarded())
+    context.outcome = run_guarded(_stop_at(context, position, _STYLES[how]))
 
 
 # -- Then --------------------------------------------------------------------------------------
@@ -284,20 +176,13 @@ def _given_slow_to_stop(context: Context, seconds: float) -> None:
 
 @when("an anyio cancel scope around the consumer is cancelled while the tool runs")
 def _when_scope_cancelled_during_tool(context: Context) -> None:
-    async def scenario() -> _StopOutcome:
-        outcome = _StopOutcome()
-        stream = context.executor.execute_events(_MESSAGE)
-        is_started = _POSITIONS["tool started"]
+    async def scenario() -> Consumption:
         cpu_before = time.process_time()
-        await _stop_by_cancel_scope(stream, outcome, is_started)
-        outcome.cpu_s = time.process_time() - cpu_before
-        assert outcome.stopped_at is not None
-        outcome.settled_after_s = time.perf_counter() - outcome.stopped_at
-        outcome.result = stream.result
-        outcome.tasks_left = [repr(task) for task in other_running_tasks()]
-        return outcome
+        consumed = await _stop_at(context, "tool started", "cancel scope")
+        context.cpu_s = time.process_time() - cpu_before
+        return consumed
 
-    context.outcome = _run_guarded(scenario())
+    context.outcome = run_guarded(scenario())
 
 
 @then("the stop waited for the tool to let go")
@@ -309,29 +194,15 @@ def _then_waited_for_cleanup(context: Context) -> None:
 
 @then("the process spent less than {seconds:g} s of CPU from the first event to the settled run")
 def _then_cpu_below(context: Context, seconds: float) -> None:
-    assert context.outcome.cpu_s < seconds, f"{context.outcome.cpu_s:.3f} s of CPU"
+    assert context.cpu_s < seconds, f"{context.cpu_s:.3f} s of CPU"
 
 
 # -- a slow consumer ---------------------------------------------------------------------------
 
 
-class _ChunkCounter(AsyncCallbackHandler):
-    """Counts the chunks the chat model has taken from the provider's stream."""
-
-    def __init__(self, *, signal_at: int) -> None:
-        self.chunks = 0
-        self._signal_at = signal_at
-        self.has_reached = asyncio.Event()
-
-    async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
-        self.chunks += 1
-        if self.chunks >= self._signal_at:
-            self.has_reached.set()
-
-
 @when("the consumer reads one event, then nothing for a while, then the rest")
 def _when_slow_consumer(context: Context) -> None:
-    context.outcome = _run_guarded(_read_slowly(context, context.executor.execute_events))
+    _read_slowly(context, context.executor.execute_events)
 
 
 @when(
@@ -348,24 +219,15 @@ def _when_slow_consumer_of_wrapped_sink(context: Context) -> None:
 
         return EventStream(run)
 
-    context.outcome = _run_guarded(_read_slowly(context, wrapping_stream))
+    _read_slowly(context, wrapping_stream)
 
 
-async def _read_slowly(context: Context, open_stream: Callable[[str], EventStream]) -> _StopOutcome:
-    counter = _ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
+def _read_slowly(context: Context, open_stream: Callable[[str], EventStream]) -> None:
+    counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
     context.executor.agent.model.callbacks = [counter]
-    outcome = _StopOutcome()
-    async with open_stream(_MESSAGE) as stream:
-        events = aiter(stream)
-        outcome.events.append(await anext(events))
-        # The run fills the channel and must then stop pulling; give it every chance not to.
-        await counter.has_reached.wait()
-        await asyncio.sleep(0.5)
-        context.chunks_while_stalled = counter.chunks
-        async for event in events:
-            outcome.events.append(event)
-    outcome.result = stream.result
-    return outcome
+    # The run fills the channel and must then stop pulling; give it every chance not to.
+    reading = read_slowly(open_stream, _MESSAGE, counter=counter, stall_s=0.5)
+    context.outcome, context.chunks_while_stalled = run_guarded(reading)
 
 
 @then("while it read nothing the model took no more than the channel holds from the provider")

@@ -29,6 +29,7 @@ from behave.runner import Context
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from sqlalchemy import func, select, text, update
 from sqlalchemy.engine import make_url
+from support.harness import Consumption, InSession, consume, run_guarded
 
 from cleveractors.agents import Agent, EventStream, LLMAgent
 from cleveractors.agents.stream import RunOutcome
@@ -483,14 +484,10 @@ def _executor(context: Context, script: list[dict[str, object]]) -> ActorExecuto
     return ActorExecutor.from_config(actor)
 
 
-async def _ask(executor: ActorExecutor, message: str, session_id: str, mode: str) -> None:
+async def _ask(executor: ActorExecutor, message: str, session_id: str, mode: str) -> Consumption:
     async with executor:
-        if mode == "blocking":
-            await executor.execute(message, session_id=session_id)
-            return
-        async with executor.execute_events(message, session_id=session_id) as events:
-            async for _event in events:
-                pass
+        target = InSession(executor, session_id)
+        return await consume(target, message, mode="blocking" if mode == "blocking" else "events")
 
 
 @given("the actor keeps sessions in a fresh {database} store")
@@ -540,7 +537,8 @@ def web_session_run_under_way(context: Context, session_id: str) -> None:
 def asked_on_session(context: Context, message: str, session_id: str, mode: str) -> None:
     os.environ["CLEVERACTORS_PROBE_DB"] = make_url(context.store_world.url).database or ""
     executor = _executor(context, _script(context))
-    context.run_error = _error_of(lambda: asyncio.run(_ask(executor, message, session_id, mode)))
+    consumed = run_guarded(_ask(executor, message, session_id, mode))
+    context.run_error = consumed.error
     assert executor.last_result is not None, f"no result: {context.run_error!r}"
     context.runs.append((executor, executor.last_result))
 

@@ -28,7 +28,8 @@ from cleveractors.agents.fold import ReplyFold, ToolCallAssembler
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.errors import ScriptExhaustedError
 from cleveractors.events import Event, RunFailed, RunFinished, UsageRecorded, event_adapter
-from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
+from cleveractors.testing import ScriptedChatModel
+from cleveractors.testing.tables import scripted_reply
 
 _WORD = re.compile(r"\s*\S+")
 _SNAKE_CASE = re.compile(r"[a-z]+(?:_[a-z]+)*")
@@ -69,7 +70,7 @@ def _then_word_by_word(context: Context) -> None:
     expected: list[str] = []
     for request, reply in zip(context.model.requests, context.model.replies, strict=False):
         pieces = _WORD.findall(reply.text) if request.streamed else []
-        if pieces and expected and context.outcome.mode == "streaming":
+        if pieces and expected and context.outcome.mode == "text":
             # execute_stream() sets a later round's text apart; events carry the provider's text
             pieces[0] = ROUND_SEPARATOR + pieces[0]
         expected.extend(pieces)
@@ -319,15 +320,7 @@ def _then_fold_matches_langchain(context: Context) -> None:
 
 @given("a scripted model with the replies:")
 def _given_scripted_model(context: Context) -> None:
-    replies = []
-    for row in context.table:
-        calls = [
-            ScriptedToolCall(name=name, args=json.loads(args))
-            for name, args in (
-                call.split(" ", 1) for call in row["tool calls"].split(" ; ") if call
-            )
-        ]
-        replies.append(ScriptedReply(text=row["text"], tool_calls=calls))
+    replies = [scripted_reply(row.as_dict()) for row in context.table]
     context.model = ScriptedChatModel(replies=replies)
 
 

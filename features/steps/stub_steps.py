@@ -8,6 +8,7 @@ from pathlib import Path
 
 from behave import given, then, when
 from behave.runner import Context
+from support.harness import consume
 
 from cleveractors import ActorExecutor, ExecutionResult
 
@@ -22,20 +23,9 @@ def _given_stub_actor(context: Context) -> None:
 
 
 async def _ask(executor: ActorExecutor, message: str, mode: str) -> ExecutionResult:
-    if mode == "blocking":
-        try:
-            return await executor.execute(message)
-        except Exception:
-            assert executor.last_result is not None
-            return executor.last_result
-    async with executor.execute_stream(message) as stream:
-        try:
-            async for _ in stream:
-                pass
-        except Exception:
-            pass
-    assert stream.result is not None
-    return stream.result
+    consumed = await consume(executor, message, mode="text" if mode == "streaming" else "blocking")
+    assert consumed.result is not None, f"the run left no result: {consumed.error!r}"
+    return consumed.result
 
 
 @when('the stub actor is asked "{message}" {count:d} times in {mode} mode')

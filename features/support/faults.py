@@ -10,7 +10,8 @@ never from the run's own result:
     run = await run_conversation(conversation)
     assert [call.usage for call in run.result.usage_by_call] == expected_bill(run).usages
 
-Needs `hypothesis` (in the `test` extra).
+The run itself is consumed through the test tree's one harness (`support.harness`). Needs
+`hypothesis` (in the `test` extra).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from hypothesis import strategies as st
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
@@ -31,8 +32,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableConfig
 from pydantic import PrivateAttr
 
-from cleveractors.agents import EventStream, LLMAgent, LoopLimits, TextStream
-from cleveractors.events import Event
+from cleveractors.agents import LLMAgent, LoopLimits
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
 from cleveractors.testing import (
@@ -47,15 +47,14 @@ from cleveractors.testing import (
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tools import Tool
 from cleveractors.usage import CallPurpose, TokenUsage
+from support.harness import MODES, Consumption, Mode, Stop, after_items, consume
 
 __all__ = [
-    "MODES",
     "ConsumerStop",
     "Conversation",
     "ConversationRun",
     "Delivery",
     "ExpectedBill",
-    "Mode",
     "RecordingChatModel",
     "StopKind",
     "conversations",
@@ -65,13 +64,10 @@ __all__ = [
     "unanswered_tool_calls",
 ]
 
-Mode = Literal["blocking", "events", "text"]
-"""How the caller runs the message: `execute()`, `execute_events()` or `execute_stream()`."""
-MODES: tuple[Mode, ...] = ("blocking", "events", "text")
-
-StopKind = Literal["break", "aclose", "cancel"]
-"""How a streaming consumer stops early: breaks out of `async for` (nothing else), leaves an
-`async with` block (which calls `aclose()`), or has its own task cancelled."""
+StopKind = Literal["async with", "break", "cancel task"]
+"""How a streaming consumer stops early (of the harness's stop styles): leaves an `async with`
+block (which calls `aclose()`), breaks out of `async for` (nothing else), or has its own task
+cancelled."""
 
 USER_MESSAGE = "What is the weather in Paris and in Rome?"
 
@@ -167,7 +163,7 @@ def _replies(draw: st.DrawFn, *, calls_tools: bool | None = None) -> ScriptedRep
 def _consumer_stops(draw: st.DrawFn, mode: Mode) -> ConsumerStop | None:
     if mode == "blocking" or draw(st.booleans()):
         return None
-    how: StopKind = draw(st.sampled_from(["aclose", "break", "cancel"]))
+    how: StopKind = draw(st.sampled_from(get_args(StopKind)))
     return ConsumerStop(after_items=draw(st.integers(1, 12)), how=how)
 
 
@@ -303,6 +299,10 @@ class _ToolBench:
         self.started = 0
         self.caller: asyncio.Task[None] | None = None
 
+    def hand_caller(self, caller: asyncio.Task[None]) -> None:
+        """The caller's task, for the call that cancels it."""
+        self.caller = caller
+
     def tools(self) -> list[Tool]:
         return [
             Tool("lookup", "Look something up.", _TOOL_PARAMETERS, self._handler("lookup")),
@@ -335,50 +335,24 @@ class _ToolBench:
 # -- running a conversation --------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Consumer:
-    """What the caller saw, and the state of the run when it stopped early."""
-
-    items: list[Event | str] = field(default_factory=list)
-    returned: ExecutionResult | None = None
-    stopped_early: bool = False
-    run_had_ended_at_stop: bool = False
-
-
 @dataclass(frozen=True, slots=True)
 class ConversationRun:
     """Everything a property needs about one run, recorded from outside the run."""
 
     conversation: Conversation
-    result: ExecutionResult | None
-    """`executor.last_result` once the caller is done (and, for `break`, the run settled)."""
-    result_when_caller_returned: ExecutionResult | None
-    escaped: BaseException | None
-    """The exception that escaped the caller (`execute()` or the `async for`), if any."""
+    consumed: Consumption
+    """What the caller saw and the run left behind, settled within `SETTLE_ITERATIONS`."""
     requests: tuple[ScriptedRequest, ...]
     deliveries: tuple[Delivery, ...]
-    items: tuple[Event | str, ...]
-    """The events (`events` mode) or text chunks (`text` mode) the caller read."""
-    returned: ExecutionResult | None
-    """What `execute()` returned (`blocking` mode)."""
-    stopped_early: bool
-    run_had_ended_at_stop: bool
-    """A consumer that stopped early found `last_result` already set: the run had ended."""
-    tasks_pending_on_return: tuple[str, ...]
-    """Tasks pending the moment control returned to the caller, except asyncio's own tasks that
-    close a dropped async generator."""
-    tasks_left: tuple[str, ...]
-    """Tasks still pending `SETTLE_ITERATIONS` loop iterations later."""
-    task_errors: tuple[str, ...]
-    """Exceptions that ended a task and that nobody retrieved (asyncio would log them as "Task
-    exception was never retrieved")."""
+
+    @property
+    def result(self) -> ExecutionResult | None:
+        """`executor.last_result` once the run settled."""
+        return self.consumed.last_result
 
 
 async def run_conversation(conversation: Conversation) -> ConversationRun:
-    """Run one conversation through `ActorExecutor` in its mode, with its faults; record it all.
-
-    Tasks the run leaves behind are recorded, then cancelled, so one run cannot disturb the next.
-    """
+    """Run one conversation through `ActorExecutor` in its mode, with its faults; record it all."""
     model = RecordingChatModel(replies=list(conversation.script))
     bench = _ToolBench(conversation)
     agent = LLMAgent(
@@ -388,128 +362,22 @@ async def run_conversation(conversation: Conversation) -> ConversationRun:
         limits=conversation.limits,
         stream_tool_rounds=conversation.stream_tool_rounds,
     )
-    executor = ActorExecutor(agent)
-    consumer = _Consumer()
-    with _TaskWatch(asyncio.get_running_loop()) as watch:
-        caller = asyncio.create_task(_call(executor, conversation, consumer))
-        bench.caller = caller
-        escaped: BaseException | None = None
-        try:
-            await caller
-        except (Exception, asyncio.CancelledError) as exc:  # what escaped is the observation
-            escaped = exc
-        result_when_caller_returned = executor.last_result
-        tasks_pending_on_return = watch.pending(include_generator_closing=False)
-        tasks_left = await watch.left_after(SETTLE_ITERATIONS)
+    stop = conversation.consumer_stop
+    consumed = await consume(
+        ActorExecutor(agent),
+        USER_MESSAGE,
+        mode=conversation.mode,
+        stop=None if stop is None else Stop(stop.how, at=after_items(stop.after_items)),
+        settle_iterations=SETTLE_ITERATIONS,
+        cancel_tasks_left=True,
+        on_caller=bench.hand_caller,
+    )
     return ConversationRun(
         conversation=conversation,
-        result=executor.last_result,
-        result_when_caller_returned=result_when_caller_returned,
-        escaped=escaped,
+        consumed=consumed,
         requests=model.requests,
         deliveries=model.deliveries,
-        items=tuple(consumer.items),
-        returned=consumer.returned,
-        stopped_early=consumer.stopped_early,
-        run_had_ended_at_stop=consumer.run_had_ended_at_stop,
-        tasks_pending_on_return=tasks_pending_on_return,
-        tasks_left=tasks_left,
-        task_errors=watch.unretrieved_errors(),
     )
-
-
-async def _call(executor: ActorExecutor, conversation: Conversation, consumer: _Consumer) -> None:
-    if conversation.mode == "blocking":
-        consumer.returned = await executor.execute(USER_MESSAGE)
-        return
-    stop = conversation.consumer_stop
-    stream = (
-        executor.execute_events(USER_MESSAGE)
-        if conversation.mode == "events"
-        else executor.execute_stream(USER_MESSAGE)
-    )
-    if stop is not None and stop.how == "aclose":
-        async with stream:
-            await _read(stream, stop, executor, consumer)
-    else:
-        await _read(stream, stop, executor, consumer)
-
-
-async def _read(
-    stream: EventStream | TextStream,
-    stop: ConsumerStop | None,
-    executor: ActorExecutor,
-    consumer: _Consumer,
-) -> None:
-    """Iterate the stream as a user would; a plain `break` leaves the stream to be dropped."""
-    async for item in stream:
-        consumer.items.append(item)
-        if stop is None or len(consumer.items) != stop.after_items:
-            continue
-        consumer.stopped_early = True
-        consumer.run_had_ended_at_stop = executor.last_result is not None
-        if stop.how == "cancel":
-            cast(asyncio.Task[None], asyncio.current_task()).cancel()
-            continue
-        break
-
-
-class _TaskWatch:
-    """Keeps every task created while installed as the loop's task factory, so none can hide."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._previous: Any = None
-
-    def __enter__(self) -> _TaskWatch:
-        self._previous = self._loop.get_task_factory()
-        self._loop.set_task_factory(self._create)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._loop.set_task_factory(self._previous)
-
-    def _create(self, loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> Any:
-        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **options)
-        self._tasks.append(task)
-        return task
-
-    def pending(self, *, include_generator_closing: bool = True) -> tuple[str, ...]:
-        """The tasks not done yet; asyncio's own tasks that close a dropped async generator
-        (their coroutine is the generator's `aclose()`) only when asked for."""
-        names = (repr(task.get_coro()) for task in self._tasks if not task.done())
-        return tuple(
-            sorted(
-                name
-                for name in names
-                if include_generator_closing or not name.startswith("<async_generator_athrow")
-            )
-        )
-
-    async def left_after(self, iterations: int) -> tuple[str, ...]:
-        """The tasks still pending after up to `iterations` loop iterations; they are then
-        cancelled and awaited, so that they cannot disturb the next run."""
-        for _ in range(iterations):
-            if not self.pending():
-                break
-            await asyncio.sleep(0)
-        left = self.pending()
-        stragglers = [task for task in self._tasks if not task.done()]
-        for task in stragglers:
-            task.cancel()
-        if stragglers:
-            await asyncio.wait(stragglers)
-        return left
-
-    def unretrieved_errors(self) -> tuple[str, ...]:
-        errors = []
-        for task in self._tasks:
-            # asyncio's own flag for "log this exception when the task is collected": reading it
-            # is the only way to tell a lost exception from one an awaiting caller received.
-            if task.done() and not task.cancelled() and getattr(task, "_log_traceback", False):
-                errors.append(f"{task.get_coro()!r}: {task.exception()!r}")
-        return tuple(errors)
 
 
 # -- the expected bill -------------------------------------------------------------------------

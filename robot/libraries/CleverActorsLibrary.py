@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -27,11 +27,13 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from robot.api import logger
 from robot.api.deco import keyword, library
+from support.harness import Consumption, Stop, StopStyle, after_items, consume, guarded, wait_until
+from support.harness import Mode as HarnessMode
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, load_actor_config
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.demo import clear_invocations, invocations
-from cleveractors.events import CallRetrying, Event, TextDelta, event_adapter
+from cleveractors.events import CallRetrying, event_adapter
 from cleveractors.testing import (
     BilledCall,
     ScriptedAnthropicReply,
@@ -40,7 +42,6 @@ from cleveractors.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
 )
-from cleveractors.testing.tables import other_running_tasks
 from cleveractors.tools import tool_from_config
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
@@ -48,29 +49,22 @@ API_KEY_ENV = "CLEVERACTORS_ROBOT_API_KEY"
 DUMMY_API_KEY = "sk-robot-dummy-key"
 
 Mode = Literal["blocking", "streaming", "events"]
-StopStyle = Literal["async with", "aclose", "break"]
+_CONSUMED_AS: dict[Mode, HarnessMode] = {
+    "blocking": "blocking",
+    "streaming": "text",
+    "events": "events",
+}
 T = TypeVar("T")
-
-# A consumer that only breaks out of `async for` leaves the stream to Python's async-generator
-# finaliser, which closes it on a later turn of the event loop: wait that long, and no longer.
-_SETTLE_TIMEOUT_S = 5.0
-_POLL_INTERVAL_S = 0.01
 
 
 @dataclass
 class _Turn:
-    """One message sent to the actor, and everything the caller saw of it."""
+    """One message sent to the actor, and everything the caller saw of it (`consumed`; its
+    `chunk_times` are on the same clock as the server's)."""
 
     mode: Mode
     server: ScriptedOpenAIServer | None
-    chunks: list[str] = field(default_factory=list)
-    chunk_times: list[float] = field(default_factory=list)
-    """`time.perf_counter()` when each chunk reached the caller (same clock as the server's)."""
-    events: list[Event] = field(default_factory=list)
-    result: ExecutionResult | None = None
-    error: BaseException | None = None
-    tasks_left: list[str] = field(default_factory=list)
-    """The tasks still running in the loop once the caller stopped reading, if it stopped early."""
+    consumed: Consumption
     loop_errors: list[str] = field(default_factory=list)
     """What the event loop's exception handler was given during the turn (e.g. an exception of a
     task nobody awaited)."""
@@ -245,15 +239,13 @@ class CleverActorsLibrary:
         An exception the run raises reaches the test unchanged.
         """
         executor = self._loaded_executor()
-        turn = self._new_turn(mode)
-        try:
-            return self._run(self._play(executor, turn, message))
-        except BaseException as error:
-            turn.error = error
-            raise
-        finally:
-            turn.result = executor.last_result
-            self._log_turn(turn)
+        consumed = self._run(guarded(consume(executor, message, mode=_CONSUMED_AS[mode])))
+        self._add_turn(mode, consumed)
+        if consumed.error is not None:
+            raise consumed.error
+        if mode == "blocking" and consumed.result is not None:
+            return consumed.result.text
+        return "".join(consumed.chunks)
 
     @keyword
     def send_chat_message_and_stop_reading(
@@ -262,63 +254,28 @@ class CleverActorsLibrary:
         """Streams `message` and stops reading after `after_chunks` chunks; returns those chunks.
 
         `style` is how the caller stops: `async with` (breaks inside `async with stream`),
-        `aclose` (breaks, then awaits `stream.aclose()`) or `break` (only breaks out of
-        `async for`). Records which tasks are still running in the loop once the caller has
-        stopped (for `break`, once the stream had the chance to settle).
+        `aclose` (breaks, then awaits `stream.aclose()`), `break` (only breaks out of
+        `async for`), `cancel task` or `cancel scope`. Records which tasks the run left running
+        once the caller had stopped (for `break`, once the stream had the chance to settle).
         """
         executor = self._loaded_executor()
-        turn = self._new_turn("streaming")
         errors_before = len(self._loop_errors)
-        try:
-            return self._run(self._read_then_stop(executor, turn, message, after_chunks, style))
-        finally:
-            turn.result = executor.last_result
-            turn.loop_errors = self._loop_errors[errors_before:]
-            self._log_turn(turn)
+        stop = Stop(style, at=after_items(int(after_chunks)))
+        consumed = self._run(self._read_then_stop(executor, message, stop))
+        turn = self._add_turn("streaming", consumed)
+        turn.loop_errors = self._loop_errors[errors_before:]
+        if consumed.error is not None:
+            raise consumed.error
+        return "".join(consumed.chunks)
 
-    async def _play(self, executor: ActorExecutor, turn: _Turn, message: str) -> str:
-        if turn.mode == "blocking":
-            return (await executor.execute(message)).text
-        if turn.mode == "streaming":
-            async for chunk in executor.execute_stream(message):
-                turn.chunk_times.append(time.perf_counter())
-                turn.chunks.append(chunk)
-            return "".join(turn.chunks)
-        async for event in executor.execute_events(message):
-            turn.events.append(event)
-            if isinstance(event, TextDelta):
-                turn.chunk_times.append(time.perf_counter())
-                turn.chunks.append(event.text)
-        return "".join(turn.chunks)
-
-    async def _read_then_stop(
-        self, executor: ActorExecutor, turn: _Turn, message: str, after: int, style: StopStyle
-    ) -> str:
-        stream = executor.execute_stream(message)
-
-        async def read() -> None:
-            async for chunk in stream:
-                turn.chunk_times.append(time.perf_counter())
-                turn.chunks.append(chunk)
-                if len(turn.chunks) == after:
-                    break
-
-        if style == "async with":
-            async with stream:
-                await read()
-        else:
-            await read()
-            if style == "aclose":
-                await stream.aclose()
-            else:
-                await _until(lambda: not other_running_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
-        turn.tasks_left = [repr(task) for task in other_running_tasks()]
-        # Let whatever the stop set off finish, and collect it, so that an exception nobody
-        # retrieved is reported to the loop now, inside this turn.
-        await _until(lambda: not other_running_tasks(), timeout_s=_SETTLE_TIMEOUT_S)
+    @staticmethod
+    async def _read_then_stop(executor: ActorExecutor, message: str, stop: Stop) -> Consumption:
+        consumed = await guarded(consume(executor, message, mode="text", stop=stop))
+        # Collect what the stop set off, so that an exception nobody retrieved is reported to
+        # the loop now, inside this turn.
         gc.collect()
         await asyncio.sleep(0)
-        return "".join(turn.chunks)
+        return consumed
 
     # -- assertions: answers and streams ----------------------------------------------------
 
@@ -329,7 +286,7 @@ class CleverActorsLibrary:
         expected = self._script[-1].text
         _should_equal(self._result().answer, expected, "answer")
         if self._turn().mode == "streaming":
-            _should_equal(self._result().text, "".join(self._turn().chunks), "text")
+            _should_equal(self._result().text, "".join(self._turn().consumed.chunks), "text")
 
     @keyword
     def streamed_text_should_be_every_scripted_text_in_order(self) -> None:
@@ -339,12 +296,12 @@ class CleverActorsLibrary:
         # execute_stream() sets rounds apart; the events' text deltas are the provider's text only
         separator = ROUND_SEPARATOR if turn.mode == "streaming" else ""
         expected = separator.join(reply.text for reply in self._script if reply.text)
-        _should_equal("".join(turn.chunks), expected, "streamed text")
+        _should_equal("".join(turn.consumed.chunks), expected, "streamed text")
 
     @keyword
     def streamed_chunks_should_not_be_empty(self) -> None:
         """The stream yielded at least one chunk, and no empty chunk."""
-        chunks = self._turn().chunks
+        chunks = self._turn().consumed.chunks
         if not chunks:
             raise AssertionError("the stream yielded no chunk")
         if "" in chunks:
@@ -354,8 +311,8 @@ class CleverActorsLibrary:
     def answer_should_have_arrived_as_one_chunk(self) -> None:
         """The stream yielded exactly one chunk, and it is the whole answer."""
         turn = self._turn()
-        if turn.chunks != [self._result().text]:
-            raise AssertionError(f"expected the answer as one chunk, got {turn.chunks!r}")
+        if turn.consumed.chunks != [self._result().text]:
+            raise AssertionError(f"expected the answer as one chunk, got {turn.consumed.chunks!r}")
 
     @keyword
     def answer_should_have_streamed_chunk_by_chunk(self) -> None:
@@ -367,8 +324,8 @@ class CleverActorsLibrary:
             raise AssertionError(
                 f"the server sent the answer in {sent} chunk(s); script more words"
             )
-        _should_equal(len(turn.chunks), sent, "number of chunks received")
-        _should_equal("".join(turn.chunks), self._result().text, "chunks joined")
+        _should_equal(len(turn.consumed.chunks), sent, "number of chunks received")
+        _should_equal("".join(turn.consumed.chunks), self._result().text, "chunks joined")
 
     @keyword
     def first_chunk_should_have_arrived_before_the_server_sent_the_last_token(self) -> None:
@@ -376,7 +333,7 @@ class CleverActorsLibrary:
         chunk: the answer was streamed through, not collected first."""
         turn, server = self._turn(), self._wire_server()
         last_sent = server.chunk_times[-1][-1]
-        first_received = turn.chunk_times[0]
+        first_received = turn.consumed.chunk_times[0]
         logger.info(
             f"first chunk received {(last_sent - first_received) * 1000:.1f} ms before "
             "the server sent the last one"
@@ -390,7 +347,7 @@ class CleverActorsLibrary:
     @keyword
     def no_task_should_be_left_running(self) -> None:
         """No task was left running in the event loop once the caller stopped reading."""
-        tasks = self._turn().tasks_left
+        tasks = self._turn().consumed.tasks_left
         if tasks:
             raise AssertionError("tasks still running:\n" + "\n".join(tasks))
 
@@ -439,7 +396,7 @@ class CleverActorsLibrary:
         _should_equal(returned, [record.output], f"what the {record.name} handler returned")
         _should_equal(self._result().answer, record.output, "answer")
         if self._turn().mode != "blocking":
-            _should_equal("".join(self._turn().chunks), record.output, "streamed text")
+            _should_equal("".join(self._turn().consumed.chunks), record.output, "streamed text")
 
     @keyword
     def server_should_have_received_one_tool_message_per_call_in_model_order(self) -> None:
@@ -486,7 +443,7 @@ class CleverActorsLibrary:
         _should_equal(result.usage_by_call[-1].purpose, "synthesis", "purpose of the last call")
         _should_equal(result.answer, self._script[-1].text, "answer")
         if self._turn().mode != "blocking":
-            _should_equal("".join(self._turn().chunks), result.text, "streamed text")
+            _should_equal("".join(self._turn().consumed.chunks), result.text, "streamed text")
         last_request = _stub_model(self._loaded_executor()).requests[-1]
         _should_equal(last_request.may_call_tools, False, "tools callable in the synthesis call")
 
@@ -798,7 +755,7 @@ class CleverActorsLibrary:
         """The latest turn's `call_retrying` events asked for these delays, in order: a number
         of seconds (`Retry-After`, honoured exactly) or `backoff` (at most the actor's
         `retry_backoff_s` for a first retry). Read from the events, not from a clock."""
-        waited = [e.delay_s for e in self._turn().events if isinstance(e, CallRetrying)]
+        waited = [e.delay_s for e in self._turn().consumed.events if isinstance(e, CallRetrying)]
         _should_equal(len(waited), len(delays), "call_retrying events")
         agent = self._loaded_executor().agent
         backoff = agent.retry.backoff_s if isinstance(agent, LLMAgent) else 0.0
@@ -817,7 +774,7 @@ class CleverActorsLibrary:
         streaming = self._latest_turn("streaming")
         if blocking.server is None or streaming.server is None:
             raise RuntimeError("both turns must run over the wire")
-        if blocking.result is None or streaming.result is None:
+        if blocking.consumed.last_result is None or streaming.consumed.last_result is None:
             raise AssertionError("executor.last_result was not set by both turns")
         _should_equal(
             len(streaming.server.requests),
@@ -831,8 +788,8 @@ class CleverActorsLibrary:
             ]
 
         _should_equal(
-            usage(streaming.result),
-            usage(blocking.result),
+            usage(streaming.consumed.last_result),
+            usage(blocking.consumed.last_result),
             "tokens per call, streaming vs blocking",
         )
 
@@ -869,15 +826,14 @@ class CleverActorsLibrary:
     @keyword
     def server_should_have_seen_the_client_leave(self) -> None:
         """The latest server's last reply was cut short because the client went away (waits a
-        few seconds at most for the server to notice)."""
+        while for the server to notice, up to the harness's hang guard)."""
         server = self._wire_server()
 
         def noticed() -> bool:
             billed = server.billed
             return len(billed) == len(server.requests) and not billed[-1].completed
 
-        self._run(_until(noticed, timeout_s=_SETTLE_TIMEOUT_S))
-        if not noticed():
+        if not self._run(wait_until(noticed)):
             raise AssertionError(f"the server finished its last reply: {server.billed!r}")
 
     @keyword("Server Should Have Received API Key")
@@ -895,7 +851,7 @@ class CleverActorsLibrary:
     def last_error_should_be_an_instance_of(self, *type_names: str) -> None:
         """The exception of the latest turn is an instance of every class named (dotted path),
         and `last_result.error` names its type and message."""
-        error = self._turn().error
+        error = self._turn().consumed.error
         if error is None:
             raise AssertionError("the latest turn raised nothing")
         for name in type_names:
@@ -923,13 +879,13 @@ class CleverActorsLibrary:
         model = getattr(executor.agent, "model", None)
         places["model repr"] = repr(model) + str(model)
         for n, turn in enumerate(self._turns, start=1):
-            places[f"turn {n} chunks"] = repr(turn.chunks)
+            places[f"turn {n} chunks"] = repr(turn.consumed.chunks)
             places[f"turn {n} events"] = "\n".join(
-                event_adapter.dump_json(event).decode() for event in turn.events
+                event_adapter.dump_json(event).decode() for event in turn.consumed.events
             )
-            if turn.result is not None:
-                places[f"turn {n} result"] = turn.result.model_dump_json() + repr(turn.result)
-            places[f"turn {n} exception"] = _describe_exception_chain(turn.error)
+            if (result := turn.consumed.last_result) is not None:
+                places[f"turn {n} result"] = result.model_dump_json() + repr(result)
+            places[f"turn {n} exception"] = _describe_exception_chain(turn.consumed.error)
         leaks = [place for place, text in places.items() if secret in text]
         logger.info(f"searched {len(places)} places, {sum(map(len, places.values()))} characters")
         if leaks:
@@ -947,9 +903,10 @@ class CleverActorsLibrary:
         self._loop_errors.append(f"{context.get('message')}: {context.get('exception')!r}")
         loop.default_exception_handler(context)
 
-    def _new_turn(self, mode: Mode) -> _Turn:
-        turn = _Turn(mode=mode, server=self._server)
+    def _add_turn(self, mode: Mode, consumed: Consumption) -> _Turn:
+        turn = _Turn(mode=mode, server=self._server, consumed=consumed)
         self._turns.append(turn)
+        self._log_turn(turn)
         return turn
 
     def _loaded_executor(self) -> ActorExecutor:
@@ -969,7 +926,7 @@ class CleverActorsLibrary:
         return turn
 
     def _result(self) -> ExecutionResult:
-        result = self._turn().result
+        result = self._turn().consumed.last_result
         if result is None:
             raise AssertionError("executor.last_result was not set by the latest turn")
         return result
@@ -982,10 +939,10 @@ class CleverActorsLibrary:
 
     @staticmethod
     def _log_turn(turn: _Turn) -> None:
-        if turn.chunks:
-            logger.info(f"{len(turn.chunks)} chunk(s): {turn.chunks!r}")
-        if turn.result is not None:
-            logger.info(f"last_result: {turn.result.model_dump_json(indent=2)}")
+        if turn.consumed.chunks:
+            logger.info(f"{len(turn.consumed.chunks)} chunk(s): {turn.consumed.chunks!r}")
+        if turn.consumed.last_result is not None:
+            logger.info(f"last_result: {turn.consumed.last_result.model_dump_json(indent=2)}")
 
 
 class _LogCapture:
@@ -1055,13 +1012,6 @@ def _describe_exception_chain(error: BaseException | None) -> str:
         parts += [str(error), repr(error), repr(error.args), repr(getattr(error, "body", None))]
         error = error.__cause__ or error.__context__
     return "\n".join(parts)
-
-
-async def _until(condition: Callable[[], bool], *, timeout_s: float) -> None:
-    for _ in range(round(timeout_s / _POLL_INTERVAL_S)):
-        if condition():
-            return
-        await asyncio.sleep(_POLL_INTERVAL_S)
 
 
 def _check_totals(result: ExecutionResult, prompt: int, completion: int) -> None:

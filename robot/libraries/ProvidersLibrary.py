@@ -22,6 +22,7 @@ from openai import BadRequestError, OpenAI
 from robot.api import logger
 from robot.api.deco import keyword, library
 from scripted_responses_server import ScriptedResponsesReply, ScriptedResponsesServer
+from support.harness import consume
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, LoopLimits, RetryPolicy
 from cleveractors.demo import clear_invocations, get_weather, invocations
@@ -219,11 +220,8 @@ class ProvidersLibrary:
         agent = LLMAgent(model, tools=[get_weather], **_agent_options(max_retries))
         executor = ActorExecutor(agent)
         self._runs.append(run)
-        try:
-            self._run(_drive(executor, run))
-        except Exception as error:
-            run.error = error
-        run.result = executor.last_result
+        consumed = self._run(consume(executor, _QUESTION, mode=run.mode))
+        run.events, run.error, run.result = consumed.events, consumed.error, consumed.last_result
         run.tool_cities = [call.arguments["city"] for call in invocations()]
         logger.info(f"requests: {json.dumps(run.server.requests, indent=1)[:20000]}")
         if run.result is not None:
@@ -472,15 +470,6 @@ class ProvidersLibrary:
         if result is None:
             raise AssertionError("executor.last_result was not set by the run")
         return result
-
-
-async def _drive(executor: ActorExecutor, run: _Run) -> None:
-    if run.mode == "blocking":
-        await executor.execute(_QUESTION)
-        return
-    async with executor.execute_events(_QUESTION) as events:
-        async for event in events:
-            run.events.append(event)
 
 
 def _agent_options(max_retries: int) -> dict[str, Any]:

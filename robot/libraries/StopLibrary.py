@@ -8,72 +8,49 @@ the server's own bill. Each run gets its own server and event loop.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import yaml
-from langchain_core.callbacks import AsyncCallbackHandler
 from robot.api import logger
 from robot.api.deco import keyword, library
-
-from cleveractors import ActorExecutor, ExecutionResult, demo
-from cleveractors.agents.stream import MAX_BUFFERED_EVENTS, EventStream
-from cleveractors.events import (
-    Event,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallRequested,
-    ToolCallStarted,
-    UsageRecorded,
+from support.harness import (
+    NAMED_POSITIONS,
+    ChunkCounter,
+    Consumption,
+    Stop,
+    StopStyle,
+    consume,
+    read_slowly,
+    run_guarded,
 )
+
+from cleveractors import ActorExecutor, demo
+from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
+from cleveractors.events import TextDelta
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
-from cleveractors.testing.tables import other_running_tasks
 
 ACTORS_DIR = Path(__file__).resolve().parent.parent / "actors"
 API_KEY_ENV = "CLEVERACTORS_ROBOT_STOP_KEY"
-_GUARD_S = 60.0
-_POLL_S = 0.005
-
-_POSITIONS: dict[str, Callable[[list[Event]], bool]] = {
-    "first text": lambda seen: sum(isinstance(e, TextDelta) for e in seen) == 1,
-    "mid-text": lambda seen: sum(isinstance(e, TextDelta) for e in seen) == 6,
-    "tool requested": lambda seen: isinstance(seen[-1], ToolCallRequested),
-    "tool started": lambda seen: isinstance(seen[-1], ToolCallStarted),
-    "tool finished": lambda seen: isinstance(seen[-1], ToolCallFinished),
-    "usage recorded": lambda seen: isinstance(seen[-1], UsageRecorded),
+_MESSAGE = "Look up the Louvre and the Orsay, then tell me about both."
+_STYLES: dict[str, StopStyle] = {
+    "break": "break",
+    "aclose()": "aclose",
+    "async with": "async with",
+    "cancel task": "cancel task",
+    "cancel scope": "cancel scope",
 }
 
 
-@dataclass
-class _Stop:
-    """What one stopped run left behind."""
+@dataclass(frozen=True)
+class _Run:
+    """One run over the wire: its server and what its consumer saw."""
 
     server: ScriptedOpenAIServer
-    events: list[Event] = field(default_factory=list)
-    stopped_at: float = 0.0
-    settled_after_s: float = 0.0
-    result: ExecutionResult | None = None
-    tasks_left: list[str] = field(default_factory=list)
-
-
-class _ChunkCounter(AsyncCallbackHandler):
-    """Counts the chunks the chat model has taken from the provider's stream."""
-
-    def __init__(self) -> None:
-        self.chunks = 0
-        self.has_filled_channel = asyncio.Event()
-
-    async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
-        self.chunks += 1
-        if self.chunks >= MAX_BUFFERED_EVENTS:
-            self.has_filled_channel.set()
+    consumed: Consumption
 
 
 @library(scope="SUITE")
@@ -82,9 +59,9 @@ class StopLibrary:
 
     def __init__(self) -> None:
         self._servers: list[ScriptedOpenAIServer] = []
-        self._stop: _Stop | None = None
+        self._stop: _Run | None = None
         self._stalled_chunks = 0
-        self._slow_read: _Stop | None = None
+        self._slow_read: _Run | None = None
 
     def close(self) -> None:
         self.stop_stop_servers()
@@ -104,15 +81,20 @@ class StopLibrary:
         actor (provider openai) and stops at the first `position` event (first text, mid-text,
         usage recorded, tool requested, tool started, tool finished) by `style` (break,
         aclose(), async with, cancel task, cancel scope). Waits until the run has settled."""
-        if position not in _POSITIONS:
-            raise ValueError(f"unknown position {position!r}; one of {sorted(_POSITIONS)}")
+        if position not in NAMED_POSITIONS:
+            known = sorted(NAMED_POSITIONS)
+            raise ValueError(f"unknown position {position!r}; one of {known}")
         if style not in _STYLES:
             raise ValueError(f"unknown style {style!r}; one of {sorted(_STYLES)}")
         demo.clear_invocations()
         executor, server = self._over_the_wire(_script_of(actor_file), actor_file)
-        self._stop = asyncio.run(_guarded(_stop_run(executor, server, position, style)))
-        logger.info(f"events before the stop: {[e.kind for e in self._stop.events]}")
-        logger.info(f"result: {self._stop.result!r}")
+        stop = Stop(_STYLES[style], at=NAMED_POSITIONS[position])
+        consumed = run_guarded(consume(executor, _MESSAGE, mode="events", stop=stop))
+        self._stop = _Run(server, consumed)
+        logger.info(f"events before the stop: {[e.kind for e in consumed.events]}")
+        logger.info(f"result: {consumed.result!r}")
+        if not consumed.stopped_early:
+            raise AssertionError("the consumer never reached the stop")
 
     @keyword
     def read_a_long_answer_slowly(self, words: int) -> None:
@@ -121,21 +103,13 @@ class StopLibrary:
         rest. Records how many chunks the model had taken while nothing was read."""
         text = " ".join(f"word{n}" for n in range(int(words)))
         executor, server = self._over_the_wire([ScriptedReply(text=text)], None)
-        self._slow_read = asyncio.run(_guarded(self._read_slowly(executor, server)))
-
-    async def _read_slowly(self, executor: ActorExecutor, server: ScriptedOpenAIServer) -> _Stop:
-        counter = _ChunkCounter()
+        counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
         executor.agent.model.callbacks = [counter]
-        outcome = _Stop(server)
-        async with executor.execute_events("Tell me everything.") as stream:
-            events = aiter(stream)
-            outcome.events.append(await anext(events))
-            await counter.has_filled_channel.wait()
-            await asyncio.sleep(0.5)  # every chance to pull more, were it not held back
-            self._stalled_chunks = counter.chunks
-            outcome.events += [event async for event in events]
-        outcome.result = stream.result
-        return outcome
+        reading = read_slowly(
+            executor.execute_events, "Tell me everything.", counter=counter, stall_s=0.5
+        )
+        consumed, self._stalled_chunks = run_guarded(reading)
+        self._slow_read = _Run(server, consumed)
 
     def _over_the_wire(
         self, script: list[ScriptedReply], actor_file: str | None
@@ -161,23 +135,23 @@ class StopLibrary:
 
     @keyword
     def run_should_have_been_cancelled(self) -> None:
-        result = self._stopped().result
+        result = self._stopped().consumed.result
         if result is None or not result.cancelled:
             raise AssertionError(f"the run was not cancelled: {result!r}")
 
     @keyword
     def no_tool_should_have_started_after_the_stop(self) -> None:
-        stop = self._stopped()
-        late = [call for call in demo.invocations() if call.started > stop.stopped_at]
+        stopped_at = self._stopped().consumed.stopped_at or 0.0
+        late = [call for call in demo.invocations() if call.started > stopped_at]
         if late:
             raise AssertionError(f"tools started after the stop: {late}")
-        running = [call for call in demo.invocations() if call.finished > stop.stopped_at]
+        running = [call for call in demo.invocations() if call.finished > stopped_at]
         if any(call.ended != "cancelled" for call in running):
             raise AssertionError(f"a tool running at the stop was not cancelled: {running}")
 
     @keyword
     def stop_should_have_returned_within(self, seconds: float) -> None:
-        took = self._stopped().settled_after_s
+        took = self._stopped().consumed.settled_after_s
         if took > float(seconds):
             raise AssertionError(f"the run settled {took:.3f} s after the stop")
 
@@ -186,7 +160,7 @@ class StopLibrary:
         """Each request the server received is one call of the result; a call whose usage
         arrived is billed as the server billed it, the others are flagged estimated."""
         stop = self._stopped()
-        result, server = stop.result, stop.server
+        result, server = stop.consumed.result, stop.server
         if result is None or result.llm_calls != len(server.requests):
             raise AssertionError(f"{len(server.requests)} requests, result {result!r}")
         billed = {call.request_index: call for call in server.billed}
@@ -202,8 +176,8 @@ class StopLibrary:
 
     @keyword
     def no_task_of_the_run_should_be_left(self) -> None:
-        if self._stopped().tasks_left:
-            raise AssertionError(f"tasks left running: {self._stopped().tasks_left}")
+        if tasks := self._stopped().consumed.tasks_left:
+            raise AssertionError(f"tasks left running: {tasks}")
 
     @keyword
     def model_should_have_waited_for_the_reader(self) -> None:
@@ -215,13 +189,14 @@ class StopLibrary:
     @keyword
     def whole_long_answer_should_have_arrived_as_billed(self, words: int) -> None:
         read = self._slow_read
-        if read is None or read.result is None:
+        if read is None or read.consumed.result is None:
             raise RuntimeError("Read A Long Answer Slowly first")
-        text = "".join(e.text for e in read.events if isinstance(e, TextDelta))
+        result = read.consumed.result
+        text = "".join(e.text for e in read.consumed.events if isinstance(e, TextDelta))
         if len(text.split()) != int(words):
             raise AssertionError(f"{len(text.split())} words arrived, not {words}")
         billed = read.server.billed_total
-        reported = (read.result.prompt_tokens, read.result.completion_tokens)
+        reported = (result.prompt_tokens, result.completion_tokens)
         if reported != (billed.prompt_tokens, billed.completion_tokens):
             raise AssertionError(f"reported {reported}, billed {billed}")
 
@@ -260,97 +235,10 @@ class StopLibrary:
         """Closes the connection of a response opened by `Open Chat Until A Tool Starts`."""
         response.close()
 
-    def _stopped(self) -> _Stop:
+    def _stopped(self) -> _Run:
         if self._stop is None:
             raise RuntimeError("Stop A Run Over The Wire first")
         return self._stop
-
-
-# -- the stop styles -------------------------------------------------------------------------
-
-
-async def _read_until(
-    events: AsyncIterator[Event], outcome: _Stop, is_there: Callable[[list[Event]], bool]
-) -> None:
-    async for event in events:
-        outcome.events.append(event)
-        if is_there(outcome.events):
-            outcome.stopped_at = time.perf_counter()
-            return
-    raise AssertionError(f"the run ended before the stop: {[e.kind for e in outcome.events]}")
-
-
-async def _by_break(stream: EventStream, outcome: _Stop, at: Any) -> None:
-    async for event in stream:
-        outcome.events.append(event)
-        if at(outcome.events):
-            outcome.stopped_at = time.perf_counter()
-            break
-
-
-async def _by_aclose(stream: EventStream, outcome: _Stop, at: Any) -> None:
-    await _read_until(aiter(stream), outcome, at)
-    await stream.aclose()
-
-
-async def _by_async_with(stream: EventStream, outcome: _Stop, at: Any) -> None:
-    async with stream:
-        await _read_until(aiter(stream), outcome, at)
-
-
-async def _by_cancelling_the_task(stream: EventStream, outcome: _Stop, at: Any) -> None:
-    reached = asyncio.Event()
-
-    async def consume() -> None:
-        await _read_until(aiter(stream), outcome, at)
-        reached.set()
-        await asyncio.sleep(_GUARD_S)
-
-    async with stream:
-        consumer = asyncio.create_task(consume())
-        await reached.wait()
-        consumer.cancel()
-        await asyncio.wait({consumer})
-
-
-async def _by_cancel_scope(stream: EventStream, outcome: _Stop, at: Any) -> None:
-    with anyio.CancelScope() as scope:
-        async with stream:
-            await _read_until(aiter(stream), outcome, at)
-            scope.cancel()
-            await anyio.sleep(_GUARD_S)
-
-
-_STYLES = {
-    "break": _by_break,
-    "aclose()": _by_aclose,
-    "async with": _by_async_with,
-    "cancel task": _by_cancelling_the_task,
-    "cancel scope": _by_cancel_scope,
-}
-
-
-async def _stop_run(
-    executor: ActorExecutor, server: ScriptedOpenAIServer, position: str, style: str
-) -> _Stop:
-    outcome = _Stop(server)
-    stream = executor.execute_events("Look up the Louvre and the Orsay, then tell me about both.")
-    await _STYLES[style](stream, outcome, _POSITIONS[position])
-    if not outcome.stopped_at:
-        raise AssertionError("the consumer never reached the stop")
-    for _ in range(int(_GUARD_S / _POLL_S)):
-        if stream.result is not None and not other_running_tasks():
-            break
-        await asyncio.sleep(_POLL_S)
-    outcome.settled_after_s = time.perf_counter() - outcome.stopped_at
-    outcome.result = stream.result
-    outcome.tasks_left = [repr(task) for task in other_running_tasks()]
-    return outcome
-
-
-async def _guarded(run: Any) -> Any:
-    async with asyncio.timeout(_GUARD_S):
-        return await run
 
 
 def _read_actor(actor_file: str) -> dict[str, Any]:

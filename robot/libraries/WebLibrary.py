@@ -31,6 +31,7 @@ import yaml
 from robot.api import logger
 from robot.api.deco import keyword, library
 from robot.libraries.BuiltIn import BuiltIn
+from support.harness import Stop, after_items, consume, run_guarded
 
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -779,39 +780,20 @@ class WebLibrary:
     def consume_events_until_an_anyio_scope_is_cancelled(
         self, actor: str, message: str, events: int
     ) -> dict[str, Any]:
-        """Iterate ACTOR's `execute_events(MESSAGE)` in an anyio task group, as Starlette and
-        sse-starlette run a response body, and cancel the group's scope after EVENTS events (a
-        client hanging up). Returns what the consumer saw when its `async for` ended:
-        `result_settled` (the stream's result was set) and `runs_still_running` (tasks of the run
-        not finished)."""
-        import anyio
-
+        """Read ACTOR's `execute_events(MESSAGE)` inside an anyio cancel scope, as Starlette and
+        sse-starlette run a response body, and cancel the scope after EVENTS events (a client
+        hanging up). Returns what the consumer saw when its reading ended: `result_settled` (the
+        run's result was set) and `runs_still_running` (tasks of the run not finished)."""
         from cleveractors import ActorExecutor
 
-        seen: dict[str, Any] = {}
-
-        async def scenario() -> None:
-            stream = ActorExecutor.from_config(actor).execute_events(message)
-            async with anyio.create_task_group() as group:
-
-                async def consume() -> None:
-                    received = 0
-                    try:
-                        async for _ in stream:
-                            received += 1
-                            if received == int(events):
-                                group.cancel_scope.cancel()
-                    finally:
-                        seen["result_settled"] = stream.result is not None
-                        seen["runs_still_running"] = sum(
-                            "_produce" in repr(task.get_coro()) for task in asyncio.all_tasks()
-                        )
-
-                group.start_soon(consume)
-            await stream.aclose()  # leave nothing behind for the next test, whatever happened
-
-        asyncio.run(scenario())
-        logger.info(f"when the consumer's loop ended: {seen}")
+        stop = Stop("cancel scope", at=after_items(int(events)))
+        executor = ActorExecutor.from_config(actor)
+        consumed = run_guarded(consume(executor, message, mode="events", stop=stop))
+        seen = {
+            "result_settled": consumed.last_result_on_return is not None,
+            "runs_still_running": len(consumed.tasks_pending_on_return),
+        }
+        logger.info(f"when the consumer's reading ended: {seen}")
         return seen
 
     # -- the chat page -----------------------------------------------------------------------

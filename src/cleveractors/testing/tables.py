@@ -1,5 +1,4 @@
-"""Scripts written as tables, and a check for leftover tasks: helpers for Behave steps, Robot
-keywords and your own tests.
+"""Scripts written as tables: for Behave steps, Robot keywords and your own tests.
 
 A table row maps column headings to cells; `scripted_reply` turns one into a `ScriptedReply`.
 Tool calls are written `name#id {json args}`, several separated by ` ; `; arguments that are not a
@@ -8,7 +7,6 @@ JSON object are kept as raw text, to script invalid arguments on purpose.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -16,7 +14,7 @@ from typing import Any
 
 from cleveractors._script import ScriptedReply, ScriptedToolCall
 
-__all__ = ["REPLY_COLUMNS", "other_running_tasks", "scripted_reply", "scripted_tool_calls"]
+__all__ = ["REPLY_COLUMNS", "scripted_reply", "scripted_tool_calls"]
 
 _CALL = re.compile(r"(?P<name>[^\s#]+)(?:#(?P<id>\S+))?(?:\s+(?P<args>.+))?", re.DOTALL)
 
@@ -74,9 +72,3 @@ def scripted_reply(cells: Mapping[str, str]) -> ScriptedReply:
             key, convert = REPLY_COLUMNS[heading]
             fields[key] = convert(cell)
     return ScriptedReply(**fields)
-
-
-def other_running_tasks() -> list[asyncio.Task[Any]]:
-    """The tasks of the running loop that are not finished, besides the caller's own."""
-    current = asyncio.current_task()
-    return [task for task in asyncio.all_tasks() if task is not current and not task.done()]
