@@ -69,7 +69,7 @@ Feature: A streamed model call that stops sending chunks is ended by the loop's 
 
   Scenario: A caller that reads slowly is no stall: time the run waits for its reader does not count
     Given the actor's model answers in 300 words at once
-    When a caller reads the events, pausing 1 s after the first text delta
+    When a caller reads one event, then nothing for 1 s, then the rest
     Then the reader got the whole answer of 300 words from one call
 
   Scenario Outline: A stop during a stall is a stop, not a stall, and is not retried (<mode>)

@@ -17,9 +17,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+from support.harness import (
+    ChunkCounter,
+    Stop,
+    after_text,
+    consume,
+    read_slowly,
+    run_guarded,
+)
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, LoopLimits
-from cleveractors.events import TextDelta
+from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
 from cleveractors.testing import ScriptedReply
 from cleveractors.tokens import count_tokens
 
@@ -141,33 +149,16 @@ class _StallingModel(BaseChatModel):
     "with a {seconds:g} s stall limit"
 )
 def _when_stop_swallowed(context: Context, seconds: float) -> None:
-    async def stop() -> None:
-        agent = LLMAgent(_StallingModel(), limits=LoopLimits(stream_stall_timeout_s=seconds))
-        stream = agent.stream_message("Weather in Paris?")
-        started = asyncio.Event()
-
-        async def consume() -> None:
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    started.set()
-
-        caller = asyncio.create_task(consume())
-        await started.wait()
-        caller.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await caller
-        context.stop_result = stream.result
-
-    async def guarded() -> None:
-        async with asyncio.timeout(_NEVER_S / 2):
-            await stop()
-
-    asyncio.run(guarded())
+    agent = LLMAgent(_StallingModel(), limits=LoopLimits(stream_stall_timeout_s=seconds))
+    stop = Stop("cancel task", at=after_text("Paris"))
+    reading = consume(ActorExecutor(agent), "Weather in Paris?", mode="events", stop=stop)
+    context.outcome = run_guarded(reading)
 
 
 @then("the stopped run and its call are marked cancelled, not stalled")
 def _then_cancelled_not_stalled(context: Context) -> None:
-    result = context.stop_result
+    assert not context.outcome.tasks_left, context.outcome.tasks_left
+    result = context.outcome.result
     assert result is not None, "no result was settled"
     assert result.error is not None, result
     assert result.error.type == "CancelledError", result.error
@@ -181,27 +172,20 @@ def _given_long_answer(context: Context, words: int) -> None:
     context.actor["agent"]["script"] = [ScriptedReply(text=" ".join(["rain"] * words))]
 
 
-@when("a caller reads the events, pausing {seconds:g} s after the first text delta")
+@when("a caller reads one event, then nothing for {seconds:g} s, then the rest")
 def _when_slow_reader(context: Context, seconds: float) -> None:
-    async def read() -> None:
-        events = ActorExecutor.from_config(context.actor).execute_events("Weather in Paris?")
-        paused = False
-        context.reader_error = None
-        try:
-            async for event in events:
-                if isinstance(event, TextDelta) and not paused:
-                    paused = True
-                    await asyncio.sleep(seconds)
-        except Exception as exc:
-            context.reader_error = exc
-        context.reader_result = events.result
-
-    asyncio.run(read())
+    executor = ActorExecutor.from_config(context.actor)
+    counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
+    executor.agent.model.callbacks = [counter]
+    reading = read_slowly(
+        executor.execute_events, "Weather in Paris?", counter=counter, stall_s=seconds
+    )
+    context.outcome, _chunks = run_guarded(reading)
 
 
 @then("the reader got the whole answer of {words:d} words from one call")
 def _then_whole_answer(context: Context, words: int) -> None:
-    assert context.reader_error is None, repr(context.reader_error)
-    result = context.reader_result
+    result = context.outcome.result
+    assert result.error is None, result.error
     assert len(result.text.split()) == words, result.text
     assert result.llm_calls == 1, result.usage_by_call
