@@ -103,15 +103,6 @@ Feature: A streamed model call that stops sending chunks is ended by the loop's 
     Then the answer is "Paris: 18 C and light rain."
     And no call was retried
 
-  Scenario: With the loop's limit off, the stream is not watched
-    Given the actor does not limit stalls of a streamed call
-    And the actor's model replies:
-      | text                        | stall after | stall |
-      | Paris: 18 C and light rain. | 2           | 0.5   |
-    When the actor is asked "Weather in Paris?" in events mode
-    Then the answer is "Paris: 18 C and light rain."
-    And no call was retried
-
   Scenario Outline: ChatOpenAI's own per-chunk timeout gives way to the loop's stall limit (<loop limit>)
     When an agent is built in code around ChatOpenAI(stream_chunk_timeout=7) with the loop's stall limit <loop limit>
     Then the agent's ChatOpenAI has stream_chunk_timeout <client timeout>

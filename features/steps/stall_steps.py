@@ -42,11 +42,6 @@ def _given_stall_limit(context: Context, seconds: float) -> None:
     context.actor["agent"]["stream_stall_timeout_s"] = seconds
 
 
-@given("the actor does not limit stalls of a streamed call")
-def _given_no_stall_limit(context: Context) -> None:
-    context.actor["agent"]["stream_stall_timeout_s"] = None
-
-
 @then("the stalled call's completion is the estimate of the text streamed before the stall")
 def _then_stalled_completion(context: Context) -> None:
     call = context.outcome.result.usage_by_call[-1]
