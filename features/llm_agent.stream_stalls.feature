@@ -112,6 +112,10 @@ Feature: A streamed model call that stops sending chunks is ended by the loop's 
       | 120        | None           |
       | None       | 7.0            |
 
+  Scenario: With the loop's limit off, the client's own per-chunk timeout rules
+    When an agent built in code around ChatOpenAI(stream_chunk_timeout=0.3), without the loop's stall limit, streams a reply that stalls for 3 s
+    Then the call failed with StreamChunkTimeoutError "No streaming chunk received for 0.3s"
+
   Scenario: An actor config built ChatOpenAI reads chunks without the client's per-chunk timeout
     When an actor config with provider openai is loaded
     Then the agent's ChatOpenAI has stream_chunk_timeout None

@@ -28,7 +28,7 @@ from support.harness import (
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent, LoopLimits
 from cleveractors.agents.stream import MAX_BUFFERED_EVENTS
-from cleveractors.testing import ScriptedReply
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 from cleveractors.tokens import count_tokens
 
 _WORD = re.compile(r"\s*\S+")
@@ -184,3 +184,26 @@ def _then_whole_answer(context: Context, words: int) -> None:
     assert result.error is None, result.error
     assert len(result.text.split()) == words, result.text
     assert result.llm_calls == 1, result.usage_by_call
+
+
+@when(
+    "an agent built in code around ChatOpenAI(stream_chunk_timeout={client:g}), without the "
+    "loop's stall limit, streams a reply that stalls for {seconds:g} s"
+)
+def _when_client_timeout_rules(context: Context, client: float, seconds: float) -> None:
+    reply = ScriptedReply(text="Paris: 18 C and light rain.", stall_after_chunks=2, stall_s=seconds)
+    server = ScriptedOpenAIServer([reply])
+    server.start()
+    try:
+        model = ChatOpenAI(
+            model="gpt-4o-mini",
+            api_key="sk-unused",  # type: ignore[arg-type]  # pydantic coerces it to a SecretStr
+            base_url=server.base_url,
+            max_retries=0,
+            stream_chunk_timeout=client,
+        )
+        agent = LLMAgent(model, limits=LoopLimits(stream_stall_timeout_s=None))
+        reading = consume(ActorExecutor(agent), "Weather in Paris?", mode="events")
+        context.outcome = run_guarded(reading)
+    finally:
+        server.stop()
