@@ -333,7 +333,8 @@ def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
     kind = _ERRORS_BY_STATUS.get(status, ModelAPIError if status >= 500 else ModelError)
     error = kind(message)
     headers = {} if reply.retry_after is None else {"retry-after": reply.retry_after}
-    # The attributes of the SDK errors that langchain-openai's errors subclass.
-    error.status_code = status  # type: ignore[attr-defined]
-    error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]
+    # The attributes of the SDK errors that langchain-openai's errors subclass (mypy knows only
+    # langchain-core's classes, which do not declare them).
+    error.status_code = status  # type: ignore[attr-defined]  # as the SDK's errors carry it
+    error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]  # likewise
     return error

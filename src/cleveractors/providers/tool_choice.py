@@ -45,7 +45,7 @@ def bind_tools_forbidding_calls(
         return model.bind_tools(tools)
     try:
         # BaseChatModel types tool_choice as a string; integrations (ChatAnthropic) take dicts.
-        return model.bind_tools(tools, tool_choice=choice)  # type: ignore[arg-type]
+        return model.bind_tools(tools, tool_choice=choice)  # type: ignore[arg-type]  # a dict
     except (NotImplementedError, TypeError, ValueError) as exc:
         logger.info(
             "%s does not accept tool_choice=%r (%s); its synthesis requests declare the tools "
