@@ -23,6 +23,7 @@ from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from support.fold_shapes import SHAPES, ReplySpec, Shape, chunks, reply_specs
+from support.step_text import listed_names
 
 from cleveractors.agents.fold import ReplyFold, output_text
 
@@ -31,11 +32,7 @@ _CALL_FIELDS = {"tool_calls", "invalid_tool_calls"}
 
 @given("streamed replies shaped the way {shapes} stream them")
 def step_shapes(context: Context, shapes: str) -> None:
-    chosen = tuple(shape.strip() for shape in shapes.replace(" and ", ",").split(","))
-    unknown = set(chosen) - set(SHAPES)
-    if unknown:
-        raise ValueError(f"unknown shapes {sorted(unknown)}; known: {', '.join(SHAPES)}")
-    context.fold_shapes = chosen
+    context.fold_shapes = listed_names(shapes, SHAPES, what="shapes")
 
 
 @when("the fold property is checked on {variable} examples (default {default:d})")

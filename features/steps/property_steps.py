@@ -30,6 +30,7 @@ from support.faults import (
     unanswered_tool_calls,
 )
 from support.harness import MODES, Mode
+from support.step_text import listed_names
 
 from cleveractors.errors import CleverActorsError
 from cleveractors.events import RunFailed, RunFinished, UsageRecorded
@@ -48,10 +49,7 @@ _DOCUMENTED_FAILURES = (ModelError, CleverActorsError, asyncio.CancelledError)
 
 @given("the billing property's conversations are generated for the modes {modes}")
 def step_generate_conversations(context: Context, modes: str) -> None:
-    chosen = tuple(mode.strip() for mode in modes.replace(" and ", ",").split(","))
-    unknown = set(chosen) - set(MODES)
-    if unknown:
-        raise ValueError(f"unknown modes {sorted(unknown)}; known: {', '.join(MODES)}")
+    chosen = listed_names(modes, MODES, what="modes")
     context.billing_conversations = conversations(modes=cast(tuple[Mode, ...], chosen))
 
 
