@@ -18,17 +18,18 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import ValidationError
 
 from cleveractors import tokens
+from cleveractors._turn import TurnRequest, run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
-from cleveractors.agents.stream import RunOutcome
 from cleveractors.config import (
     ActorConfig,
     StoreConfig,
@@ -41,7 +42,8 @@ from cleveractors.config import (
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event
 from cleveractors.providers import make_chat_model
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ExecutionResult, RunOutcome
+from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
 
 if TYPE_CHECKING:
@@ -210,21 +212,8 @@ class ActorExecutor:
             StoreError: the ledger or the session could not be written.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        store = self._store_for(history, session_id)
-        if store is None:
-            return await self.agent.process_message(
-                message, history=history, on_result=self._remember
-            )
-        await store.open()
-        outcome = await store.run_turn(
-            self.agent,
-            message,
-            history=history,
-            session_id=session_id,
-            caller=caller,
-            sink=discard_event,
-            streaming=False,
-        )
+        turn = self._turn(message, history, session_id=session_id, caller=caller)
+        outcome = await turn(discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
     def execute_events(
@@ -235,25 +224,10 @@ class ActorExecutor:
         session_id: str | None = None,
         caller: str | None = None,
     ) -> EventStream:
-        """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`.
-        Arguments as for `execute()`."""
-        store = self._store_for(history, session_id)
-        if store is None:
-            return self.agent.stream_message(message, history=history, on_result=self._remember)
-
-        async def run(sink: Callable[[Event], None]) -> RunOutcome:
-            await store.open()
-            return await store.run_turn(
-                self.agent,
-                message,
-                history=history,
-                session_id=session_id,
-                caller=caller,
-                sink=sink,
-                streaming=True,
-            )
-
-        return EventStream(run, on_result=self._remember)
+        """Run a message, yielding typed events: first `RunStarted` (the run's id), last
+        `RunFinished` or `RunFailed`. Arguments as for `execute()`."""
+        turn = self._turn(message, history, session_id=session_id, caller=caller)
+        return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
 
     def execute_stream(
         self,
@@ -268,7 +242,16 @@ class ActorExecutor:
         events = self.execute_events(message, history, session_id=session_id, caller=caller)
         return TextStream(events)
 
-    def _store_for(self, history: History | None, session_id: str | None) -> SqlStore | None:
+    def _turn(
+        self,
+        message: str,
+        history: History | None,
+        *,
+        session_id: str | None,
+        caller: str | None,
+    ) -> _BoundTurn:
+        """The one path of every entry point: a run with its id minted now, ready to run with a
+        sink, blocking or streaming."""
         if session_id is not None and self.store is None:
             raise ConfigurationError(
                 "session_id needs a store: configure `store:` or pass ActorExecutor(store=...)"
@@ -277,10 +260,26 @@ class ActorExecutor:
             raise ConfigurationError(
                 "history cannot be given with session_id: the session holds the history"
             )
-        return self.store
+        request = TurnRequest(message, history, session_id=session_id, caller=caller)
+        return _BoundTurn(self.agent, self.store, request, new_run_id())
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
+
+
+@dataclass(frozen=True, slots=True)
+class _BoundTurn:
+    """One run of one request, its id fixed: called once, with its sink."""
+
+    agent: Agent
+    store: SqlStore | None
+    request: TurnRequest
+    run_id: str
+
+    def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
+        return run_turn(
+            self.agent, self.store, self.request, run_id=self.run_id, sink=sink, streaming=streaming
+        )
 
 
 def _build_store(config: StoreConfig | None) -> SqlStore | None:
