@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -56,7 +56,7 @@ from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
 from cleveractors.errors import ConfigurationError
-from cleveractors.events import RunFailed, RunFinished, TextDelta
+from cleveractors.events import Event, RunFailed, RunFinished, RunStarted, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.web.openai_compat import (
@@ -249,11 +249,12 @@ def _add_chat_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolic
             detail = "session_id: this server keeps no sessions (serve it with --store URL)"
             return JSONResponse({"detail": detail}, status_code=422)
         request_id = _request_id()
+        opened = await _open_run(stream, runs.on_usage)
         return _RunStreamResponse(
-            _event_frames(stream, request_id),
+            _event_frames(opened, request_id),
             _billed_run(stream, runs.on_usage),
             send_timeout_s=runs.send_timeout_s,
-            request_id=request_id,
+            headers=opened.headers(request_id),
         )
 
 
@@ -284,16 +285,20 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
         reply = CompletionReply(model=body.model)
         billed = _billed_run(stream, runs.on_usage)
         request_id = _request_id()
+        opened = await _open_run(stream, runs.on_usage)
         if body.stream:
             frames = _completion_chunks(
-                stream, reply, include_usage=body.include_usage, request_id=request_id
+                opened, reply, include_usage=body.include_usage, request_id=request_id
             )
             return _RunStreamResponse(
-                frames, billed, send_timeout_s=runs.send_timeout_s, request_id=request_id
+                frames,
+                billed,
+                send_timeout_s=runs.send_timeout_s,
+                headers=opened.headers(request_id),
             )
         async with billed:
-            response = await _completion_unless_client_leaves(request, stream, reply, request_id)
-        response.headers["X-Request-ID"] = request_id
+            response = await _completion_unless_client_leaves(request, opened, reply, request_id)
+        response.headers.update(opened.headers(request_id))
         return response
 
 
@@ -350,6 +355,46 @@ def _request_id() -> str:
 # -- the run a request owns ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _OpenedRun:
+    """A request's run once it is open: its first event read (`RunStarted`, or the `RunFailed`
+    of a run refused before it began), so the response's headers can name the run."""
+
+    stream: EventStream
+    events: AsyncGenerator[Event, None]
+    first: Event
+
+    @property
+    def run_id(self) -> str | None:
+        first = self.first
+        if isinstance(first, RunStarted):
+            return first.run_id
+        return first.result.run_id if isinstance(first, RunFinished | RunFailed) else None
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        run_id = self.run_id
+        return {"X-Request-ID": request_id} | ({} if run_id is None else {"X-Run-Id": run_id})
+
+    async def all_events(self) -> AsyncGenerator[Event, None]:
+        """Every event of the run, the first one included; closing this closes the stream."""
+        async with aclosing(self.events) as events:
+            yield self.first
+            async for event in events:
+                yield event
+
+
+async def _open_run(stream: EventStream, on_usage: ResultCallback | None) -> _OpenedRun:
+    """Start the run and read its first event. Whatever interrupts that (a server shutting
+    down) stops the run, settles it and bills it before it propagates."""
+    events = aiter(stream)
+    try:
+        first = await anext(events)
+    except BaseException:
+        async with _billed_run(stream, on_usage):
+            raise
+    return _OpenedRun(stream, events, first)
+
+
 @asynccontextmanager
 async def _billed_run(
     stream: EventStream, on_usage: ResultCallback | None
@@ -375,16 +420,13 @@ class _RunStreamResponse(EventSourceResponse):
         run: AbstractAsyncContextManager[EventStream],
         *,
         send_timeout_s: float,
-        request_id: str,
+        headers: dict[str, str],
     ) -> None:
         super().__init__(
-            frames,
-            sep=SSE_LINE_SEPARATOR,
-            send_timeout=send_timeout_s,
-            headers={"X-Request-ID": request_id},
+            frames, sep=SSE_LINE_SEPARATOR, send_timeout=send_timeout_s, headers=headers
         )
         self._run = run
-        self._request_id = request_id
+        self._request_id = headers["X-Request-ID"]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -402,8 +444,8 @@ class _RunStreamResponse(EventSourceResponse):
 # -- /chat ---------------------------------------------------------------------------------------
 
 
-async def _event_frames(stream: EventStream, request_id: str) -> AsyncIterator[ServerSentEvent]:
-    async with aclosing(aiter(stream)) as events:
+async def _event_frames(opened: _OpenedRun, request_id: str) -> AsyncIterator[ServerSentEvent]:
+    async with aclosing(opened.all_events()) as events:
         while True:
             event = await anext(events)
             if isinstance(event, RunFailed):
@@ -427,7 +469,7 @@ def _public_failure(event: RunFailed, request_id: str) -> RunFailed:
 
 
 async def _completion_unless_client_leaves(
-    request: Request, stream: EventStream, reply: CompletionReply, request_id: str
+    request: Request, opened: _OpenedRun, reply: CompletionReply, request_id: str
 ) -> Response:
     """The completion; or, when the client hangs up first, the run is stopped (by cancelling
     its consumer) and an empty response is returned that nobody reads."""
@@ -439,7 +481,7 @@ async def _completion_unless_client_leaves(
             group.cancel_scope.cancel()
 
         group.start_soon(stop_when_client_leaves)
-        response = await _completion(stream, reply, request_id)
+        response = await _completion(opened, reply, request_id)
         group.cancel_scope.cancel()
     return response
 
@@ -451,9 +493,9 @@ async def _until_disconnected(request: Request) -> None:
         pass
 
 
-async def _completion(stream: EventStream, reply: CompletionReply, request_id: str) -> Response:
+async def _completion(opened: _OpenedRun, reply: CompletionReply, request_id: str) -> Response:
     answer = AnswerText()
-    async with aclosing(aiter(stream)) as events:
+    async with aclosing(opened.all_events()) as events:
         while not isinstance(event := await anext(events), RunFinished | RunFailed):
             if isinstance(event, TextDelta):
                 answer.add(event)
@@ -463,11 +505,11 @@ async def _completion(stream: EventStream, reply: CompletionReply, request_id: s
 
 
 async def _completion_chunks(
-    stream: EventStream, reply: CompletionReply, *, include_usage: bool, request_id: str
+    opened: _OpenedRun, reply: CompletionReply, *, include_usage: bool, request_id: str
 ) -> AsyncIterator[ServerSentEvent]:
     answer = AnswerText()
     yield data_frame(reply.chunk(Delta(role="assistant", content="")).model_dump_json())
-    async with aclosing(aiter(stream)) as events:
+    async with aclosing(opened.all_events()) as events:
         while True:
             match await anext(events):
                 case TextDelta() as delta:
