@@ -197,6 +197,7 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
 
@@ -205,14 +206,23 @@ class ActorExecutor:
             history: Earlier turns, when the executor keeps no session for them.
             session_id: Continue (or start) this stored session; needs a store.
             caller: Whose session it is: another caller's session does not exist for them.
+            idempotency_key: Needs a store. A request sent again under the same key, by the same
+                caller with the same message, history and session, gets the first run's result
+                back (`replayed=True`) instead of running and billing again. A run that failed
+                or was cancelled frees its key; keys expire with the store's `retention_days`.
 
         Raises:
-            ConfigurationError: the message or history is malformed, or a session without store.
+            ConfigurationError: the message or history is malformed, a session or an
+                idempotency key without a store, or a key that is empty or too long.
             SessionBusyError: another run holds the session.
+            IdempotencyKeyInProgressError: the key's first run is still going.
+            IdempotencyKeyMismatchError: the key was first used for another request.
             StoreError: the ledger or the session could not be written.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        turn = self._turn(message, history, session_id=session_id, caller=caller)
+        turn = self._turn(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
         outcome = await turn(discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
@@ -223,10 +233,14 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> EventStream:
         """Run a message, yielding typed events: first `RunStarted` (the run's id), last
-        `RunFinished` or `RunFailed`. Arguments as for `execute()`."""
-        turn = self._turn(message, history, session_id=session_id, caller=caller)
+        `RunFinished` or `RunFailed`. Arguments as for `execute()`; a replayed request streams
+        `RunStarted(replayed=True)`, its stored answer as one `TextDelta`, then `RunFinished`."""
+        turn = self._turn(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
         return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
 
     def execute_stream(
@@ -236,10 +250,13 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> TextStream:
         """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`."""
-        events = self.execute_events(message, history, session_id=session_id, caller=caller)
+        events = self.execute_events(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
         return TextStream(events)
 
     def _turn(
@@ -249,18 +266,22 @@ class ActorExecutor:
         *,
         session_id: str | None,
         caller: str | None,
+        idempotency_key: str | None,
     ) -> _BoundTurn:
         """The one path of every entry point: a run with its id minted now, ready to run with a
         sink, blocking or streaming."""
-        if session_id is not None and self.store is None:
-            raise ConfigurationError(
-                "session_id needs a store: configure `store:` or pass ActorExecutor(store=...)"
-            )
+        for name, value in (("session_id", session_id), ("idempotency_key", idempotency_key)):
+            if value is not None and self.store is None:
+                raise ConfigurationError(
+                    f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
+                )
         if session_id is not None and history:
             raise ConfigurationError(
                 "history cannot be given with session_id: the session holds the history"
             )
-        request = TurnRequest(message, history, session_id=session_id, caller=caller)
+        request = TurnRequest(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
         return _BoundTurn(self.agent, self.store, request, new_run_id())
 
     def _remember(self, result: ExecutionResult) -> None:

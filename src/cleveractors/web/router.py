@@ -55,7 +55,6 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
-from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, RunFailed, RunFinished, RunStarted, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
@@ -233,26 +232,20 @@ def _add_chat_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolic
         try:
             body = await _read_request(request, ChatRequest, policy)
             _check_history(body.message, [turn.content for turn in body.history], policy)
+            history = _as_provider_history([turn.model_dump() for turn in body.history])
+            opened = await _open_request_run(
+                runs, request, body.message, history, session_id=body.session_id
+            )
         except _RequestRejected as rejected:
             return JSONResponse(
                 {"detail": rejected.message},
                 status_code=rejected.status_code,
                 headers=rejected.headers,
             )
-        history = _as_provider_history([turn.model_dump() for turn in body.history])
-        try:
-            stream = runs.executor_factory().execute_events(
-                body.message, history, session_id=body.session_id, caller=current_caller()
-            )
-        except ConfigurationError:
-            # The only configuration a request can get wrong: a session on a storeless server.
-            detail = "session_id: this server keeps no sessions (serve it with --store URL)"
-            return JSONResponse({"detail": detail}, status_code=422)
         request_id = _request_id()
-        opened = await _open_run(stream, runs.on_usage)
         return _RunStreamResponse(
             _event_frames(opened, request_id),
-            _billed_run(stream, runs.on_usage),
+            _billed_run(opened.stream, runs.on_usage),
             send_timeout_s=runs.send_timeout_s,
             headers=opened.headers(request_id),
         )
@@ -268,6 +261,11 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
             body = await _read_request(request, ChatCompletionRequest, policy)
             earlier = [turn.text for turn in body.messages[:-1]]
             _check_history(body.message, earlier, policy, where="messages")
+            if (unsupported := body.unsupported()) is not None:
+                param, message = unsupported
+                raise _RequestRejected(400, message, param=param)
+            history = _as_provider_history(body.history)
+            opened = await _open_request_run(runs, request, body.message, history)
         except _RequestRejected as rejected:
             problem = error_response(
                 rejected.message,
@@ -276,16 +274,9 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
                 code=rejected.code,
             )
             return _openai_error(problem, rejected.status_code, rejected.headers)
-        if (unsupported := body.unsupported()) is not None:
-            param, message = unsupported
-            problem = error_response(message, type="invalid_request_error", param=param)
-            return _openai_error(problem, 400)
-        history = _as_provider_history(body.history)
-        stream = runs.executor_factory().execute_events(body.message, history)
         reply = CompletionReply(model=body.model)
-        billed = _billed_run(stream, runs.on_usage)
+        billed = _billed_run(opened.stream, runs.on_usage)
         request_id = _request_id()
-        opened = await _open_run(stream, runs.on_usage)
         if body.stream:
             frames = _completion_chunks(
                 opened, reply, include_usage=body.include_usage, request_id=request_id
@@ -383,6 +374,54 @@ class _OpenedRun:
                 yield event
 
 
+_KEY_REFUSALS = {
+    "IdempotencyKeyInProgressError": 409,
+    "IdempotencyKeyMismatchError": 422,
+    "ConfigurationError": 422,  # a key that is empty or too long
+}
+"""The HTTP status of each way a run is refused for its `Idempotency-Key`, before it begins."""
+_IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+async def _open_request_run(
+    runs: _RunSettings,
+    request: Request,
+    message: str,
+    history: list[dict[str, object]],
+    *,
+    session_id: str | None = None,
+) -> _OpenedRun:
+    """Start the request's run (under its `Idempotency-Key`, if it sent one) and open it.
+
+    Raises:
+        _RequestRejected: a session or a key on a storeless server (422); the key's first run
+            is still going (409) or served another request (422). Nothing ran, nothing is billed.
+    """
+    key = request.headers.get(_IDEMPOTENCY_HEADER)
+    executor = runs.executor_factory()
+    if executor.store is None:
+        if session_id is not None:
+            raise _RequestRejected(
+                422, "session_id: this server keeps no sessions (serve it with --store URL)"
+            )
+        if key is not None:
+            raise _RequestRejected(
+                422,
+                f"{_IDEMPOTENCY_HEADER}: this server keeps no idempotency keys "
+                "(serve it with --store URL)",
+                param=_IDEMPOTENCY_HEADER,
+            )
+    stream = executor.execute_events(
+        message, history, session_id=session_id, caller=current_caller(), idempotency_key=key
+    )
+    opened = await _open_run(stream, runs.on_usage)
+    first = opened.first
+    if isinstance(first, RunFailed) and (status := _KEY_REFUSALS.get(first.error.type)):
+        await stream.aclose()
+        raise _RequestRejected(status, first.error.message, param=_IDEMPOTENCY_HEADER)
+    return opened
+
+
 async def _open_run(stream: EventStream, on_usage: ResultCallback | None) -> _OpenedRun:
     """Start the run and read its first event. Whatever interrupts that (a server shutting
     down) stops the run, settles it and bills it before it propagates."""
@@ -406,8 +445,9 @@ async def _billed_run(
         # must still be stopped and its usage settled before it is reported.
         with anyio.CancelScope(shield=True):
             await stream.aclose()
-        if on_usage is not None:
-            on_usage(stream.result or _NOTHING_SPENT)
+        result = stream.result or _NOTHING_SPENT
+        if on_usage is not None and not result.replayed:  # a replay was billed as its first run
+            on_usage(result)
 
 
 class _RunStreamResponse(EventSourceResponse):
