@@ -175,7 +175,7 @@ Validate Names A Mistyped Field And An Unimportable Handler In One Run
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?
+    ...    agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?
     ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
 
 Validate Names Every Handler That Cannot Be Imported
@@ -200,7 +200,7 @@ Run With A Bad Config Fails With One Line
     Run Actor    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    1
     Error Output Should Start With
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?; agent.tools.0:
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?; agent.tools.0:
 
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}
