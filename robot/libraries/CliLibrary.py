@@ -213,6 +213,17 @@ class CliLibrary:
         return self._write_stub_actor([{"text": "Hi."}], tools=[tool], tool_max_round=3)
 
     @keyword
+    def actor_with_the_old_name_of_max_tool_rounds(self) -> str:
+        """Writes an actor that sets `tool_max_rounds`, the deprecated name of `max_tool_rounds`."""
+        return self._write_stub_actor([{"text": "Hi."}], tool_max_rounds=2)
+
+    @keyword
+    def remote_actor_without_a_model_and_with_a_mistyped_field(self) -> str:
+        """Writes an `openai` actor with no `model` and `tool_max_round` (a misspelt key)."""
+        agent = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "tool_max_round": 3}
+        return self._write_actor({"name": "modelless", "agent": agent})
+
+    @keyword
     def actor_with_unimportable_handlers(self) -> str:
         """Writes an actor whose two tools' handlers cannot be imported, for different reasons."""
         tools = [
@@ -264,7 +275,12 @@ class CliLibrary:
     @keyword
     def openai_actor_with_base_url(self, base_url: str) -> str:
         """Writes an `openai` actor whose server is BASE_URL, with no retries."""
-        agent = {"provider": "openai", "model": "gpt-4o-mini", "base_url": base_url, "max_retries": 0}
+        agent = {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "base_url": base_url,
+            "max_retries": 0,
+        }
         return self._write_actor({"name": "remote", "agent": agent})
 
     @keyword
