@@ -14,6 +14,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | problem                          | field                 | value      | message names                                                    |
       | a missing field                  | agent.provider        | (removed)  | agent.provider: Field required                                   |
       | a missing name                   | name                  | (removed)  | name: Field required                                             |
+      | an agent that is not a mapping   | agent                 | [1, 2]     | agent: Input should be a valid dictionary ; (got [1, 2])        |
       | a mistyped field                 | agent.max_tool_rounds | many       | agent.max_tool_rounds ; (got 'many')                             |
       | a value out of range             | agent.max_tool_rounds | 0          | agent.max_tool_rounds ; greater than 0 ; (got 0)                 |
       | a stall limit of no time         | agent.stream_stall_timeout_s | 0   | agent.stream_stall_timeout_s ; greater than 0 ; (got 0)   |
