@@ -259,7 +259,7 @@ class LLMAgent(Agent):
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
-                max_tool_rounds=config.tool_max_rounds,
+                max_tool_rounds=config.max_tool_rounds,
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
