@@ -1,0 +1,235 @@
+"""Steps of executor.idempotency.feature: requests sent again under their idempotency key."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from behave import given, then, when
+from behave.runner import Context
+from support.harness import Consumption, consume, run_guarded, wait_until
+
+from cleveractors import ActorExecutor, ConfigurationError, ExecutionResult
+from cleveractors.events import RunFinished, RunStarted, TextDelta
+from cleveractors.store import SqlStore
+
+_ANSWER = {"prompt_tokens": 30, "completion_tokens": 5}
+
+
+class _Caller:
+    """A target that asks as one caller under one key (the harness's target protocol)."""
+
+    def __init__(self, executor: ActorExecutor, key: str, caller: str | None = None) -> None:
+        self.executor = executor
+        self.key = key
+        self.caller = caller
+
+    @property
+    def last_result(self) -> ExecutionResult | None:
+        return self.executor.last_result
+
+    async def execute(self, message: str, history: Any = None) -> ExecutionResult:
+        return await self.executor.execute(
+            message, history, idempotency_key=self.key, caller=self.caller
+        )
+
+    def execute_events(self, message: str, history: Any = None) -> Any:
+        return self.executor.execute_events(
+            message, history, idempotency_key=self.key, caller=self.caller
+        )
+
+    def execute_stream(self, message: str, history: Any = None) -> Any:
+        return self.executor.execute_stream(
+            message, history, idempotency_key=self.key, caller=self.caller
+        )
+
+
+def _actor(context: Context, script: list[dict[str, object]], database: str | None) -> None:
+    actor: dict[str, Any] = {"name": "keys", "agent": {"provider": "stub", "script": script}}
+    if database == "sqlite":
+        folder = Path(tempfile.mkdtemp(prefix="cleveractors-keys-"))
+        actor["store"] = {"url": f"sqlite:///{folder / 'store.db'}"}
+    elif database == "postgresql":
+        actor["store"] = {"url": str(context.postgres.new_database())}
+    context.keys_actor = actor
+    context.asked: list[tuple[ActorExecutor, Consumption]] = []
+
+
+def _fresh(context: Context) -> ActorExecutor:
+    actor = copy.deepcopy(context.keys_actor)
+    if context.asked and getattr(context, "later_scripts", None):
+        actor["agent"]["script"] = context.later_scripts.pop(0)
+    return ActorExecutor.from_config(actor)
+
+
+@given('an actor answering "{text}" with a fresh {database} store')
+def _given_actor(context: Context, text: str, database: str) -> None:
+    _actor(context, [{"text": text, **_ANSWER}], database)
+
+
+@given('an actor answering "{text}" slowly with a fresh {database} store')
+def _given_slow_actor(context: Context, text: str, database: str) -> None:
+    _actor(context, [{"text": text, "chunk_delay_s": 0.3, **_ANSWER}], database)
+
+
+@given('an actor whose first answer fails, then answers "{text}", with a fresh {database} store')
+def _given_failing_actor(context: Context, text: str, database: str) -> None:
+    # Each worker's model plays its own script: the first worker's fails, the second's answers.
+    refusal = {"error": "the provider broke", "error_status": 400}
+    _actor(context, [refusal], database)
+    context.later_scripts = [[{"text": text, **_ANSWER}]]
+
+
+@given('an actor answering "{text}" without a store')
+def _given_storeless_actor(context: Context, text: str) -> None:
+    _actor(context, [{"text": text, **_ANSWER}], None)
+
+
+async def _ask(
+    executor: ActorExecutor, key: str, message: str, mode: str, caller: str | None = None
+) -> Consumption:
+    async with executor:
+        return await consume(_Caller(executor, key, caller), message, mode=mode)
+
+
+def _ask_fresh(
+    context: Context, message: str, key: str, mode: str, caller: str | None = None
+) -> None:
+    executor = _fresh(context)
+    context.asked.append((executor, run_guarded(_ask(executor, key, message, mode, caller))))
+
+
+@when('the actor is asked "{message}" under key "{key}" in {mode} mode')
+@when('a fresh executor is asked "{message}" under key "{key}" in {mode} mode')
+def _when_asked(context: Context, message: str, key: str, mode: str) -> None:
+    _ask_fresh(context, message, key, mode)
+
+
+@when('caller "{caller}" asks "{message}" under key "{key}"')
+@when('caller "{caller}" asks "{message}" under key "{key}" of a fresh executor')
+def _when_caller_asks(context: Context, caller: str, message: str, key: str) -> None:
+    _ask_fresh(context, message, key, "blocking", caller)
+
+
+@when(
+    'the actor is asked "{message}" under key "{key}", and while it answers a fresh executor is '
+    'asked the same under key "{same}" in {mode} mode'
+)
+def _when_asked_meanwhile(context: Context, message: str, key: str, same: str, mode: str) -> None:
+    first, second = _fresh(context), _fresh(context)
+
+    async def both() -> tuple[Consumption, Consumption]:
+        async with first, second:
+            going = asyncio.create_task(consume(_Caller(first, key), message, mode="events"))
+            assert await wait_until(lambda: bool(first.agent.model.requests)), "never asked"
+            meanwhile = await consume(_Caller(second, same), message, mode=mode)
+            return await going, meanwhile
+
+    going, meanwhile = run_guarded(both())
+    context.asked += [(first, going), (second, meanwhile)]
+
+
+def _first_and_second(context: Context) -> tuple[ExecutionResult, Consumption]:
+    (_first_executor, first), (_second_executor, second) = context.asked
+    assert first.result is not None, first
+    return first.result, second
+
+
+@then("the second answer is the first run's result, replayed: the same run id, text and usage")
+def _then_replayed(context: Context) -> None:
+    first, second = _first_and_second(context)
+    assert second.error is None, second.error
+    assert second.result is not None, second
+    assert second.result.replayed, second.result
+    assert second.result.model_copy(update={"replayed": False}) == first, (second.result, first)
+    if second.mode == "text":
+        assert "".join(second.chunks) == first.text, second.chunks
+
+
+@then("the second executor's model was never asked")
+def _then_never_asked(context: Context) -> None:
+    (_, _), (second_executor, _) = context.asked
+    assert second_executor.agent.model.requests == [], second_executor.agent.model.requests
+
+
+async def _ledger_run_ids(context: Context) -> list[str]:
+    async with SqlStore(context.keys_actor["store"]["url"]) as store:
+        return [row.run_id for row in (await store.usage()).rows]
+
+
+@then("the ledger holds the first run's calls, and no other")
+def _then_ledger_first_only(context: Context) -> None:
+    first, _second = _first_and_second(context)
+    rows = asyncio.run(_ledger_run_ids(context))
+    assert rows == [first.run_id] * first.llm_calls, rows
+
+
+@then("the ledger holds the calls of both runs")
+def _then_ledger_both(context: Context) -> None:
+    first, second = _first_and_second(context)
+    assert second.result is not None
+    rows = asyncio.run(_ledger_run_ids(context))
+    expected = [first.run_id] * first.llm_calls + [second.result.run_id] * second.result.llm_calls
+    assert sorted(rows) == sorted(expected), rows
+
+
+@then(
+    "the second run's events are run_started (replayed, the first run's id), one text delta "
+    '"{text}", run_finished'
+)
+def _then_replayed_events(context: Context, text: str) -> None:
+    first, second = _first_and_second(context)
+    started, delta, finished = second.events
+    assert isinstance(started, RunStarted), started
+    assert (started.run_id, started.replayed) == (first.run_id, True), started
+    assert isinstance(delta, TextDelta), delta
+    assert delta.text == text, delta
+    assert isinstance(finished, RunFinished), finished
+    assert finished.result.replayed, finished.result
+
+
+@then("the second request failed with {error_type} naming the first run")
+def _then_refused(context: Context, error_type: str) -> None:
+    first, second = _first_and_second(context)
+    assert second.result is not None, second
+    assert second.result.error is not None, second.result
+    assert second.result.error.type == error_type, second.result.error
+    assert str(first.run_id) in second.result.error.message, second.result.error
+    assert type(second.error).__name__ == error_type, repr(second.error)
+
+
+@then("the second request billed nothing")
+def _then_billed_nothing(context: Context) -> None:
+    _first, second = _first_and_second(context)
+    assert second.result is not None
+    assert second.result.usage_by_call == (), second.result
+
+
+@then('the first run answered "{text}"')
+def _then_first_answered(context: Context, text: str) -> None:
+    first, _second = _first_and_second(context)
+    assert (first.error, first.text) == (None, text), first
+
+
+@then('the second request answered "{text}" as a run of its own')
+def _then_second_ran(context: Context, text: str) -> None:
+    first, second = _first_and_second(context)
+    assert second.result is not None, second
+    assert (second.result.error, second.result.text) == (None, text), second.result
+    assert not second.result.replayed, second.result
+    assert second.result.run_id != first.run_id, (second.result, first)
+
+
+@then('asking under key "{key}" fails with ConfigurationError saying "{words}"')
+def _then_storeless_refused(context: Context, key: str, words: str) -> None:
+    executor = _fresh(context)
+    error: Exception | None = None
+    try:
+        asyncio.run(executor.execute("Weather?", idempotency_key=key))
+    except ConfigurationError as exc:
+        error = exc
+    assert error is not None, "a key without a store was accepted"
+    assert words in str(error), error
