@@ -110,13 +110,15 @@ Feature: A request sent again under its idempotency key runs once, on SQLite and
       | sqlite     |
       | postgresql |
 
-  Scenario Outline: Pruning removes the expired keys and keeps the others (<database>)
+  Scenario Outline: Pruning removes the expired keys, never one a live run holds (<database>)
     Given a fresh <database> store keeping sessions for 90 days
     And 91 days ago run "r-1" claimed key "k-old" for the request "hello" and answered it
     And 91 days ago run "r-2" claimed key "k-abandoned" for the request "hello" and is still going
-    And run "r-3" claimed key "k-new" for the request "hello" and answered it
+    And 91 days ago run "r-3" claimed key "k-renewed" for the request "hello" and is still going
+    And run "r-3" renewed its claim on key "k-renewed" just now
+    And run "r-4" claimed key "k-new" for the request "hello" and answered it
     When the store is pruned
-    Then the store keeps the keys "k-new" only
+    Then the store keeps the keys "k-new, k-renewed" only
 
     Examples:
       | database   |
@@ -156,6 +158,18 @@ Feature: A request sent again under its idempotency key runs once, on SQLite and
     Then the claim is granted
     And run "r-3" of no caller claims key "k-1" for the request "goodbye", and it is granted
     And a repeat by run "r-4" of caller "alice" is refused as in progress, naming key "k-1" and run "r-1"
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
+  Scenario Outline: A database of the version before idempotency keys gains their table when opened (<database>)
+    Given a fresh <database> store
+    And the database is as the schema version before idempotency keys left it
+    When run "r-1" claims key "k-1" for the request "hello"
+    Then the claim is granted
+    And the database is at the current schema version
 
     Examples:
       | database   |

@@ -22,13 +22,13 @@ from behave import given, register_type, then, when
 from behave.runner import Context
 from langchain_core.messages import BaseMessage, convert_to_messages
 from parse import with_pattern
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 
 from cleveractors.errors import IdempotencyError, IdempotencyKeyInProgressError
 from cleveractors.result import ErrorInfo, ExecutionResult, ToolCallRecord
 from cleveractors.store import Claimed, IdempotencyClaim, Replay, SqlStore, request_digest
 from cleveractors.store.idempotency import claim_key, renew_key
-from cleveractors.store.schema import idempotency_keys
+from cleveractors.store.schema import idempotency_keys, schema_version
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 T = TypeVar("T")
@@ -256,6 +256,15 @@ def renewed_at(context: Context, run_id: str, seconds: str) -> None:
         assert renewed, f"{run_id} could not renew at second {second}"
 
 
+@given('run "{run_id}" renewed its claim on key "{key}" just now')
+def renewed_now(context: Context, run_id: str, key: str) -> None:
+    renewed = _using(
+        context,
+        lambda store: store.renew_idempotency_key(caller=None, key=key, run_id=run_id),
+    )
+    assert renewed, f"{run_id} could not renew"
+
+
 def _renew_at(context: Context, moment: datetime, run_id: str, key: str) -> bool:
     return _using(
         context,
@@ -272,6 +281,16 @@ def idempotency_table_gone(context: Context) -> None:
             await connection.execute(text(f"DROP TABLE {idempotency_keys.name}"))
 
     _using(context, drop)
+
+
+@given("the database is as the schema version before idempotency keys left it")
+def schema_before_keys(context: Context) -> None:
+    async def downgrade(store: SqlStore) -> None:
+        async with store.engine.begin() as connection:
+            await connection.execute(text(f"DROP TABLE {idempotency_keys.name}"))
+            await connection.execute(update(schema_version).values(version=1))
+
+    _using(context, downgrade)
 
 
 # -- When ------------------------------------------------------------------------------------------
