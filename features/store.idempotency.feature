@@ -182,6 +182,13 @@ Feature: A request sent again under its idempotency key runs once, on SQLite and
     When run "r-1" claims key "k-1" for the request "hello"
     Then it is refused with StoreError saying "while claiming idempotency key 'k-1'"
 
+  Scenario: An answer kept by a cleveractors that wrote results otherwise fails the repeat with StoreError
+    Given a fresh sqlite store
+    And run "r-1" claimed key "k-1" for the request "hello" and answered it
+    And the answer kept for key "k-1" is one this cleveractors cannot read
+    When run "r-2" claims key "k-1" for the request "hello"
+    Then it is refused with StoreError saying "the answer of run r-1 kept under idempotency key 'k-1' cannot be read"
+
   Scenario Outline: A key that is <what> is a configuration error
     Given a fresh sqlite store
     When run "r-1" claims a key of <length> characters for the request "hello"

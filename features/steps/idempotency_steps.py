@@ -293,6 +293,19 @@ def schema_before_keys(context: Context) -> None:
     _using(context, downgrade)
 
 
+@given('the answer kept for key "{key}" is one this cleveractors cannot read')
+def unreadable_answer(context: Context, key: str) -> None:
+    async def spoil(store: SqlStore) -> None:
+        async with store.engine.begin() as connection:
+            await connection.execute(
+                update(idempotency_keys)
+                .where(idempotency_keys.c.key == key)
+                .values(result='{"text": "hi", "answer_v0": "hi"}')
+            )
+
+    _using(context, spoil)
+
+
 # -- When ------------------------------------------------------------------------------------------
 
 

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_to_dict
+from pydantic import ValidationError
 from sqlalchemy import Delete, Update, and_, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
@@ -120,7 +121,7 @@ async def claim_key(
         IdempotencyKeyInProgressError: another run holds the key for this request.
         IdempotencyKeyMismatchError: the key was claimed for a different request.
         ConfigurationError: the key is empty or longer than `MAX_KEY_LENGTH`.
-        StoreError: the database failed.
+        StoreError: the database failed, or the answer kept for the key cannot be read.
     """
     _check_key(key)
     claim = {
@@ -148,8 +149,20 @@ async def claim_key(
     if row.request_digest != request_digest:
         raise IdempotencyKeyMismatchError(key=key, run_id=row.run_id)
     if row.status == "answered":
-        return Replay(ExecutionResult.model_validate_json(row.result))
+        return Replay(_stored_result(row.result, key=key, run_id=row.run_id))
     raise IdempotencyKeyInProgressError(key=key, run_id=row.run_id)
+
+
+def _stored_result(stored: str, *, key: str, run_id: str) -> ExecutionResult:
+    try:
+        return ExecutionResult.model_validate_json(stored)
+    except ValidationError as exc:
+        # Written by a cleveractors whose results read differently: serving something else, or
+        # running the request again, would break the key's promise, so the repeat fails.
+        raise StoreError(
+            f"store: the answer of run {run_id} kept under idempotency key {key!r} cannot be "
+            f"read ({exc.error_count()} errors); its repeats fail until the key expires"
+        ) from exc
 
 
 async def renew_key(

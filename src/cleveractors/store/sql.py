@@ -344,7 +344,7 @@ class SqlStore:
             IdempotencyKeyInProgressError: the key's run is still going.
             IdempotencyKeyMismatchError: the key was claimed for a different request.
             ConfigurationError: the key is empty or too long.
-            StoreError: the database failed.
+            StoreError: the database failed, or the answer kept for the key cannot be read.
         """
         return await claim_key(
             self.engine,
