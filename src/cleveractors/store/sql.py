@@ -120,9 +120,11 @@ class SqlStore:
         url: `sqlite:///path.db` or `postgresql://user@host/db` (the async drivers are chosen
             for you).
         history_turns: How many of a session's latest turns a run loads into its prompt.
-        retention_days: `prune()` removes sessions untouched for longer; None keeps them all.
-        lease_s: How long a run's hold on its session lasts without renewal (renewed every third
-            of it while the run goes): the longest a crashed run keeps its session busy.
+        retention_days: `prune()` removes sessions untouched for longer, and idempotency keys
+            expire that long after their claim; None keeps them all.
+        lease_s: How long a run's hold on its session, or its claim on an idempotency key, lasts
+            without renewal (renewed every third of it while the run goes): the longest a
+            crashed run keeps its session busy or its key in progress.
     """
 
     def __init__(
