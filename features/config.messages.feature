@@ -25,7 +25,7 @@ Feature: A broken config is reported whole, in words a person can act on
   Scenario: A misspelt key gets the closest known key
     Given an actor config file where agent.tool_max_round is 3
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError naming the file and "agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?"
+    Then loading fails with a ConfigurationError naming the file and "agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?"
 
   Scenario: A misspelt key of a tool gets the closest key a tool takes
     Given an actor config file where agent.tools.0.timeout is 3

@@ -14,8 +14,9 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | problem                          | field                 | value      | message names                                                    |
       | a missing field                  | agent.provider        | (removed)  | agent.provider: Field required                                   |
       | a missing name                   | name                  | (removed)  | name: Field required                                             |
-      | a mistyped field                 | agent.tool_max_rounds | many       | agent.tool_max_rounds ; (got 'many')                             |
-      | a value out of range             | agent.tool_max_rounds | 0          | agent.tool_max_rounds ; greater than 0 ; (got 0)                 |
+      | an agent that is not a mapping   | agent                 | [1, 2]     | agent: Input should be a valid dictionary ; (got [1, 2])        |
+      | a mistyped field                 | agent.max_tool_rounds | many       | agent.max_tool_rounds ; (got 'many')                             |
+      | a value out of range             | agent.max_tool_rounds | 0          | agent.max_tool_rounds ; greater than 0 ; (got 0)                 |
       | a stall limit of no time         | agent.stream_stall_timeout_s | 0   | agent.stream_stall_timeout_s ; greater than 0 ; (got 0)   |
       | an unknown provider              | agent.provider        | llamahub   | agent.provider ; 'openai', 'stub', 'anthropic' ; (got 'llamahub') |
       | an unknown key                   | agent.colour          | blue       | agent.colour: unknown key                                        |
@@ -32,6 +33,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       name: weather-assistant
       agent:
         provider: openai
+        model: gpt-4o-mini
         script: [{text: Hello.}]
       """
     When the actor is loaded from it
@@ -144,7 +146,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
         type: llm
         provider: stub
         system_prompt: You are a concise assistant.
-        tool_max_rounds: 4
+        max_tool_rounds: 4
         tools:
           - name: get_weather
             description: Current weather for a city

@@ -15,6 +15,7 @@ Feature: execute_events() yields typed events, in order, that serialise to JSON
     When the actor is asked "Weather in Paris and Rome?" in events mode
     Then the event kinds are, a run of text deltas counted once:
       | kind                |
+      | run_started         |
       | round_started       |
       | text_delta          |
       | usage_recorded      |

@@ -45,6 +45,7 @@ Feature: A tool declared ends_turn ends the turn with its output
       | reason | Not run: tool 'book_table' (call b1) ended the turn before this call. |
     And the event kinds are, a run of text deltas counted once:
       | kind                |
+      | run_started         |
       | round_started       |
       | usage_recorded      |
       | tool_call_requested |

@@ -45,6 +45,7 @@ Feature: A tool output over tool_output_max_tokens is condensed before the model
       | method | condensed   |
     And the event kinds are, a run of text deltas counted once:
       | kind                |
+      | run_started         |
       | round_started       |
       | text_delta          |
       | usage_recorded      |

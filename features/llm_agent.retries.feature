@@ -130,6 +130,7 @@ Feature: The loop retries a failed model call, and bills every attempt
     When the actor is asked "Weather in Paris?" in events mode
     Then the event kinds are, a run of text deltas counted once:
       | kind                |
+      | run_started         |
       | round_started       |
       | usage_recorded      |
       | call_retrying       |

@@ -55,3 +55,14 @@ Feature: Stored sessions over the web router
     Then the response is 422 naming "--store"
     When caller "alice" reads session "s-1"
     Then the response is 404 naming "s-1"
+
+  Scenario Outline: A response names its run in X-Run-Id, the id its result and the ledger carry (<route>)
+    When the client asks "Weather in Paris?" through <route>
+    Then the response's X-Run-Id is the run id on_usage heard, and the ledger's rows carry it
+
+    Examples:
+      | route                                |
+      | /chat                                |
+      | /chat on session "s-9"               |
+      | /v1/chat/completions                 |
+      | /v1/chat/completions, streamed       |

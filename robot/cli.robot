@@ -147,6 +147,15 @@ Validate Accepts The Demo Actor
     Command Should Succeed
     Output Should List Tools    OK: weather-assistant (2 tools)
     ...    get_weather [python]    convert_temperature [python]
+    Error Output Should Not Contain    Warning
+
+Validate Accepts The Old Name Of A Renamed Key And Warns
+    ${actor}    Actor With The Old Name Of Max Tool Rounds
+    Run Cleveractors    validate    ${actor}
+    Command Should Succeed
+    Output Should List Tools    OK: cli-test (1 tools)    get_weather [python]
+    Error Output Should Contain
+    ...    DeprecationWarning: agent.tool_max_rounds is deprecated, use agent.max_tool_rounds; the old name goes in 1.0
 
 Validate Connects The MCP Servers And Lists Their Tools
     Set Environment Variable    MCP_TEST_LOG    ${TEMPDIR}${/}cleveractors-cli-mcp.log
@@ -175,8 +184,16 @@ Validate Names A Mistyped Field And An Unimportable Handler In One Run
     Run Cleveractors    validate    ${actor}
     Command Should Fail With Exit Code    1
     Error Output Should List Problems
-    ...    agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?
+    ...    agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?
     ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
+
+Validate Names A Missing Model With The Config's Other Problems
+    ${actor}    Remote Actor Without A Model And With A Mistyped Field
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should List Problems
+    ...    agent.model: Field required for provider 'openai' (only provider 'stub' has a default model)
+    ...    agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?
 
 Validate Names Every Handler That Cannot Be Imported
     ${actor}    Actor With Unimportable Handlers
@@ -200,7 +217,7 @@ Run With A Bad Config Fails With One Line
     Run Actor    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    1
     Error Output Should Start With
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'tool_max_rounds'?; agent.tools.0:
+    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?; agent.tools.0:
 
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}

@@ -18,7 +18,7 @@ Two Tool Rounds Stream Text And Count Every Round
     blocking
 
 Max Rounds End In The Synthesis Answer
-    [Documentation]    The third tool call is past tool_max_rounds: it never runs, and the
+    [Documentation]    The third tool call is past max_tool_rounds: it never runs, and the
     ...    synthesis prompt, with the tools declared and calling forbidden, gives the answer.
     [Template]    Limit Should End In The Synthesis Answer
     stub_max_rounds.yaml    max_rounds    blocking     call_paris    call_rome

@@ -28,7 +28,7 @@ Chat Streams The Run's Typed Events And Ends With The Usage
     ${chat}=    Send Chat Message    ${WEATHER}    ${QUESTION}
     Event Names Should Match Their Kinds    ${chat}
     Event Kinds Should Be    ${chat}
-    ...    round_started    text_delta    usage_recorded
+    ...    run_started    round_started    text_delta    usage_recorded
     ...    tool_call_requested    tool_call_started    tool_call_finished
     ...    round_started    text_delta    usage_recorded    run_finished
     ${round 1}=    Streamed Text Of Round    ${chat}    1

@@ -135,7 +135,7 @@ Tool Rounds Without Streaming Make The Blocking Requests And Send The Answer In 
     Reported Tokens Should Equal Billed
 
 The Synthesis Request Declares The Tools And Forbids Calling Them
-    [Documentation]    Past tool_max_rounds the synthesis request still declares get_weather
+    [Documentation]    Past max_tool_rounds the synthesis request still declares get_weather
     ...    (providers reject tool blocks without tool definitions) with tool_choice "none".
     [Template]    Synthesis Request Should Declare Tools Without Calls
     blocking

@@ -140,7 +140,7 @@ def _given_same_answer(context: Context, text: str) -> None:
 @given("the actor allows at most {rounds:d} tool round")
 @given("the actor allows at most {rounds:d} tool rounds")
 def _given_max_rounds(context: Context, rounds: int) -> None:
-    context.actor["agent"]["tool_max_rounds"] = rounds
+    context.actor["agent"]["max_tool_rounds"] = rounds
 
 
 @given("the actor has a token budget of {tokens:d}")

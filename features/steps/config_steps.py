@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ _VALID_ACTOR: dict[str, Any] = {
     "agent": {
         "type": "llm",
         "provider": "stub",
-        "tool_max_rounds": 3,
+        "max_tool_rounds": 3,
         "tools": [
             {
                 "name": "get_weather",
@@ -89,6 +90,14 @@ def _given_actor_file(context: Context) -> None:
     context.actor = str(_config_file(context, context.text))
 
 
+@given("warnings are recorded")
+def _given_warnings_recorded(context: Context) -> None:
+    recorder = warnings.catch_warnings(record=True)
+    context.warnings = recorder.__enter__()
+    context.add_cleanup(recorder.__exit__, None, None, None)
+    warnings.simplefilter("always")  # a warning already given elsewhere is given again
+
+
 @given("the environment variable {name} is not set")
 def _given_unset(context: Context, name: str) -> None:
     os.environ.pop(name, None)
@@ -147,6 +156,18 @@ def _then_loads(context: Context, name: str) -> None:
     assert context.error is None, context.error
     assert context.executor.name == "weather-assistant"
     assert list(context.executor.agent.tools) == [name]
+
+
+@then("the DeprecationWarnings given were: {texts}")
+def _then_deprecations(context: Context, texts: str) -> None:
+    """TEXTS: `none`, or the warnings' messages separated by ` ; `."""
+    expected = [] if texts == "none" else texts.split(" ; ")
+    given = [
+        str(record.message)
+        for record in context.warnings
+        if issubclass(record.category, DeprecationWarning)
+    ]
+    assert given == expected, f"the DeprecationWarnings were {given}"
 
 
 # -- secrets -----------------------------------------------------------------------------------

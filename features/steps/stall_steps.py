@@ -170,7 +170,9 @@ def _given_long_answer(context: Context, words: int) -> None:
 @when("a caller reads one event, then nothing for {seconds:g} s, then the rest")
 def _when_slow_reader(context: Context, seconds: float) -> None:
     executor = ActorExecutor.from_config(context.actor)
-    counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS)
+    # The run is held back once its buffer is full: `RoundStarted`, then the chunks (the reader
+    # took `RunStarted`).
+    counter = ChunkCounter(signal_at=MAX_BUFFERED_EVENTS - 1)
     executor.agent.model.callbacks = [counter]
     reading = read_slowly(
         executor.execute_events, "Weather in Paris?", counter=counter, stall_s=seconds

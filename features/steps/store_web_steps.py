@@ -221,3 +221,37 @@ def response_names(context: Context, status: int, name: str) -> None:
 def response_without_turns(context: Context) -> None:
     assert context.response.status_code == 200, context.response.text
     assert context.response.json()["turns"] == [], context.response.json()
+
+
+def _body(route: str, message: str) -> tuple[str, dict[str, Any]]:
+    if route.startswith("/chat"):
+        body: dict[str, Any] = {"message": message}
+        if " on session " in route:
+            body["session_id"] = route.split('"')[1]
+        return "/chat", body
+    messages = [{"role": "user", "content": message}]
+    return "/v1/chat/completions", {
+        "model": "web-weather",
+        "messages": messages,
+        "stream": route.endswith("streamed"),
+    }
+
+
+@when('the client asks "{message}" through {route}')
+def ask_through(context: Context, message: str, route: str) -> None:
+    path, body = _body(route, message)
+    response = _request(context, "POST", path, json=body)
+    assert response.status_code == 200, response.text
+
+
+@then("the response's X-Run-Id is the run id on_usage heard, and the ledger's rows carry it")
+def run_id_header(context: Context) -> None:
+    async def ledger_run_ids() -> set[str]:
+        async with ActorExecutor.from_config(context.web_actor) as executor:
+            assert executor.store is not None
+            return {row.run_id for row in (await executor.store.usage()).rows}
+
+    run_id = context.response.headers["x-run-id"]
+    (result,) = context.usage
+    assert result.run_id == run_id, (result.run_id, run_id)
+    assert asyncio.run(ledger_run_ids()) == {run_id}

@@ -146,12 +146,13 @@ class CleverActorsLibrary:
 
         The file's `script:` is left to the server; the actor gets `base_url` of the server,
         `max_retries` (by default 0: a scripted HTTP 500 is not retried by the loop; the client
-        never retries) and reads `api_key` from an environment variable this keyword sets.
+        never retries), the model `scripted` unless the file names one, and reads `api_key` from
+        an environment variable this keyword sets.
         """
         if self._server is None:
             raise RuntimeError("Start Scripted OpenAI Server first")
         config = _read_actor(actor_file)
-        agent = dict(config["agent"])
+        agent = {"model": "scripted", **config["agent"]}
         agent.pop("script", None)
         agent.update(
             provider="openai",

@@ -148,7 +148,7 @@ class CliLibrary:
 
         Round 1 calls `get_weather` twice, once with arguments that are not JSON (that call
         fails); the good call's output is over `tool_output_max_tokens`, so it is condensed
-        (reply 2); round 2 asks for another call past `tool_max_rounds: 1`, so the model is
+        (reply 2); round 2 asks for another call past `max_tool_rounds: 1`, so the model is
         asked for a synthesis answer (reply 4).
         """
         replies = [
@@ -163,7 +163,7 @@ class CliLibrary:
             {"tool_calls": [{"name": "get_weather", "args": {"city": "Rome"}}]},
             {"text": "Paris has light rain at 18 C; Rome could not be looked up."},
         ]
-        return self._write_stub_actor(replies, tool_max_rounds=1, tool_output_max_tokens=5)
+        return self._write_stub_actor(replies, max_tool_rounds=1, tool_output_max_tokens=5)
 
     @keyword
     def actor_with_a_tool_that_ends_the_turn(self) -> str:
@@ -208,9 +208,20 @@ class CliLibrary:
 
     @keyword
     def actor_with_mistyped_field_and_unimportable_handler(self) -> str:
-        """Writes an actor with `tool_max_round` (for `tool_max_rounds`) and a missing module."""
+        """Writes an actor with `tool_max_round` (for `max_tool_rounds`) and a missing module."""
         tool = {"name": "get_weather", "handler": "nowhere.weather:get_weather"}
         return self._write_stub_actor([{"text": "Hi."}], tools=[tool], tool_max_round=3)
+
+    @keyword
+    def actor_with_the_old_name_of_max_tool_rounds(self) -> str:
+        """Writes an actor that sets `tool_max_rounds`, the deprecated name of `max_tool_rounds`."""
+        return self._write_stub_actor([{"text": "Hi."}], tool_max_rounds=2)
+
+    @keyword
+    def remote_actor_without_a_model_and_with_a_mistyped_field(self) -> str:
+        """Writes an `openai` actor with no `model` and `tool_max_round` (a misspelt key)."""
+        agent = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "tool_max_round": 3}
+        return self._write_actor({"name": "modelless", "agent": agent})
 
     @keyword
     def actor_with_unimportable_handlers(self) -> str:
@@ -264,7 +275,12 @@ class CliLibrary:
     @keyword
     def openai_actor_with_base_url(self, base_url: str) -> str:
         """Writes an `openai` actor whose server is BASE_URL, with no retries."""
-        agent = {"provider": "openai", "base_url": base_url, "max_retries": 0}
+        agent = {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "base_url": base_url,
+            "max_retries": 0,
+        }
         return self._write_actor({"name": "remote", "agent": agent})
 
     @keyword
@@ -296,7 +312,11 @@ class CliLibrary:
         return self._write_actor(
             {
                 "name": "keyless",
-                "agent": {"provider": "openai", "api_key_env": "CLEVERACTORS_TEST_UNSET_KEY"},
+                "agent": {
+                    "provider": "openai",
+                    "model": "gpt-4o-mini",
+                    "api_key_env": "CLEVERACTORS_TEST_UNSET_KEY",
+                },
             }
         )
 

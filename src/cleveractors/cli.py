@@ -21,12 +21,13 @@ import logging
 import os
 import socket
 import sys
+import warnings
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
 
 try:
@@ -101,7 +102,26 @@ _err = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight
 
 def main() -> None:
     """The console script's entry point."""
+    _show_warnings_as_lines()
     app()
+
+
+def _show_warnings_as_lines() -> None:
+    """Every warning as one line on stderr, and the library's deprecations (a renamed config key)
+    shown at all: Python hides a DeprecationWarning that is not raised from `__main__`."""
+    warnings.filterwarnings("default", category=DeprecationWarning, module=r"cleveractors(\.|$)")
+    warnings.showwarning = _print_warning
+
+
+def _print_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    _err.print(f"{category.__name__}: {message}")
 
 
 def _show_version(value: bool) -> None:

@@ -1,8 +1,9 @@
 """Actor configuration: pydantic models (frozen, unknown keys rejected) and YAML/dict loading.
 
 Every validation failure becomes one `ConfigurationError` naming the file, each bad field's path
-and the value it had, e.g. ``actor.yaml: agent.tool_max_rounds: Input should be greater than or
-equal to 1 (got 0)``.
+and the value it had, e.g. ``actor.yaml: agent.max_tool_rounds: Input should be greater than or
+equal to 1 (got 0)``. A renamed key still loads under its old name, with a `DeprecationWarning`
+naming the new one, until 1.0.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -24,9 +26,11 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
@@ -72,6 +76,10 @@ _SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # An MCP server's env and headers carry its credentials: no value under a server is echoed.
 _HIDDEN_VALUE_PATH = re.compile(r"(^|\.)mcp_servers(\.|$)")
+# An agent's keys that were renamed: old name -> new name. The old one loads, with a warning.
+_RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
+_REMOVAL_VERSION = "1.0"
+_STUB_MODEL = "scripted"
 
 
 class _Frozen(BaseModel):
@@ -189,7 +197,9 @@ class LLMAgentConfig(_Frozen):
 
     type: Literal["llm"] = "llm"
     provider: ProviderName
-    model: str = "scripted"
+    model: str = Field(default="", validate_default=True)
+    """The provider's name for the model, e.g. `gpt-4o-mini`; required for every provider but
+    `stub`, whose default is `scripted`."""
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, pattern=_ENV_NAME_PATTERN)
     """The name of the environment variable holding the key (never the key itself); by default
@@ -211,7 +221,8 @@ class LLMAgentConfig(_Frozen):
     timeout (ChatOpenAI's `stream_chunk_timeout`); null turns the loop's off and leaves the
     client's."""
     system_prompt: str | None = None
-    tool_max_rounds: PositiveInt = 10
+    max_tool_rounds: PositiveInt = 10
+    """Tool batches per message; past them the model answers from what it has (synthesis)."""
     token_budget: PositiveInt | None = None
     cost_budget_usd: Decimal | None = Field(default=None, gt=0)
     """Stop using tools once a message's calls cost this much (US dollars); needs a known price."""
@@ -225,6 +236,46 @@ class LLMAgentConfig(_Frozen):
     """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rename_old_keys(cls, data: object) -> object:
+        if not isinstance(data, Mapping):
+            return data  # pydantic reports what it is
+        renamed = dict(data)
+        for old, new in _RENAMED_AGENT_KEYS.items():
+            if old not in renamed:
+                continue
+            if new in renamed:
+                raise _CrossFieldError(
+                    old,
+                    renamed[old],
+                    f"the deprecated name of {new}, given together with it; keep only agent.{new}",
+                )
+            warnings.warn(
+                f"agent.{old} is deprecated, use agent.{new}; "
+                f"the old name goes in {_REMOVAL_VERSION}",
+                DeprecationWarning,
+                stacklevel=1,  # no caller frame is the user's: pydantic-core calls this
+            )
+            renamed[new] = renamed.pop(old)
+        return renamed
+
+    @field_validator("model")
+    @classmethod
+    def _check_model_given(cls, model: str, info: ValidationInfo) -> str:
+        """A field validator, not an after-model one, so that pydantic reports it in the same
+        pass as the other fields' problems."""
+        if model:
+            return model
+        provider = info.data.get("provider")
+        if provider is None or provider == "stub":  # None: the provider's own problem is reported
+            return _STUB_MODEL
+        raise PydanticCustomError(
+            "missing",
+            "Field required for provider '{provider}' (only provider 'stub' has a default model)",
+            {"provider": provider},
+        )
 
     @model_validator(mode="after")
     def _check_provider_fields(self) -> LLMAgentConfig:
@@ -381,7 +432,7 @@ def _describe_error(error: ErrorDetails) -> str:
 
 
 def _did_you_mean(loc: tuple[int | str, ...]) -> str:
-    """`; did you mean 'tool_max_rounds'?` for a misspelt key, from the keys its object takes."""
+    """`; did you mean 'max_tool_rounds'?` for a misspelt key, from the keys its object takes."""
     model: type[BaseModel] | None = ActorConfig
     for part in loc[:-1]:
         if isinstance(part, str) and model is not None:

@@ -5,10 +5,12 @@
     >>> event_adapter.dump_json(TextDelta(round=1, text="Hi"))
     b'{"kind":"text_delta","round":1,"text":"Hi"}'
 
-A run emits, in order: `RoundStarted`, then per round the `TextDelta`s and one `UsageRecorded`
-(a failed attempt that the loop retries adds its `UsageRecorded` and a `CallRetrying` first),
-`ToolCallRequested` for each call, then `ToolCallStarted`/`ToolCallFinished` (or `ToolCallSkipped`,
-`OutputPruned`) per call; `SynthesisStarted` when a limit is hit; last `RunFinished` or `RunFailed`.
+A run an executor drives emits, in order: `RunStarted` (its id, once the run is open: the
+session claimed, the idempotency key checked), `RoundStarted`, then per round the `TextDelta`s and
+one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecorded` and a
+`CallRetrying` first), `ToolCallRequested` for each call, then `ToolCallStarted` /
+`ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
+is hit; last `RunFinished` or `RunFailed`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "RoundStarted",
     "RunFailed",
     "RunFinished",
+    "RunStarted",
     "SynthesisStarted",
     "TextDelta",
     "ToolCallFinished",
@@ -40,6 +43,17 @@ __all__ = [
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class RunStarted(_Event):
+    """The run is open: its one id (the result's, the ledger's, the `X-Run-Id` header's), the
+    session it holds, and whether it replays a run already answered for the same idempotency key
+    (then the stored answer follows as one text delta, and nothing is run or billed again)."""
+
+    kind: Literal["run_started"] = "run_started"
+    run_id: str
+    session_id: str | None = None
+    replayed: bool = False
 
 
 class RoundStarted(_Event):
@@ -149,7 +163,8 @@ class RunFailed(_Event):
 
 
 Event = Annotated[
-    RoundStarted
+    RunStarted
+    | RoundStarted
     | TextDelta
     | UsageRecorded
     | CallRetrying

@@ -18,17 +18,18 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import ValidationError
 
 from cleveractors import tokens
+from cleveractors._turn import TurnRequest, run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
-from cleveractors.agents.stream import RunOutcome
 from cleveractors.config import (
     ActorConfig,
     StoreConfig,
@@ -41,7 +42,8 @@ from cleveractors.config import (
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event
 from cleveractors.providers import make_chat_model
-from cleveractors.result import ExecutionResult
+from cleveractors.result import ExecutionResult, RunOutcome
+from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
 
 if TYPE_CHECKING:
@@ -195,6 +197,7 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
 
@@ -203,28 +206,24 @@ class ActorExecutor:
             history: Earlier turns, when the executor keeps no session for them.
             session_id: Continue (or start) this stored session; needs a store.
             caller: Whose session it is: another caller's session does not exist for them.
+            idempotency_key: Needs a store. A request sent again under the same key, by the same
+                caller with the same message, history and session, gets the first run's result
+                back (`replayed=True`) instead of running and billing again. A run that failed
+                or was cancelled frees its key; keys expire with the store's `retention_days`.
 
         Raises:
-            ConfigurationError: the message or history is malformed, or a session without store.
+            ConfigurationError: the message or history is malformed, a session or an
+                idempotency key without a store, or a key that is empty or too long.
             SessionBusyError: another run holds the session.
+            IdempotencyKeyInProgressError: the key's first run is still going.
+            IdempotencyKeyMismatchError: the key was first used for another request.
             StoreError: the ledger or the session could not be written.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        store = self._store_for(history, session_id)
-        if store is None:
-            return await self.agent.process_message(
-                message, history=history, on_result=self._remember
-            )
-        await store.open()
-        outcome = await store.run_turn(
-            self.agent,
-            message,
-            history=history,
-            session_id=session_id,
-            caller=caller,
-            sink=discard_event,
-            streaming=False,
+        turn = self._turn(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
         )
+        outcome = await turn(discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
     def execute_events(
@@ -234,26 +233,15 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> EventStream:
-        """Run a message, yielding typed events; the last is `RunFinished` or `RunFailed`.
-        Arguments as for `execute()`."""
-        store = self._store_for(history, session_id)
-        if store is None:
-            return self.agent.stream_message(message, history=history, on_result=self._remember)
-
-        async def run(sink: Callable[[Event], None]) -> RunOutcome:
-            await store.open()
-            return await store.run_turn(
-                self.agent,
-                message,
-                history=history,
-                session_id=session_id,
-                caller=caller,
-                sink=sink,
-                streaming=True,
-            )
-
-        return EventStream(run, on_result=self._remember)
+        """Run a message, yielding typed events: first `RunStarted` (the run's id), last
+        `RunFinished` or `RunFailed`. Arguments as for `execute()`; a replayed request streams
+        `RunStarted(replayed=True)`, its stored answer as one `TextDelta`, then `RunFinished`."""
+        turn = self._turn(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
+        return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
 
     def execute_stream(
         self,
@@ -262,25 +250,57 @@ class ActorExecutor:
         *,
         session_id: str | None = None,
         caller: str | None = None,
+        idempotency_key: str | None = None,
     ) -> TextStream:
         """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`."""
-        events = self.execute_events(message, history, session_id=session_id, caller=caller)
+        events = self.execute_events(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
         return TextStream(events)
 
-    def _store_for(self, history: History | None, session_id: str | None) -> SqlStore | None:
-        if session_id is not None and self.store is None:
-            raise ConfigurationError(
-                "session_id needs a store: configure `store:` or pass ActorExecutor(store=...)"
-            )
+    def _turn(
+        self,
+        message: str,
+        history: History | None,
+        *,
+        session_id: str | None,
+        caller: str | None,
+        idempotency_key: str | None,
+    ) -> _BoundTurn:
+        """The one path of every entry point: a run with its id minted now, ready to run with a
+        sink, blocking or streaming."""
+        for name, value in (("session_id", session_id), ("idempotency_key", idempotency_key)):
+            if value is not None and self.store is None:
+                raise ConfigurationError(
+                    f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
+                )
         if session_id is not None and history:
             raise ConfigurationError(
                 "history cannot be given with session_id: the session holds the history"
             )
-        return self.store
+        request = TurnRequest(
+            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+        )
+        return _BoundTurn(self.agent, self.store, request, new_run_id())
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
+
+
+@dataclass(frozen=True, slots=True)
+class _BoundTurn:
+    """One run of one request, its id fixed: called once, with its sink."""
+
+    agent: Agent
+    store: SqlStore | None
+    request: TurnRequest
+    run_id: str
+
+    def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
+        return run_turn(
+            self.agent, self.store, self.request, run_id=self.run_id, sink=sink, streaming=streaming
+        )
 
 
 def _build_store(config: StoreConfig | None) -> SqlStore | None:

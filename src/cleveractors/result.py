@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, Self
 
+from langchain_core.messages import BaseMessage
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -21,6 +23,8 @@ __all__ = [
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
+    "ResultStatus",
+    "RunOutcome",
     "SynthesisReason",
     "ToolCallRecord",
     "ToolCallStatus",
@@ -30,6 +34,9 @@ SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped"]
+
+ResultStatus = Literal["answered", "failed", "cancelled"]
+"""How a run ended, as `ExecutionResult.status` says it."""
 
 SYNTHESIS_WITHOUT_ANSWER = (
     "[cleveractors: no answer: asked to answer without tools, the model called a tool again]"
@@ -91,7 +98,19 @@ class ExecutionResult(BaseModel):
     answer: str = ""
     """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
     run_id: str | None = None
-    """The run's id (`RunScope.id`), which logs name too; None for a run that never started."""
+    """The run's one id: the ledger's rows, the store's `runs` row, the session's turn, the log
+    lines, the `RunStarted` event and the `X-Run-Id` header carry the same. None only for a run
+    an agent ran outside an executor before it began."""
+    replayed: bool = False
+    """True when this is the stored result of an earlier run, returned again for a repeated
+    idempotency key: nothing ran and nothing was billed for it (bill the original only)."""
+
+    @property
+    def status(self) -> ResultStatus:
+        """How the run ended: `answered`, `failed` or `cancelled`."""
+        if self.cancelled:
+            return "cancelled"
+        return "failed" if self.error is not None else "answered"
 
     @property
     def usage(self) -> TokenUsage:
@@ -191,3 +210,13 @@ class ExecutionResult(BaseModel):
 ResultCallback = Callable[[ExecutionResult], None]
 """Called once per run with its final result, also when the run failed or was cancelled: the
 hook for billing, used by agents, the executor and the web app alike."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended: its result, the exception to raise if it failed, and, if it answered,
+    the turn as the transcript holds it (the user's message, tool calls and results, answer)."""
+
+    result: ExecutionResult
+    error: BaseException | None = None
+    turn: tuple[BaseMessage, ...] = ()

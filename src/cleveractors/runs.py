@@ -2,8 +2,9 @@
 
 The agent opens a scope for every run and `current_run_var` holds it for everything the run calls:
 the chat model, tools, callbacks. A chat model that keeps per-conversation state (the `stub`
-provider's script replays from its first reply for every run) keys it on the scope; the scope's
-`id` names the run in logs and in its `ExecutionResult`.
+provider's script replays from its first reply for every run) keys it on the scope. The scope's
+`id` is the run's one id: an executor mints it (`new_run_id()`) before the run opens, and the
+result, the events, the ledger, the logs and the HTTP headers all carry it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["RunScope", "current_run_var", "run_scope"]
+__all__ = ["RunScope", "current_run_var", "new_run_id", "run_scope"]
+
+
+def new_run_id() -> str:
+    """A fresh run id: `run_` and 24 hex digits (96 random bits)."""
+    return f"run_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
@@ -22,7 +28,7 @@ class RunScope:
     """One run. Compared by identity, and weakly referenceable, so per-run state keyed on it
     (a `WeakKeyDictionary`) goes away with the run."""
 
-    id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:16]}")
+    id: str = field(default_factory=lambda: new_run_id())
 
 
 current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_run", default=None)
@@ -30,9 +36,10 @@ current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_
 
 
 @contextmanager
-def run_scope() -> Iterator[RunScope]:
-    """Open a new run's scope for the code inside the block (and the tasks it starts)."""
-    scope = RunScope()
+def run_scope(run_id: str | None = None) -> Iterator[RunScope]:
+    """Open run `run_id`'s scope (a new id when None) for the code inside the block (and the
+    tasks it starts)."""
+    scope = RunScope() if run_id is None else RunScope(run_id)
     token = current_run_var.set(scope)
     try:
         yield scope

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage
 
-from cleveractors.agents.stream import EventStream, RunOutcome
+from cleveractors.agents.stream import EventStream
 from cleveractors.events import Event
-from cleveractors.result import ExecutionResult, ResultCallback
+from cleveractors.result import ExecutionResult, ResultCallback, RunOutcome
 from cleveractors.usage import CallRecorder, last_token_usage_var
 
 __all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
@@ -60,10 +60,12 @@ class Agent(ABC):
         sink: Callable[[Event], None],
         streaming: bool,
         on_call: CallRecorder | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
-        """Run the message once, its events into `sink`. Never raises for a failed run: the
-        outcome carries the result and the error. What `process_message` and `stream_message`
-        are made of, and what an executor wraps (e.g. in a stored session)."""
+        """Run the message once as run `run_id` (a new id when None), its events into `sink`.
+        Never raises for a failed run: the outcome carries the result (with the run's id) and
+        the error. What `process_message` and `stream_message` are made of, and what an
+        executor drives."""
 
 
 def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:

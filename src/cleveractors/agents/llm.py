@@ -45,7 +45,7 @@ from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._stall import StallWatch
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.fold import ReplyFold
-from cleveractors.agents.stream import EventStream, RunOutcome
+from cleveractors.agents.stream import EventStream
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
@@ -58,7 +58,12 @@ from cleveractors.events import (
 )
 from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
-from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER, ExecutionResult, SynthesisReason
+from cleveractors.result import (
+    SYNTHESIS_WITHOUT_ANSWER,
+    ExecutionResult,
+    RunOutcome,
+    SynthesisReason,
+)
 from cleveractors.runs import RunScope, run_scope
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
@@ -254,7 +259,7 @@ class LLMAgent(Agent):
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
-                max_tool_rounds=config.tool_max_rounds,
+                max_tool_rounds=config.max_tool_rounds,
                 token_budget=config.token_budget,
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
@@ -313,8 +318,9 @@ class LLMAgent(Agent):
         sink: EventSink,
         streaming: bool,
         on_call: CallRecorder | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
-        with run_scope() as scope:
+        with run_scope(run_id) as scope:
             try:
                 finished = await self._execute_tool_loop(
                     message, history, sink, streaming=streaming, on_call=on_call

@@ -17,14 +17,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import AsyncGeneratorType
-from typing import Any, Self, cast
+from typing import Self, cast
 
-import anyio
-from langchain_core.messages import BaseMessage
-
+from cleveractors._cancellation import wait_through_cancellation
 from cleveractors.agents.text import ROUND_SEPARATOR, RunText
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
 from cleveractors.usage import last_token_usage_var
 
 __all__ = [
@@ -41,16 +39,6 @@ __all__ = [
 MAX_BUFFERED_EVENTS = 64
 """How many events a run may get ahead of its consumer before it waits (a text delta is one
 event per provider chunk). Enough that a consumer keeping up never makes the run wait."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """How a run ended: its result, the exception to raise if it failed, and, if it answered,
-    the turn as the transcript holds it (the user's message, tool calls and results, answer)."""
-
-    result: ExecutionResult
-    error: BaseException | None = None
-    turn: tuple[BaseMessage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,26 +215,6 @@ class EventStream(_ClosesOnExit):
         finally:
             # Whatever happens, the consumer must not wait forever for an event.
             self._channel.put(_End())
-
-
-async def wait_through_cancellation(pending: asyncio.Future[Any]) -> None:
-    """Wait until `pending` (a cancelled run, the closing of its stream, the settling of its
-    ledger) is done, even if we are cancelled meanwhile; then re-raise that cancellation.
-
-    A cancelled anyio cancel scope (Starlette, sse-starlette) cancels the tasks directly inside it
-    again on every pass of the event loop until they leave it: waiting there would wake us
-    thousands of times a second and spin a core for as long as the run takes to stop. The shielded
-    scope moves us out of its reach, so we sleep until the run is done. A plain asyncio
-    cancellation still gets through, once per `cancel()`; it is remembered and re-raised."""
-    is_cancelled = False
-    with anyio.CancelScope(shield=True):
-        while not pending.done():
-            try:
-                await asyncio.wait({pending})
-            except asyncio.CancelledError:
-                is_cancelled = True
-    if is_cancelled:
-        raise asyncio.CancelledError
 
 
 class TextStream(_ClosesOnExit):

@@ -19,12 +19,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 from sqlalchemy import Row, delete, event, func, or_, select, update
@@ -33,16 +32,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from cleveractors.agents.base import Agent, History
-from cleveractors.agents.stream import RunOutcome, wait_through_cancellation
+from cleveractors._cancellation import finish_despite_cancellation
 from cleveractors.errors import (
     ConfigurationError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
 )
-from cleveractors.events import Event
-from cleveractors.result import ErrorInfo, ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.runs import new_run_id
 from cleveractors.store.idempotency import (
     IdempotencyClaim,
     claim_key,
@@ -59,8 +57,6 @@ __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
-
-T = TypeVar("T")
 
 # The async driver for each plain URL scheme, and the extra that installs it.
 _DRIVERS = {
@@ -205,61 +201,34 @@ class SqlStore:
             SessionBusyError: another run holds the session.
             SessionNotFoundError: the session belongs to another caller.
         """
-        handle = StoreRun(self, run_id or uuid.uuid4().hex, session_id, caller or _NO_CALLER)
-        await handle.start()
+        handle = await self.begin_run(
+            run_id=run_id or new_run_id(), session_id=session_id, caller=caller
+        )
         try:
             yield handle
         except BaseException as exc:
-            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
+            await finish_despite_cancellation(handle.abort(exc))
             raise
         else:
             await handle.end("ok" if handle.is_committed else "failed")
 
-    async def run_turn(
-        self,
-        agent: Agent,
-        message: str,
-        *,
-        history: History | None,
-        session_id: str | None,
-        caller: str | None,
-        sink: Callable[[Event], None],
-        streaming: bool,
-    ) -> RunOutcome:
-        """Run one message through `agent` as a stored turn: the session's history in, one ledger
-        row per LLM call as it ends, the new turn appended when the run answered.
+    async def begin_run(
+        self, *, run_id: str, session_id: str | None = None, caller: str | None = None
+    ) -> StoreRun:
+        """Open run `run_id` in the ledger: claim its session (if any) and load its history.
+        End it with `StoreRun.close()` (or `abort()`).
 
-        A session's own history replaces `history`. A store that fails to write fails the run
-        with `StoreError` (its usage kept on the result); a busy or foreign session fails it
-        before anything is spent.
+        Raises:
+            SessionBusyError: another run holds the session.
+            SessionNotFoundError: the session belongs to another caller.
+            StoreError: the database could not be written.
         """
-        handle = StoreRun(self, uuid.uuid4().hex, session_id, caller or _NO_CALLER)
+        handle = StoreRun(self, run_id, session_id, caller or _NO_CALLER)
         try:
             await handle.start()
-        except (SessionBusyError, SessionNotFoundError) as exc:
-            return RunOutcome(_nothing_spent(exc), exc)
         except SQLAlchemyError as exc:
-            failure = _store_error(f"starting run {handle.run_id}", exc)
-            return RunOutcome(_nothing_spent(failure), failure)
-        try:
-            outcome = await agent.run(
-                message,
-                history=history if session_id is None else handle.history,
-                sink=sink,
-                streaming=streaming,
-                on_call=handle.record_call,
-            )
-        except BaseException as exc:
-            # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
-            # came before the run began (or an agent that broke that promise). Free the session,
-            # then let it through.
-            await _despite_cancellation(handle.end(_ended_by(exc), error_type=type(exc).__name__))
-            raise
-        settled, is_cancelled = await _despite_cancellation(handle.close(outcome))
-        if is_cancelled and settled.error is None:
-            # Answered, billed and stored; the caller left while that was written.
-            return RunOutcome(settled.result, asyncio.CancelledError(), settled.turn)
-        return settled
+            raise _store_error(f"starting run {run_id}", exc) from exc
+        return handle
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -563,6 +532,11 @@ class StoreRun:
             )
         )
 
+    async def abort(self, error: BaseException) -> None:
+        """End a run that `error` stopped before it had an outcome (a cancellation before it
+        began): marked from the error, its session freed."""
+        await self.end(_ended_by(error), error_type=type(error).__name__)
+
     async def end(self, status: RunStatus, *, error_type: str | None = None) -> None:
         """Stop renewing the lease; a run not committed is marked and its session freed."""
         if self._lease is not None:
@@ -661,21 +635,6 @@ def _with_store_error(outcome: RunOutcome, failure: StoreError) -> RunOutcome:
     """The run's outcome, failed by the store: its usage kept, the store's error on it."""
     result = outcome.result.model_copy(update={"error": ErrorInfo.from_exception(failure)})
     return RunOutcome(result, failure, outcome.turn)
-
-
-async def _despite_cancellation(step: Awaitable[T]) -> tuple[T, bool]:
-    """Run `step` to its end even if we are cancelled meanwhile; says whether we were."""
-    task = asyncio.ensure_future(step)
-    try:
-        await wait_through_cancellation(task)
-    except asyncio.CancelledError:
-        return task.result(), True
-    return task.result(), False
-
-
-def _nothing_spent(error: BaseException) -> ExecutionResult:
-    """The result of a run refused before it began."""
-    return ExecutionResult(text="", error=ErrorInfo.from_exception(error))
 
 
 def _ledger_row(row: Row[Any]) -> LedgerRow:

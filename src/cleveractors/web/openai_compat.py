@@ -193,7 +193,7 @@ _NO_CHOICE = (None, "none", "auto")
 _SERVER_SIDE_TOOLS = "the actor runs its own tools server-side; a client cannot add tools"
 _LIMITS_IN_CONFIG = (
     "an answer may take several model calls; its limits are the actor's "
-    "(tool_max_rounds, token_budget in its config)"
+    "(max_tool_rounds, token_budget in its config)"
 )
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -55,8 +55,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
-from cleveractors.errors import ConfigurationError
-from cleveractors.events import RunFailed, RunFinished, TextDelta
+from cleveractors.events import Event, RunFailed, RunFinished, RunStarted, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.web.openai_compat import (
@@ -233,27 +232,22 @@ def _add_chat_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolic
         try:
             body = await _read_request(request, ChatRequest, policy)
             _check_history(body.message, [turn.content for turn in body.history], policy)
+            history = _as_provider_history([turn.model_dump() for turn in body.history])
+            opened = await _open_request_run(
+                runs, request, body.message, history, session_id=body.session_id
+            )
         except _RequestRejected as rejected:
             return JSONResponse(
                 {"detail": rejected.message},
                 status_code=rejected.status_code,
                 headers=rejected.headers,
             )
-        history = _as_provider_history([turn.model_dump() for turn in body.history])
-        try:
-            stream = runs.executor_factory().execute_events(
-                body.message, history, session_id=body.session_id, caller=current_caller()
-            )
-        except ConfigurationError:
-            # The only configuration a request can get wrong: a session on a storeless server.
-            detail = "session_id: this server keeps no sessions (serve it with --store URL)"
-            return JSONResponse({"detail": detail}, status_code=422)
         request_id = _request_id()
         return _RunStreamResponse(
-            _event_frames(stream, request_id),
-            _billed_run(stream, runs.on_usage),
+            _event_frames(opened, request_id),
+            _billed_run(opened.stream, runs.on_usage),
             send_timeout_s=runs.send_timeout_s,
-            request_id=request_id,
+            headers=opened.headers(request_id),
         )
 
 
@@ -267,6 +261,11 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
             body = await _read_request(request, ChatCompletionRequest, policy)
             earlier = [turn.text for turn in body.messages[:-1]]
             _check_history(body.message, earlier, policy, where="messages")
+            if (unsupported := body.unsupported()) is not None:
+                param, message = unsupported
+                raise _RequestRejected(400, message, param=param)
+            history = _as_provider_history(body.history)
+            opened = await _open_request_run(runs, request, body.message, history)
         except _RequestRejected as rejected:
             problem = error_response(
                 rejected.message,
@@ -275,25 +274,22 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
                 code=rejected.code,
             )
             return _openai_error(problem, rejected.status_code, rejected.headers)
-        if (unsupported := body.unsupported()) is not None:
-            param, message = unsupported
-            problem = error_response(message, type="invalid_request_error", param=param)
-            return _openai_error(problem, 400)
-        history = _as_provider_history(body.history)
-        stream = runs.executor_factory().execute_events(body.message, history)
         reply = CompletionReply(model=body.model)
-        billed = _billed_run(stream, runs.on_usage)
+        billed = _billed_run(opened.stream, runs.on_usage)
         request_id = _request_id()
         if body.stream:
             frames = _completion_chunks(
-                stream, reply, include_usage=body.include_usage, request_id=request_id
+                opened, reply, include_usage=body.include_usage, request_id=request_id
             )
             return _RunStreamResponse(
-                frames, billed, send_timeout_s=runs.send_timeout_s, request_id=request_id
+                frames,
+                billed,
+                send_timeout_s=runs.send_timeout_s,
+                headers=opened.headers(request_id),
             )
         async with billed:
-            response = await _completion_unless_client_leaves(request, stream, reply, request_id)
-        response.headers["X-Request-ID"] = request_id
+            response = await _completion_unless_client_leaves(request, opened, reply, request_id)
+        response.headers.update(opened.headers(request_id))
         return response
 
 
@@ -350,6 +346,94 @@ def _request_id() -> str:
 # -- the run a request owns ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _OpenedRun:
+    """A request's run once it is open: its first event read (`RunStarted`, or the `RunFailed`
+    of a run refused before it began), so the response's headers can name the run."""
+
+    stream: EventStream
+    events: AsyncGenerator[Event, None]
+    first: Event
+
+    @property
+    def run_id(self) -> str | None:
+        first = self.first
+        if isinstance(first, RunStarted):
+            return first.run_id
+        return first.result.run_id if isinstance(first, RunFinished | RunFailed) else None
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        run_id = self.run_id
+        return {"X-Request-ID": request_id} | ({} if run_id is None else {"X-Run-Id": run_id})
+
+    async def all_events(self) -> AsyncGenerator[Event, None]:
+        """Every event of the run, the first one included; closing this closes the stream."""
+        async with aclosing(self.events) as events:
+            yield self.first
+            async for event in events:
+                yield event
+
+
+_KEY_REFUSALS = {
+    "IdempotencyKeyInProgressError": 409,
+    "IdempotencyKeyMismatchError": 422,
+    "ConfigurationError": 422,  # a key that is empty or too long
+}
+"""The HTTP status of each way a run is refused for its `Idempotency-Key`, before it begins."""
+_IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+async def _open_request_run(
+    runs: _RunSettings,
+    request: Request,
+    message: str,
+    history: list[dict[str, object]],
+    *,
+    session_id: str | None = None,
+) -> _OpenedRun:
+    """Start the request's run (under its `Idempotency-Key`, if it sent one) and open it.
+
+    Raises:
+        _RequestRejected: a session or a key on a storeless server (422); the key's first run
+            is still going (409) or served another request (422). Nothing ran, nothing is billed.
+    """
+    key = request.headers.get(_IDEMPOTENCY_HEADER)
+    executor = runs.executor_factory()
+    if executor.store is None:
+        if session_id is not None:
+            raise _RequestRejected(
+                422, "session_id: this server keeps no sessions (serve it with --store URL)"
+            )
+        if key is not None:
+            raise _RequestRejected(
+                422,
+                f"{_IDEMPOTENCY_HEADER}: this server keeps no idempotency keys "
+                "(serve it with --store URL)",
+                param=_IDEMPOTENCY_HEADER,
+            )
+    stream = executor.execute_events(
+        message, history, session_id=session_id, caller=current_caller(), idempotency_key=key
+    )
+    opened = await _open_run(stream, runs.on_usage)
+    first = opened.first
+    if isinstance(first, RunFailed) and (status := _KEY_REFUSALS.get(first.error.type)):
+        await stream.aclose()
+        raise _RequestRejected(status, first.error.message, param=_IDEMPOTENCY_HEADER)
+    return opened
+
+
+async def _open_run(stream: EventStream, on_usage: ResultCallback | None) -> _OpenedRun:
+    """Start the run and read its first event. Whatever interrupts that (a server shutting
+    down) stops the run, settles it and bills it before it propagates."""
+    events = aiter(stream)
+    try:
+        first = await anext(events)
+    except BaseException:
+        async with _billed_run(stream, on_usage):
+            raise
+    return _OpenedRun(stream, events, first)
+
+
 @asynccontextmanager
 async def _billed_run(
     stream: EventStream, on_usage: ResultCallback | None
@@ -361,8 +445,9 @@ async def _billed_run(
         # must still be stopped and its usage settled before it is reported.
         with anyio.CancelScope(shield=True):
             await stream.aclose()
-        if on_usage is not None:
-            on_usage(stream.result or _NOTHING_SPENT)
+        result = stream.result or _NOTHING_SPENT
+        if on_usage is not None and not result.replayed:  # a replay was billed as its first run
+            on_usage(result)
 
 
 class _RunStreamResponse(EventSourceResponse):
@@ -375,16 +460,13 @@ class _RunStreamResponse(EventSourceResponse):
         run: AbstractAsyncContextManager[EventStream],
         *,
         send_timeout_s: float,
-        request_id: str,
+        headers: dict[str, str],
     ) -> None:
         super().__init__(
-            frames,
-            sep=SSE_LINE_SEPARATOR,
-            send_timeout=send_timeout_s,
-            headers={"X-Request-ID": request_id},
+            frames, sep=SSE_LINE_SEPARATOR, send_timeout=send_timeout_s, headers=headers
         )
         self._run = run
-        self._request_id = request_id
+        self._request_id = headers["X-Request-ID"]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -402,8 +484,8 @@ class _RunStreamResponse(EventSourceResponse):
 # -- /chat ---------------------------------------------------------------------------------------
 
 
-async def _event_frames(stream: EventStream, request_id: str) -> AsyncIterator[ServerSentEvent]:
-    async with aclosing(aiter(stream)) as events:
+async def _event_frames(opened: _OpenedRun, request_id: str) -> AsyncIterator[ServerSentEvent]:
+    async with aclosing(opened.all_events()) as events:
         while True:
             event = await anext(events)
             if isinstance(event, RunFailed):
@@ -427,7 +509,7 @@ def _public_failure(event: RunFailed, request_id: str) -> RunFailed:
 
 
 async def _completion_unless_client_leaves(
-    request: Request, stream: EventStream, reply: CompletionReply, request_id: str
+    request: Request, opened: _OpenedRun, reply: CompletionReply, request_id: str
 ) -> Response:
     """The completion; or, when the client hangs up first, the run is stopped (by cancelling
     its consumer) and an empty response is returned that nobody reads."""
@@ -439,7 +521,7 @@ async def _completion_unless_client_leaves(
             group.cancel_scope.cancel()
 
         group.start_soon(stop_when_client_leaves)
-        response = await _completion(stream, reply, request_id)
+        response = await _completion(opened, reply, request_id)
         group.cancel_scope.cancel()
     return response
 
@@ -451,9 +533,9 @@ async def _until_disconnected(request: Request) -> None:
         pass
 
 
-async def _completion(stream: EventStream, reply: CompletionReply, request_id: str) -> Response:
+async def _completion(opened: _OpenedRun, reply: CompletionReply, request_id: str) -> Response:
     answer = AnswerText()
-    async with aclosing(aiter(stream)) as events:
+    async with aclosing(opened.all_events()) as events:
         while not isinstance(event := await anext(events), RunFinished | RunFailed):
             if isinstance(event, TextDelta):
                 answer.add(event)
@@ -463,11 +545,11 @@ async def _completion(stream: EventStream, reply: CompletionReply, request_id: s
 
 
 async def _completion_chunks(
-    stream: EventStream, reply: CompletionReply, *, include_usage: bool, request_id: str
+    opened: _OpenedRun, reply: CompletionReply, *, include_usage: bool, request_id: str
 ) -> AsyncIterator[ServerSentEvent]:
     answer = AnswerText()
     yield data_frame(reply.chunk(Delta(role="assistant", content="")).model_dump_json())
-    async with aclosing(aiter(stream)) as events:
+    async with aclosing(opened.all_events()) as events:
         while True:
             match await anext(events):
                 case TextDelta() as delta:
