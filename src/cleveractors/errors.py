@@ -12,6 +12,9 @@ CleverActorsError                 root of everything this library raises itself
       │                           TimeoutError, so retried like one before any text was shown)
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
+      ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
+      │    ├── IdempotencyKeyInProgressError   the key's first run is still going (HTTP 409)
+      │    └── IdempotencyKeyMismatchError     the key was first used for another request (422)
       └── StoreError              the store could not write the ledger or the session: the run
                                   fails (an answer that cannot be billed is not served)
 ```
@@ -36,6 +39,9 @@ __all__ = [
     "CleverActorsError",
     "ConfigurationError",
     "ExecutionError",
+    "IdempotencyError",
+    "IdempotencyKeyInProgressError",
+    "IdempotencyKeyMismatchError",
     "McpServerError",
     "ScriptExhaustedError",
     "SessionBusyError",
@@ -116,6 +122,44 @@ class SessionBusyError(ExecutionError):
 class SessionNotFoundError(ExecutionError):
     """No session by that id belongs to this caller. Another caller's session is reported the
     same way, so its existence is never revealed."""
+
+
+class IdempotencyError(ExecutionError):
+    """A request came with an idempotency key that cannot serve it; raised before anything is
+    spent. Keys are scoped to their caller: another caller's key of the same name is another key.
+
+    Attributes:
+        key: The idempotency key, as the caller sent it.
+        run_id: The run that holds the key (the one its first request started).
+    """
+
+    def __init__(self, message: str, *, key: str, run_id: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.run_id = run_id
+
+
+class IdempotencyKeyInProgressError(IdempotencyError):
+    """The key's first request is still running: retry once it has answered, to get its answer."""
+
+    def __init__(self, *, key: str, run_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} is in use by run {run_id}, which is still going",
+            key=key,
+            run_id=run_id,
+        )
+
+
+class IdempotencyKeyMismatchError(IdempotencyError):
+    """The key was first used for a different request (another message, history or session):
+    a key names one request, so this one is refused rather than answered with another's answer."""
+
+    def __init__(self, *, key: str, run_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used by run {run_id} for a different request",
+            key=key,
+            run_id=run_id,
+        )
 
 
 class StoreError(ExecutionError):

@@ -5,6 +5,8 @@ and an append-only usage ledger in one SQL database.
 - `store.run(session_id=..., caller=...)`: one run's hold on its session, its history and its
   ledger rows; `store.history()`, `store.session_turns()`, `store.delete_session()`,
   `store.usage()`, `store.prune()`.
+- `store.claim_idempotency_key()`, `renew_idempotency_key()`, `settle_idempotency_key()`: one
+  run per request sent under an idempotency key (`request_digest()` tells requests apart).
 """
 
 try:
@@ -17,15 +19,20 @@ except ImportError as exc:
         name=exc.name,
     ) from exc
 
+from cleveractors.store.idempotency import Claimed, IdempotencyClaim, Replay, request_digest
 from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
 from cleveractors.store.sql import DEFAULT_STORE_URL, SqlStore, StoreRun
 
 __all__ = [
     "DEFAULT_STORE_URL",
+    "Claimed",
+    "IdempotencyClaim",
     "LedgerRow",
+    "Replay",
     "RunStatus",
     "SqlStore",
     "StoreRun",
     "StoredTurn",
     "UsageReport",
+    "request_digest",
 ]

@@ -28,7 +28,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors.errors import ConfigurationError
 
-__all__ = ["SCHEMA_VERSION", "llm_calls", "migrate", "runs", "sessions", "turns"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "idempotency_keys",
+    "llm_calls",
+    "migrate",
+    "runs",
+    "sessions",
+    "turns",
+]
 
 metadata = MetaData()
 
@@ -101,6 +109,26 @@ llm_calls = Table(
     Column("cost_usd", String(40)),
 )
 
+idempotency_keys = Table(
+    "cleveractors_idempotency_keys",
+    metadata,
+    # "" for no particular caller, as in sessions: a key is one caller's.
+    Column("caller", String(200), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("request_digest", String(64), nullable=False),
+    Column("run_id", String(64), nullable=False),
+    # "running" or "answered"; a run that failed or was cancelled deletes its row.
+    Column("status", String(16), nullable=False),
+    # The answered run's `ExecutionResult` as JSON, replayed to every repeat of the request.
+    Column("result", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # None when the store keeps everything (`retention_days=None`).
+    Column("expires_at", DateTime(timezone=True), index=True),
+    # A running claim's lease, renewed while the run goes: a claim whose process died is
+    # taken over by the next request once this has passed.
+    Column("claimed_until", DateTime(timezone=True)),
+)
+
 _Step = Callable[[AsyncConnection], Awaitable[None]]
 
 
@@ -109,7 +137,11 @@ async def _v1_tables(connection: AsyncConnection) -> None:
     await connection.run_sync(lambda sync: metadata.create_all(sync, tables=tables))
 
 
-_STEPS: Sequence[_Step] = (_v1_tables,)
+async def _v2_idempotency_keys(connection: AsyncConnection) -> None:
+    await connection.run_sync(idempotency_keys.create)
+
+
+_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys)
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
 

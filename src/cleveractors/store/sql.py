@@ -41,6 +41,13 @@ from cleveractors.errors import (
 )
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
+from cleveractors.store.idempotency import (
+    IdempotencyClaim,
+    claim_key,
+    prune_keys,
+    renew_key,
+    settle_key,
+)
 from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
 from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
 from cleveractors.usage import LLMCallUsage
@@ -109,9 +116,11 @@ class SqlStore:
         url: `sqlite:///path.db` or `postgresql://user@host/db` (the async drivers are chosen
             for you).
         history_turns: How many of a session's latest turns a run loads into its prompt.
-        retention_days: `prune()` removes sessions untouched for longer; None keeps them all.
-        lease_s: How long a run's hold on its session lasts without renewal (renewed every third
-            of it while the run goes): the longest a crashed run keeps its session busy.
+        retention_days: `prune()` removes sessions untouched for longer, and idempotency keys
+            expire that long after their claim; None keeps them all.
+        lease_s: How long a run's hold on its session, or its claim on an idempotency key, lasts
+            without renewal (renewed every third of it while the run goes): the longest a
+            crashed run keeps its session busy or its key in progress.
     """
 
     def __init__(
@@ -274,15 +283,79 @@ class SqlStore:
         return UsageReport(rows=tuple(_ledger_row(row) for row in rows))
 
     async def prune(self, *, now: datetime | None = None) -> int:
-        """Remove sessions untouched for `retention_days` (never the ledger). Returns how many."""
-        if self.retention_days is None:
-            return 0
-        cutoff = (now or _now()) - timedelta(days=self.retention_days)
+        """Remove sessions untouched for `retention_days` (never the ledger), and idempotency
+        keys past their expiry. Returns how many sessions."""
+        moment = now or _now()
         async with self.engine.begin() as connection:
+            await prune_keys(connection, now=moment)
+            if self.retention_days is None:
+                return 0
+            cutoff = moment - timedelta(days=self.retention_days)
             idle = (sessions.c.updated_at < cutoff) & (sessions.c.running_run_id.is_(None))
             ids = (await connection.execute(select(sessions.c.id).where(idle))).scalars().all()
             await _delete_sessions(connection, sessions.c.id.in_(ids))
         return len(ids)
+
+    # -- idempotency keys (see `cleveractors.store.idempotency`) ----------------------------------
+
+    async def claim_idempotency_key(
+        self, *, caller: str | None, key: str, request_digest: str, run_id: str
+    ) -> IdempotencyClaim:
+        """Claim `key` of `caller` for the run `run_id`, before the run spends anything.
+
+        Returns `Claimed()` (run the request, renew the claim every third of `lease_s` while
+        it goes, then settle it) or `Replay(result)` (the request was answered: give back that
+        run's result and run nothing). A key past its expiry (`retention_days` after its claim)
+        or whose run's lease ran out (its process died) is claimed anew.
+
+        Args:
+            request_digest: `request_digest(message, history, session_id)` of the request.
+
+        Raises:
+            IdempotencyKeyInProgressError: the key's run is still going.
+            IdempotencyKeyMismatchError: the key was claimed for a different request.
+            ConfigurationError: the key is empty or too long.
+            StoreError: the database failed, or the answer kept for the key cannot be read.
+        """
+        return await claim_key(
+            self.engine,
+            caller=caller or _NO_CALLER,
+            key=key,
+            request_digest=request_digest,
+            run_id=run_id,
+            now=_now(),
+            lease_s=self.lease_s,
+            retention_days=self.retention_days,
+        )
+
+    async def renew_idempotency_key(self, *, caller: str | None, key: str, run_id: str) -> bool:
+        """Extend the run's claim on `key` by `lease_s`; False when the run no longer holds it.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        return await renew_key(
+            self.engine,
+            caller=caller or _NO_CALLER,
+            key=key,
+            run_id=run_id,
+            now=_now(),
+            lease_s=self.lease_s,
+        )
+
+    async def settle_idempotency_key(
+        self, *, caller: str | None, key: str, run_id: str, result: ExecutionResult
+    ) -> bool:
+        """Keep the run's answered `result` for every repeat, or release the key when `result`
+        failed or was cancelled (its `error` set), so a retry runs anew. Only the claiming run
+        settles: False, and nothing changed, when `run_id` holds no claim on the key.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        return await settle_key(
+            self.engine, caller=caller or _NO_CALLER, key=key, run_id=run_id, result=result
+        )
 
 
 class StoreRun:
