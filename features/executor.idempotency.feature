@@ -3,15 +3,15 @@ Feature: A request sent again under its idempotency key is answered once
   `execute(..., idempotency_key=...)` (and the streams) with a store: a request sent again under
   the same key, by the same caller with the same message, history and session, gets the first
   run's result back, marked `replayed`, and nothing runs or is billed again; a stream replays it
-  as `run_started` (replayed), the answer as one text delta, then `run_finished`. Each second
-  request below goes to a fresh executor, as a retry reaching another worker would.
+  as `run_started` (replayed), the answer as one text delta, then `run_finished`. Each worker
+  below is a fresh executor on the same database, as a retry reaching another process would be.
 
   Scenario Outline: A repeat after the answer is answered from the store (<mode>, <database>)
     Given an actor answering "Sunny in Paris." with a fresh <database> store
-    When the actor is asked "Weather in Paris?" under key "k-1" in blocking mode
-    And a fresh executor is asked "Weather in Paris?" under key "k-1" in <mode> mode
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1" in <mode> mode
     Then the second answer is the first run's result, replayed: the same run id, text and usage
-    And the second executor's model was never asked
+    And the second worker's model was never asked
     And the ledger holds the first run's calls, and no other
 
     Examples:
@@ -24,13 +24,13 @@ Feature: A request sent again under its idempotency key is answered once
 
   Scenario: A replayed stream is the stored answer as one text delta between run_started and run_finished
     Given an actor answering "Sunny in Paris." with a fresh sqlite store
-    When the actor is asked "Weather in Paris?" under key "k-1" in blocking mode
-    And a fresh executor is asked "Weather in Paris?" under key "k-1" in events mode
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1" in events mode
     Then the second run's events are run_started (replayed, the first run's id), one text delta "Sunny in Paris.", run_finished
 
   Scenario Outline: A repeat while the first run is going is refused as in progress (<mode>)
     Given an actor answering "Sunny in Paris." slowly with a fresh sqlite store
-    When the actor is asked "Weather in Paris?" under key "k-1", and while it answers a fresh executor is asked the same under key "k-1" in <mode> mode
+    When while a worker answers "Weather in Paris?" under key "k-1", another worker is asked the same in <mode> mode
     Then the second request failed with IdempotencyKeyInProgressError naming the first run
     And the second request billed nothing
     And the first run answered "Sunny in Paris."
@@ -42,22 +42,22 @@ Feature: A request sent again under its idempotency key is answered once
 
   Scenario: The key of another request is refused, and nothing runs
     Given an actor answering "Sunny in Paris." with a fresh sqlite store
-    When the actor is asked "Weather in Paris?" under key "k-1" in blocking mode
-    And a fresh executor is asked "Weather in Rome?" under key "k-1" in blocking mode
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Rome?" under key "k-1" in blocking mode
     Then the second request failed with IdempotencyKeyMismatchError naming the first run
-    And the second executor's model was never asked
+    And the second worker's model was never asked
 
   Scenario: A run that failed frees its key: the retry runs anew and is billed on its own
     Given an actor whose first answer fails, then answers "Sunny in Paris.", with a fresh sqlite store
-    When the actor is asked "Weather in Paris?" under key "k-1" in blocking mode
-    And a fresh executor is asked "Weather in Paris?" under key "k-1" in blocking mode
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1" in blocking mode
     Then the second request answered "Sunny in Paris." as a run of its own
     And the ledger holds the calls of both runs
 
   Scenario: Another caller's key of the same name is another key
     Given an actor answering "Sunny in Paris." with a fresh sqlite store
     When caller "alice" asks "Weather in Paris?" under key "k-1"
-    And caller "bob" asks "Weather in Paris?" under key "k-1" of a fresh executor
+    And caller "bob" asks "Weather in Paris?" under key "k-1" of another worker
     Then the second request answered "Sunny in Paris." as a run of its own
 
   Scenario: A key without a store is refused, naming the fix

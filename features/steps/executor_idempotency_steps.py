@@ -102,30 +102,30 @@ def _ask_fresh(
     context.asked.append((executor, run_guarded(_ask(executor, key, message, mode, caller))))
 
 
-@when('the actor is asked "{message}" under key "{key}" in {mode} mode')
-@when('a fresh executor is asked "{message}" under key "{key}" in {mode} mode')
+@when('a worker is asked "{message}" under key "{key}" in {mode} mode')
+@when('another worker is asked "{message}" under key "{key}" in {mode} mode')
 def _when_asked(context: Context, message: str, key: str, mode: str) -> None:
     _ask_fresh(context, message, key, mode)
 
 
 @when('caller "{caller}" asks "{message}" under key "{key}"')
-@when('caller "{caller}" asks "{message}" under key "{key}" of a fresh executor')
+@when('caller "{caller}" asks "{message}" under key "{key}" of another worker')
 def _when_caller_asks(context: Context, caller: str, message: str, key: str) -> None:
     _ask_fresh(context, message, key, "blocking", caller)
 
 
 @when(
-    'the actor is asked "{message}" under key "{key}", and while it answers a fresh executor is '
-    'asked the same under key "{same}" in {mode} mode'
+    'while a worker answers "{message}" under key "{key}", another worker is asked the same in '
+    "{mode} mode"
 )
-def _when_asked_meanwhile(context: Context, message: str, key: str, same: str, mode: str) -> None:
+def _when_asked_meanwhile(context: Context, message: str, key: str, mode: str) -> None:
     first, second = _fresh(context), _fresh(context)
 
     async def both() -> tuple[Consumption, Consumption]:
         async with first, second:
             going = asyncio.create_task(consume(_Caller(first, key), message, mode="events"))
             assert await wait_until(lambda: bool(first.agent.model.requests)), "never asked"
-            meanwhile = await consume(_Caller(second, same), message, mode=mode)
+            meanwhile = await consume(_Caller(second, key), message, mode=mode)
             return await going, meanwhile
 
     going, meanwhile = run_guarded(both())
@@ -149,10 +149,11 @@ def _then_replayed(context: Context) -> None:
         assert "".join(second.chunks) == first.text, second.chunks
 
 
-@then("the second executor's model was never asked")
+@then("the second worker's model was never asked")
 def _then_never_asked(context: Context) -> None:
     (_, _), (second_executor, _) = context.asked
-    assert second_executor.agent.model.requests == [], second_executor.agent.model.requests
+    requests = second_executor.agent.model.requests
+    assert len(requests) == 0, requests
 
 
 async def _ledger_run_ids(context: Context) -> list[str]:
