@@ -14,7 +14,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["RunScope", "current_run_var", "run_scope"]
+__all__ = ["RunScope", "current_run_var", "new_run_id", "run_scope"]
+
+
+def new_run_id() -> str:
+    """A fresh run id: `run_` and 16 hex digits."""
+    return f"run_{uuid.uuid4().hex[:16]}"
 
 
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
@@ -22,7 +27,7 @@ class RunScope:
     """One run. Compared by identity, and weakly referenceable, so per-run state keyed on it
     (a `WeakKeyDictionary`) goes away with the run."""
 
-    id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:16]}")
+    id: str = field(default_factory=new_run_id)
 
 
 current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_run", default=None)
@@ -30,9 +35,14 @@ current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_
 
 
 @contextmanager
-def run_scope() -> Iterator[RunScope]:
-    """Open a new run's scope for the code inside the block (and the tasks it starts)."""
-    scope = RunScope()
+def run_scope(run_id: str | None = None) -> Iterator[RunScope]:
+    """Open a run's scope for the code inside the block (and the tasks it starts).
+
+    Args:
+        run_id: The run's id, when the caller made it already (an executor that names the run
+            in its own records); a new one (`new_run_id()`) when None.
+    """
+    scope = RunScope() if run_id is None else RunScope(run_id)
     token = current_run_var.set(scope)
     try:
         yield scope
