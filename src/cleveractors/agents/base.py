@@ -60,10 +60,15 @@ class Agent(ABC):
         sink: Callable[[Event], None],
         streaming: bool,
         on_call: CallRecorder | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
         """Run the message once, its events into `sink`. Never raises for a failed run: the
         outcome carries the result and the error. What `process_message` and `stream_message`
-        are made of, and what an executor wraps (e.g. in a stored session)."""
+        are made of, and what an executor wraps (e.g. in a stored session).
+
+        `run_id` names the run (its scope and its result) when the caller made the id already,
+        as an executor that records the run under it does; a new id (`runs.new_run_id()`) when
+        None."""
 
 
 def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:
