@@ -287,7 +287,7 @@ def _then_named(context: Context, run_id: str) -> None:
 @then("the run's result is named by a new run id")
 def _then_named_new(context: Context) -> None:
     run_id = context.run_outcome.result.run_id
-    assert re.fullmatch(r"run_[0-9a-f]{16}", run_id or ""), run_id
+    assert re.fullmatch(r"run_[0-9a-f]{24}", run_id or ""), run_id
 
 
 @then("no result was settled")
