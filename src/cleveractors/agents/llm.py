@@ -185,7 +185,11 @@ class LLMAgent(Agent):
             if tool.name in self._own_tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
             self._own_tools[tool.name] = tool
-        self._mcp = McpToolbox(mcp_servers, agent_name=name) if mcp_servers else None
+        self._mcp = (
+            McpToolbox(mcp_servers, agent_name=name, other_tools=self._own_tools)
+            if mcp_servers
+            else None
+        )
         self._mcp_version = 0
         self._bind_tools(self._own_tools)
 
@@ -223,16 +227,7 @@ class LLMAgent(Agent):
         mcp_tools, version = await self._mcp.current_tools()
         if version == self._mcp_version:
             return
-        tools = dict(self._own_tools)
-        for tool in mcp_tools:
-            if tool.name in tools:
-                raise ConfigurationError(
-                    f"agent {self.name!r}: tool name {tool.name!r} is offered twice: by "
-                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
-                    "'prefix: true' on the server)"
-                )
-            tools[tool.name] = tool
-        self._bind_tools(tools)
+        self._bind_tools(self._own_tools | {tool.name: tool for tool in mcp_tools})
         self._mcp_version = version
 
     @classmethod
