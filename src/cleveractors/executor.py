@@ -9,7 +9,8 @@
 
 An executor is also an async context manager: `async with ActorExecutor.from_config(path) as
 executor:` opens what it holds for its life (its store, its agent's MCP sessions) and closes it
-on leaving, like `await executor.aclose()`. Without it, the first run opens them.
+on leaving, like `await executor.aclose()`. Without it, the first run opens them. A start that
+fails closes again whatever it had started.
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -123,16 +124,29 @@ class ActorExecutor:
 
     async def open(self) -> None:
         """Open what the executor holds: its store, and its agent's MCP servers (connected,
-        their tools fetched). Runs open them on first use too.
+        their tools fetched). Runs open them on first use too. When it fails, whatever it had
+        opened is closed again before the error is raised.
 
         Raises:
             McpServerError: an MCP server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's, or a variable
                 named in a server's env or headers is not set.
+            Exception: the store's own error when it cannot be opened.
         """
-        if self.store is not None:
-            await self.store.open()
-        await self.agent.open()
+        try:
+            if self.store is not None:
+                await self.store.open()
+            await self.agent.open()
+        except BaseException as failure:
+            await self._close_after(failure)
+            raise
+
+    async def _close_after(self, failure: BaseException) -> None:
+        """Close what a failed `open()` had started; `failure` stays the caller's error."""
+        try:
+            await self.aclose()
+        except Exception as exc:
+            failure.add_note(f"closing the executor after this failure failed too: {exc!r}")
 
     async def aclose(self) -> None:
         """Close what the executor holds: the MCP sessions (stdio servers are terminated) and
