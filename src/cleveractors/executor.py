@@ -10,7 +10,8 @@
 An executor is also an async context manager: `async with ActorExecutor.from_config(path) as
 executor:` opens what it holds for its life (its store, its agent's MCP sessions) and closes it
 on leaving, like `await executor.aclose()`. Without it, the first run opens them. A start that
-fails closes again whatever it had started.
+fails closes again whatever it had started; an executor garbage-collected with something still
+open says what in a `ResourceWarning`.
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -19,6 +20,7 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -156,6 +158,35 @@ class ActorExecutor:
         finally:
             if self.store is not None:
                 await self.store.aclose()
+
+    def __del__(self, _warn: Callable[..., object] = warnings.warn) -> None:
+        # Nothing can be awaited here: like asyncio's transports and httpx's clients, a dropped
+        # executor that still holds something open says what (`_warn` outlives module teardown).
+        left_open = self._left_open()
+        if left_open:
+            _warn(
+                f"unclosed executor {self.name!r}: {' and '.join(left_open)}; use "
+                "`async with executor:` or `await executor.aclose()`",
+                ResourceWarning,
+                source=self,
+            )
+
+    def _left_open(self) -> list[str]:
+        """What the executor holds open now, in words; nothing for one half-built."""
+        left_open: list[str] = []
+        agent = getattr(self, "agent", None)
+        servers = agent.open_mcp_servers if isinstance(agent, LLMAgent) else ()
+        if servers:
+            names = ", ".join(repr(name) for name in servers)
+            left_open.append(
+                f"its MCP servers {names} are connected"
+                if len(servers) > 1
+                else f"its MCP server {names} is connected"
+            )
+        store = getattr(self, "store", None)
+        if store is not None and _is_open(store):
+            left_open.append("its store is open")
+        return left_open
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -295,6 +326,14 @@ class ActorExecutor:
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
+
+
+def _is_open(store: SqlStore) -> bool:
+    try:
+        store.engine  # noqa: B018 (the store's public word on whether it is open)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _build_store(config: StoreConfig | None) -> SqlStore | None:

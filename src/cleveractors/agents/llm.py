@@ -215,6 +215,11 @@ class LLMAgent(Agent):
         """
         await self._sync_mcp_tools()
 
+    @property
+    def open_mcp_servers(self) -> tuple[str, ...]:
+        """The names of the MCP servers connected (or connecting) now."""
+        return () if self._mcp is None else self._mcp.open_servers
+
     async def aclose(self) -> None:
         """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
         if self._mcp is not None:

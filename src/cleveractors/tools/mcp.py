@@ -101,6 +101,11 @@ class McpToolbox:
             await self._close_sessions()
             self._is_open = False
 
+    @property
+    def open_servers(self) -> tuple[str, ...]:
+        """The names of the servers whose sessions are open (or opening) now."""
+        return tuple(session.server.name for session in self._sessions if session.is_open)
+
     async def current_tools(self) -> tuple[list[Tool], int]:
         """The servers' tools now, opening the toolbox first if needed, and the list's version,
         which grows whenever a list was (re)fetched: after a connect, or a change the server
