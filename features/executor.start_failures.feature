@@ -108,7 +108,7 @@ Feature: A start that fails leaves nothing running; an executor dropped open say
       | text |
       | Hi.  |
     When the executor is started by <start>, then dropped without aclose()
-    Then dropping the executor warned "unclosed executor 'weather-assistant': its MCP servers 'files', 'more' are connected and its store is open"
+    Then dropping the executor warned "unclosed executor 'weather-assistant' left open: mcp server 'files', mcp server 'more', its store"
 
     Examples:
       | start         |

@@ -165,7 +165,7 @@ class ActorExecutor:
         left_open = self._left_open()
         if left_open:
             _warn(
-                f"unclosed executor {self.name!r}: {' and '.join(left_open)}; use "
+                f"unclosed executor {self.name!r} left open: {', '.join(left_open)}; use "
                 "`async with executor:` or `await executor.aclose()`",
                 ResourceWarning,
                 source=self,
@@ -173,19 +173,12 @@ class ActorExecutor:
 
     def _left_open(self) -> list[str]:
         """What the executor holds open now, in words; nothing for one half-built."""
-        left_open: list[str] = []
         agent = getattr(self, "agent", None)
         servers = agent.open_mcp_servers if isinstance(agent, LLMAgent) else ()
-        if servers:
-            names = ", ".join(repr(name) for name in servers)
-            left_open.append(
-                f"its MCP servers {names} are connected"
-                if len(servers) > 1
-                else f"its MCP server {names} is connected"
-            )
+        left_open = [f"mcp server {name!r}" for name in servers]
         store = getattr(self, "store", None)
         if store is not None and _is_open(store):
-            left_open.append("its store is open")
+            left_open.append("its store")
         return left_open
 
     async def __aenter__(self) -> Self:
