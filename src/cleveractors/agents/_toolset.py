@@ -69,7 +69,11 @@ class ToolSet:
             if tool.name in self._own_tools:
                 raise ConfigurationError(f"agent {agent_name!r}: two tools are named {tool.name!r}")
             self._own_tools[tool.name] = tool
-        self._mcp = McpToolbox(mcp_servers, agent_name=agent_name) if mcp_servers else None
+        self._mcp = (
+            McpToolbox(mcp_servers, agent_name=agent_name, other_tools=self._own_tools)
+            if mcp_servers
+            else None
+        )
         self._mcp_version = 0
         self._bind(self._own_tools)
 
@@ -82,20 +86,16 @@ class ToolSet:
         """
         if self._mcp is None:
             return
-        mcp_tools, version = await self._mcp.current_tools()
+        mcp_tools, version = await self._mcp.current_tools()  # names checked by the toolbox
         if version == self._mcp_version:
             return
-        tools = dict(self._own_tools)
-        for tool in mcp_tools:
-            if tool.name in tools:
-                raise ConfigurationError(
-                    f"agent {self._agent_name!r}: tool name {tool.name!r} is offered twice: by "
-                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
-                    "'prefix: true' on the server)"
-                )
-            tools[tool.name] = tool
-        self._bind(tools)
+        self._bind(self._own_tools | {tool.name: tool for tool in mcp_tools})
         self._mcp_version = version
+
+    @property
+    def open_mcp_servers(self) -> tuple[str, ...]:
+        """The names of the MCP servers connected (or connecting) now."""
+        return () if self._mcp is None else self._mcp.open_servers
 
     async def aclose(self) -> None:
         """Close the MCP sessions (stdio servers are terminated); a later `sync` reopens them."""

@@ -203,6 +203,11 @@ class LLMAgent(Agent):
         """
         await self._toolset.sync()
 
+    @property
+    def open_mcp_servers(self) -> tuple[str, ...]:
+        """The names of the MCP servers connected (or connecting) now."""
+        return self._toolset.open_mcp_servers
+
     async def aclose(self) -> None:
         """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
         await self._toolset.aclose()
