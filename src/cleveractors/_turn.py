@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cleveractors._cancellation import finish_despite_cancellation
 from cleveractors.agents.base import Agent, History
 from cleveractors.errors import (
     ConfigurationError,
@@ -28,6 +27,7 @@ from cleveractors.errors import (
 )
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.runs import finish_despite_cancellation
 from cleveractors.usage import CallRecorder
 
 if TYPE_CHECKING:

@@ -1,21 +1,37 @@
-"""`RunScope`: the identity of one run (one user message through an agent), while it runs.
+"""One run (one user message through an agent): its identity while it runs, and how its end is
+awaited.
 
 The agent opens a scope for every run and `current_run_var` holds it for everything the run calls:
 the chat model, tools, callbacks. A chat model that keeps per-conversation state (the `stub`
 provider's script replays from its first reply for every run) keys it on the scope. The scope's
 `id` is the run's one id: an executor mints it (`new_run_id()`) before the run opens, and the
 result, the events, the ledger, the logs and the HTTP headers all carry it.
+
+A run's end is work that must finish even when whoever waits for it is cancelled (its settling,
+its ledger, its stream's closing): `wait_through_cancellation` and `finish_despite_cancellation`
+wait that way, for the agents, the store and the executor alike.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-__all__ = ["RunScope", "current_run_var", "new_run_id", "run_scope"]
+import anyio
+
+__all__ = [
+    "RunScope",
+    "current_run_var",
+    "finish_despite_cancellation",
+    "new_run_id",
+    "run_scope",
+    "wait_through_cancellation",
+]
 
 
 def new_run_id() -> str:
@@ -49,3 +65,36 @@ def run_scope(run_id: str | None = None) -> Iterator[RunScope]:
         yield scope
     finally:
         current_run_var.reset(token)
+
+
+T = TypeVar("T")
+
+
+async def wait_through_cancellation(pending: asyncio.Future[Any]) -> None:
+    """Wait until `pending` (a cancelled run, the closing of its stream, the settling of its
+    ledger) is done, even if we are cancelled meanwhile; then re-raise that cancellation.
+
+    A cancelled anyio cancel scope (Starlette, sse-starlette) cancels the tasks directly inside it
+    again on every pass of the event loop until they leave it: waiting there would wake us
+    thousands of times a second and spin a core for as long as the run takes to stop. The shielded
+    scope moves us out of its reach, so we sleep until the run is done. A plain asyncio
+    cancellation still gets through, once per `cancel()`; it is remembered and re-raised."""
+    is_cancelled = False
+    with anyio.CancelScope(shield=True):
+        while not pending.done():
+            try:
+                await asyncio.wait({pending})
+            except asyncio.CancelledError:
+                is_cancelled = True
+    if is_cancelled:
+        raise asyncio.CancelledError
+
+
+async def finish_despite_cancellation(step: Awaitable[T]) -> tuple[T, bool]:
+    """Run `step` to its end even if we are cancelled meanwhile; says whether we were."""
+    task = asyncio.ensure_future(step)
+    try:
+        await wait_through_cancellation(task)
+    except asyncio.CancelledError:
+        return task.result(), True
+    return task.result(), False

@@ -21,10 +21,10 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import streams_inside_ainvoke
-from cleveractors.agents._batch import answer_call, skip_call
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._loop import (
     EventSink,
+    Transcript,
     _CallTools,
     _Finish,
     _Run,
@@ -36,10 +36,9 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
+from cleveractors.agents._pacing import StallWatch
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
-from cleveractors.agents._stall import StallWatch
-from cleveractors.agents._toolset import ToolSet
-from cleveractors.agents._transcript import Transcript
+from cleveractors.agents._toolset import ToolSet, answer_call, skip_call
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import EventStream

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Self, cast
 
-from cleveractors._cancellation import wait_through_cancellation
 from cleveractors.agents.text import ROUND_SEPARATOR, RunText
 from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.runs import wait_through_cancellation
 from cleveractors.usage import last_token_usage_var
 
 __all__ = [

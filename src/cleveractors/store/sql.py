@@ -32,7 +32,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from cleveractors._cancellation import finish_despite_cancellation
 from cleveractors.errors import (
     ConfigurationError,
     SessionBusyError,
@@ -40,7 +39,7 @@ from cleveractors.errors import (
     StoreError,
 )
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
-from cleveractors.runs import new_run_id
+from cleveractors.runs import finish_despite_cancellation, new_run_id
 from cleveractors.store.idempotency import (
     IdempotencyClaim,
     claim_key,
