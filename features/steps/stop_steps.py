@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from behave import given, then, when
 from behave.runner import Context
+from support.billing import SentPrompts, billing_problems, requests_of_conversation
 from support.harness import (
     NAMED_POSITIONS,
     ChunkCounter,
@@ -41,8 +42,9 @@ _SLOW_CHUNK_DELAY_S = 0.1
 
 
 def _wire_executor(context: Context, server: ScriptedOpenAIServer) -> ActorExecutor:
+    """The actor over the wire to `server`; `context.sent_prompts` records its calls' messages."""
     os.environ[_API_KEY_ENV] = "sk-stop-test"
-    return ActorExecutor.from_config(
+    executor = ActorExecutor.from_config(
         {
             "name": "museum-guide",
             "agent": {
@@ -61,6 +63,9 @@ def _wire_executor(context: Context, server: ScriptedOpenAIServer) -> ActorExecu
             },
         }
     )
+    context.sent_prompts = SentPrompts()
+    executor.agent.model.callbacks = [context.sent_prompts]
+    return executor
 
 
 def _start_server(context: Context, script: list[ScriptedReply]) -> ScriptedOpenAIServer:
@@ -148,15 +153,10 @@ def _then_stop_prompt(context: Context, seconds: float) -> None:
 def _then_billed_like_server(context: Context) -> None:
     result, server = context.outcome.result, context.server
     assert result is not None, "no result was settled"
-    assert result.llm_calls == len(server.requests), (result.usage_by_call, server.requests)
-    billed = {call.request_index: call for call in server.billed}
-    for index, call in enumerate(result.usage_by_call):
-        # A call cut off before its usage chunk was read is estimated: the server may have
-        # finished sending it into the socket, but the figures never reached us.
-        if not call.usage.estimated:
-            sent = billed[index]
-            reported = (call.usage.prompt_tokens, call.usage.completion_tokens)
-            assert reported == (sent.prompt_tokens, sent.completion_tokens), (call, sent)
+    billed = requests_of_conversation(server.requests, server.billed, _MESSAGE)
+    calls = [call.usage for call in result.usage_by_call]
+    problems = billing_problems(calls, billed, context.sent_prompts.of())
+    assert not problems, "\n".join(problems)
 
 
 # -- CPU across a stop -------------------------------------------------------------------------

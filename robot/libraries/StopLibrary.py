@@ -9,7 +9,7 @@ the server's own bill. Each run gets its own server and event loop.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import httpx
 import yaml
 from robot.api import logger
 from robot.api.deco import keyword, library
+from support.billing import SentPrompts, billing_problems, requests_of_conversation
 from support.harness import (
     NAMED_POSITIONS,
     ChunkCounter,
@@ -51,6 +52,8 @@ class _Run:
 
     server: ScriptedOpenAIServer
     consumed: Consumption
+    sent: SentPrompts = field(default_factory=SentPrompts)
+    """The estimate rule's prompt for each call's messages, when the run recorded them."""
 
 
 @library(scope="SUITE")
@@ -88,9 +91,11 @@ class StopLibrary:
             raise ValueError(f"unknown style {style!r}; one of {sorted(_STYLES)}")
         demo.clear_invocations()
         executor, server = self._over_the_wire(_script_of(actor_file), actor_file)
+        sent = SentPrompts()
+        executor.agent.model.callbacks = [sent]
         stop = Stop(_STYLES[style], at=NAMED_POSITIONS[position])
         consumed = run_guarded(consume(executor, _MESSAGE, mode="events", stop=stop))
-        self._stop = _Run(server, consumed)
+        self._stop = _Run(server, consumed, sent)
         logger.info(f"events before the stop: {[e.kind for e in consumed.events]}")
         logger.info(f"result: {consumed.result!r}")
         if not consumed.stopped_early:
@@ -157,22 +162,18 @@ class StopLibrary:
 
     @keyword
     def every_request_should_be_in_the_bill(self) -> None:
-        """Each request the server received is one call of the result; a call whose usage
-        arrived is billed as the server billed it, the others are flagged estimated."""
+        """Each request the server received is one call of the result, and every call keeps the
+        billing rule (`support.billing.billing_problems`): a call whose usage arrived is billed
+        as the server billed it; one cut off before is flagged estimated, its prompt what the
+        estimate rule gives for the messages it sent."""
         stop = self._stopped()
         result, server = stop.consumed.result, stop.server
-        if result is None or result.llm_calls != len(server.requests):
-            raise AssertionError(f"{len(server.requests)} requests, result {result!r}")
-        billed = {call.request_index: call for call in server.billed}
-        for index, call in enumerate(result.usage_by_call):
-            if call.usage.estimated:
-                continue
-            sent = billed[index]
-            if (call.usage.prompt_tokens, call.usage.completion_tokens) != (
-                sent.prompt_tokens,
-                sent.completion_tokens,
-            ):
-                raise AssertionError(f"call {index}: reported {call.usage}, billed {sent}")
+        if result is None:
+            raise AssertionError("no result was settled")
+        billed = requests_of_conversation(server.requests, server.billed, _MESSAGE)
+        calls = [call.usage for call in result.usage_by_call]
+        if problems := billing_problems(calls, billed, stop.sent.of()):
+            raise AssertionError("\n".join(problems))
 
     @keyword
     def no_task_of_the_run_should_be_left(self) -> None:

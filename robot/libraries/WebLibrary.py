@@ -31,11 +31,14 @@ import yaml
 from robot.api import logger
 from robot.api.deco import keyword, library
 from robot.libraries.BuiltIn import BuiltIn
+from support.billing import billing_problems, requests_of_conversation
 from support.harness import Stop, after_items, consume, run_guarded
 
+from cleveractors import TokenUsage
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _LIBRARIES = Path(__file__).parent
+_FEATURES = _LIBRARIES.parent.parent / "features"
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 15.0
 _CLIENT_TIMEOUT_S = 30.0
@@ -44,6 +47,10 @@ _CHROMEDRIVER = "/usr/bin/chromedriver"
 _API_KEYS_VARIABLE = "CLEVERACTORS_TEST_API_KEYS"
 _PROVIDER_KEY_VARIABLE = "CLEVERACTORS_TEST_PROVIDER_KEY"
 _SMALL_RECEIVE_BUFFER = 4096
+_CALLER_HEADER = "X-Test-Caller"
+# How long the scripted server may take to bill the requests of clients that left: its handler
+# threads only notice when they next write, and a loaded machine runs them late.
+_SERVER_SETTLE_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -121,11 +128,17 @@ class WebLibrary:
 
     @keyword
     def start_usage_recording_server(
-        self, actor: str, usage_file: str, send_timeout_s: float | None = None
+        self,
+        actor: str,
+        usage_file: str,
+        send_timeout_s: float | None = None,
+        callers: bool = False,
     ) -> str:
         """Serve ACTOR with `create_app(on_usage=...)` appending each result to USAGE_FILE as a
         JSON line (`web_usage_app.py`, run by uvicorn); return its base URL. SEND_TIMEOUT_S, when
-        given, is the app's `send_timeout_s`."""
+        given, is the app's `send_timeout_s`. With CALLERS, each request names its caller in a
+        header (as `Send Concurrent Chats` does) and each line holds the caller and the prompt
+        the estimate rule gives for each call's messages."""
         port = _free_port()
         command = [
             sys.executable,
@@ -145,6 +158,10 @@ class WebLibrary:
         environment["CLEVERACTORS_WEB_USAGE_FILE"] = usage_file
         if send_timeout_s is not None:
             environment["CLEVERACTORS_WEB_SEND_TIMEOUT_S"] = str(send_timeout_s)
+        if callers:
+            environment["CLEVERACTORS_WEB_CALLER_HEADER"] = _CALLER_HEADER
+            paths = [str(_FEATURES), environment.get("PYTHONPATH", "")]
+            environment["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
         return self._start(f"{Path(actor).stem}-usage", command, port, environment)
 
     @keyword
@@ -732,15 +749,19 @@ class WebLibrary:
 
     @keyword
     def send_concurrent_chats(self, base_url: str, count: int, hang_ups: int) -> dict[str, int]:
-        """Send COUNT `/chat` requests at once, each a conversation of its own; HANG_UPS of them,
-        chosen at random, hang up when their tool call starts. Returns how many `finished`
-        (read `run_finished`), `hung_up`, and `failed` (anything else)."""
+        """Send COUNT `/chat` requests at once, each a conversation of its own (`_storm_message`)
+        naming its caller (its number) in a header; HANG_UPS of them, chosen at random, hang up
+        when their tool call starts. Returns how many `finished` (read `run_finished`),
+        `hung_up`, and `failed` (anything else)."""
         count, chosen = int(count), random.sample(range(int(count)), int(hang_ups))
         hang_up = set(chosen)
 
         async def chat(client: httpx.AsyncClient, number: int) -> str:
-            body = {"message": f"What is the weather like for caller {number}?"}
-            async with client.stream("POST", f"{base_url}/chat", json=body) as response:
+            body = {"message": _storm_message(str(number))}
+            headers = {_CALLER_HEADER: str(number)}
+            async with client.stream(
+                "POST", f"{base_url}/chat", json=body, headers=headers
+            ) as response:
                 async for line in response.aiter_lines():
                     if number in hang_up and line == "event: tool_call_started":
                         return "hung_up"
@@ -759,20 +780,34 @@ class WebLibrary:
         return counts
 
     @keyword
-    def usage_should_add_up_to_the_scripted_server_bill(self, usage_file: str) -> None:
-        """The prompt and completion tokens of every result in USAGE_FILE add up to what the
-        latest scripted server billed, and none is an estimate."""
+    def every_call_should_be_billed_as_the_scripted_server_billed_it(
+        self, usage_file: str, callers: int
+    ) -> None:
+        """USAGE_FILE holds one result per caller 0 .. CALLERS - 1, and every call of each keeps
+        the billing rule (`support.billing.billing_problems`) against what the latest scripted
+        server billed for that caller's requests: exact calls as billed, call for call;
+        estimated ones flagged, with the prompt the estimate rule gives for their messages.
+        Waits first until the server has billed every request it received."""
+        server = self._scripted_servers[-1]
+        settle = time.monotonic() + _SERVER_SETTLE_TIMEOUT_S
+        while len(server.billed) < len(server.requests) and time.monotonic() < settle:
+            time.sleep(0.05)
         lines = _usage_lines(usage_file)
-        billed = self._scripted_servers[-1].billed_total
-        reported = (
-            sum(line["prompt_tokens"] for line in lines),
-            sum(line["completion_tokens"] for line in lines),
-        )
-        logger.info(f"reported {reported}, billed {billed}")
-        if reported != (billed.prompt_tokens, billed.completion_tokens):
-            raise AssertionError(f"on_usage reported {reported}, the server billed {billed}")
-        if any(line["usage_estimated"] for line in lines):
-            raise AssertionError("a result holds estimated usage")
+        seen = sorted(int(line["caller"]) for line in lines)
+        if seen != list(range(int(callers))):
+            raise AssertionError(f"results were reported for callers {seen}")
+        requests, billed = server.requests, server.billed
+        problems: list[str] = []
+        for line in lines:
+            calls = [TokenUsage.model_validate(c["usage"]) for c in line["usage_by_call"]]
+            conversation = _storm_message(line["caller"])
+            on_server = requests_of_conversation(requests, billed, conversation)
+            found = billing_problems(calls, on_server, line["sent_prompt_tokens"])
+            problems.extend(f"caller {line['caller']}, {problem}" for problem in found)
+        estimated = sum(c["usage"]["estimated"] for line in lines for c in line["usage_by_call"])
+        logger.info(f"{estimated} calls estimated; the server billed {server.billed_total}")
+        if problems:
+            raise AssertionError("\n".join(problems))
 
     # -- the event stream under anyio cancellation -----------------------------------------
 
@@ -907,6 +942,11 @@ def _summary(response: httpx.Response) -> dict[str, Any]:
     except ValueError:
         body = response.text
     return {"status": response.status_code, "body": body}
+
+
+def _storm_message(caller: str) -> str:
+    """The message caller CALLER sends: a conversation of its own on the scripted server."""
+    return f"What is the weather like for caller {caller}?"
 
 
 def _usage_lines(usage_file: str) -> list[dict[str, Any]]:
