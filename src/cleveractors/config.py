@@ -2,8 +2,10 @@
 
 Every validation failure becomes one `ConfigurationError` naming the file, each bad field's path
 and the value it had, e.g. ``actor.yaml: agent.max_tool_rounds: Input should be greater than or
-equal to 1 (got 0)``. A renamed key still loads under its old name, with a `DeprecationWarning`
-naming the new one, until 1.0.
+equal to 1 (got 0)``. Rules between fields (a script only for provider `stub`, unique tool names,
+a script calling only declared tools...) are checked on the raw data, so that they are reported
+in the same pass as every field's own problem. A renamed key still loads under its old name,
+with a `DeprecationWarning` naming the new one, until 1.0.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ ProviderName = Literal[
 ]
 """`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
 
+_PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 _ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -83,6 +86,7 @@ _HIDDEN_VALUE_PATH = re.compile(r"(^|\.)mcp_servers(\.|$)")
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
+_CROSS_FIELD = "cross_field"  # the error type of a rule between fields
 
 
 class _Frozen(BaseModel):
@@ -113,18 +117,12 @@ def _validated_with_rules(
     try:
         model = handler(data)
     except ValidationError as exc:
-        raise _validation_error(
-            exc.title, [*map(_reraised, exc.errors()), *map(_init_error, problems)]
-        ) from None
+        errors = [*map(_reraised, exc.errors()), *map(_init_error, problems)]
+        raise ValidationError.from_exception_data(exc.title, errors) from None
     if problems:
-        raise _validation_error(
-            type(model).__name__, [_init_error(problem) for problem in problems]
-        )
+        errors = [_init_error(problem) for problem in problems]
+        raise ValidationError.from_exception_data(type(model).__name__, errors)
     return model
-
-
-def _validation_error(title: str, errors: list[InitErrorDetails]) -> ValidationError:
-    return ValidationError.from_exception_data(title, errors)
 
 
 def _reraised(error: ErrorDetails) -> InitErrorDetails:
@@ -136,9 +134,6 @@ def _reraised(error: ErrorDetails) -> InitErrorDetails:
 def _init_error(problem: _Problem) -> InitErrorDetails:
     kind = PydanticCustomError(_CROSS_FIELD, problem.message)
     return {"type": kind, "loc": problem.loc, "input": problem.value}
-
-
-_CROSS_FIELD = "cross_field"
 
 
 def _is_true(value: object) -> bool:
@@ -394,7 +389,7 @@ def _script_problems(agent: Mapping[str, Any]) -> Iterator[_Problem]:
     provider, script = agent.get("provider"), agent.get("script")
     if provider == "stub" and script is None:
         yield _Problem(("script",), "provider 'stub' needs a 'script' (a list of replies)")
-    elif isinstance(provider, str) and provider != "stub" and script is not None:
+    elif provider in _PROVIDERS and provider != "stub" and script is not None:
         yield _Problem(("script",), f"'script' is only for provider 'stub', not {provider!r}")
 
 
