@@ -3,7 +3,8 @@ Feature: Every problem of a config is reported in one pass, each at its own fiel
   are wrong, so fixing what one report says never reveals a further problem. Each rule names the
   field it is about: a script on an actor whose provider is not `stub` is at `agent.script`, a
   repeated tool name at the tool that repeats it, and a scripted call of a tool the actor does
-  not declare at that call's name.
+  not declare at that call's name. The provider's settings (the API key variable...) are checked
+  on the valid part of an invalid config, in the same pass.
 
   Scenario: Repeated tool names are reported with a mistyped temperature
     Given an actor config file with this text:
@@ -25,12 +26,14 @@ Feature: Every problem of a config is reported in one pass, each at its own fiel
       """
 
   Scenario: A script on an openai actor is reported at agent.script, with an unknown key
-    Given an actor config file with this text:
+    Given the environment variable CLEVERACTORS_TEST_KEY holds a canary API key
+    And an actor config file with this text:
       """
       name: weather-assistant
       agent:
         provider: openai
         model: gpt-4o-mini
+        api_key_env: CLEVERACTORS_TEST_KEY
         colour: blue
         script: [{text: Hello.}]
       """
@@ -159,4 +162,24 @@ Feature: Every problem of a config is reported in one pass, each at its own fiel
       agent.mcp_servers.0.timeout_s: Input should be greater than 0
       agent.mcp_servers.0.env: 'env' is for a 'command' server; an HTTP server takes 'headers'
       agent.mcp_servers.0.headers.Authorization: looks like a credential: give it as '${VARIABLE}' and set the variable in the environment
+      """
+
+  Scenario: A missing API key variable is reported with the config's other problems
+    Given the environment variable CLEVERACTORS_TEST_MISSING_KEY is not set
+    And an actor config file with this text:
+      """
+      name: weather-assistant
+      agent:
+        provider: openai
+        model: gpt-4o-mini
+        api_key_env: CLEVERACTORS_TEST_MISSING_KEY
+        temperature: hot
+        colour: blue
+      """
+    When the actor is loaded from it
+    Then loading fails, naming the file, with exactly these problems:
+      """
+      agent.temperature: Input should be a valid number, unable to parse string as a number (got 'hot')
+      agent.colour: unknown key
+      agent.api_key_env: environment variable 'CLEVERACTORS_TEST_MISSING_KEY' is not set (provider 'openai' needs an API key; any value works for a server that ignores it)
       """

@@ -53,6 +53,7 @@ __all__ = [
     "describe_problems",
     "load_actor_config",
     "read_actor_source",
+    "valid_part_of_agent",
 ]
 
 ProviderName = Literal[
@@ -496,6 +497,26 @@ def check_actor_config(raw: object) -> tuple[ActorConfig | None, list[str]]:
         return ActorConfig.model_validate(raw), []
     except ValidationError as exc:
         return None, [_describe_error(error) for error in exc.errors(include_url=False)]
+
+
+def valid_part_of_agent(raw: object) -> LLMAgentConfig | None:
+    """The agent of an invalid config without its wrong fields, when what remains is valid: its
+    provider's settings (the API key variable...) can then be checked in the same pass."""
+    agent = raw.get("agent") if isinstance(raw, Mapping) else None
+    if not isinstance(agent, Mapping):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a renamed key was warned of when the config was read
+        try:
+            return LLMAgentConfig.model_validate(agent)
+        except ValidationError as exc:
+            wrong = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        try:
+            return LLMAgentConfig.model_validate(
+                {key: value for key, value in agent.items() if key not in wrong}
+            )
+        except ValidationError:
+            return None
 
 
 def describe_problems(origin: str, problems: list[str]) -> str:
