@@ -20,7 +20,7 @@ Feature: A broken config is reported whole, in words a person can act on
           - {name: get_time, handler: "nowhere.clock:get_time"}
       """
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError naming the file and "(3 problem(s)) ; agent.tools: tool names must be unique; repeated: get_weather (got ['get_weather']) ; agent.tools.2: tool 'convert': parameters is not a valid JSON schema ; agent.tools.3: tool 'get_time': handler 'nowhere.clock:get_time' cannot be imported"
+    Then loading fails with a ConfigurationError naming the file and "(3 problem(s)) ; agent.tools.1.name: tool names must be unique; tool 0 is named 'get_weather' too ; agent.tools.2: tool 'convert': parameters is not a valid JSON schema ; agent.tools.3: tool 'get_time': handler 'nowhere.clock:get_time' cannot be imported"
 
   Scenario: A misspelt key gets the closest known key
     Given an actor config file where agent.tool_max_round is 3

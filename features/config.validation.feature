@@ -24,7 +24,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | a malformed handler path         | agent.tools.0.handler | get_weather | agent.tools.0.handler ; (got 'get_weather')                     |
       | a tool name OpenAI refuses       | agent.tools.0.name    | get weather | agent.tools.0.name ; (got 'get weather')                        |
       | an empty name                    | name                  | ""         | name ; (got '')                                                  |
-      | a stub provider without a script | agent.script          | (removed)  | agent ; provider 'stub' needs a 'script'                         |
+      | a stub provider without a script | agent.script          | (removed)  | agent.script: provider 'stub' needs a 'script'                   |
       | a malformed scripted reply       | agent.script.0.text   | [1, 2]     | agent.script.0.text ; (got [1, 2])                               |
 
   Scenario: A stub script for the openai provider is refused
@@ -37,7 +37,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
         script: [{text: Hello.}]
       """
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError naming the file and "'script' is only for provider 'stub'"
+    Then loading fails with a ConfigurationError naming the file and "agent.script: 'script' is only for provider 'stub', not 'openai'"
 
   Scenario: A tool that ends the turn cannot also be concurrent
     Given an actor config file with this text:
@@ -67,7 +67,7 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
           - {name: get_weather, handler: "cleveractors.demo:get_time"}
       """
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError naming the file and "tool names must be unique; repeated: get_weather"
+    Then loading fails with a ConfigurationError naming the file and "agent.tools.1.name: tool names must be unique; tool 0 is named 'get_weather' too"
 
   Scenario Outline: A handler that <problem> is refused at load time, naming the file and the handler
     Given an actor config file where agent.tools.0.handler is <handler>

@@ -9,6 +9,12 @@ Library             OperatingSystem
 
 *** Variables ***
 ${MESSAGE}      What's the weather in Paris and in Rome?
+@{FIVE PROBLEMS}
+...             agent.temperature: Input should be a valid number, unable to parse string as a number (got 'hot')
+...             agent.tools.1.concurrent: a tool with ends_turn: true cannot be concurrent: true (got True)
+...             agent.colour: unknown key
+...             agent.tools.1.name: tool names must be unique; tool 0 is named 'get_weather' too
+...             agent.script.0.tool_calls.0.name: calls 'get_wether', which the actor does not declare (declared: get_weather)
 
 
 *** Test Cases ***
@@ -212,12 +218,17 @@ Validate Names A Missing API Key Variable
     Error Output Should List Problems
     ...    agent.api_key_env: environment variable 'CLEVERACTORS_TEST_UNSET_KEY' is not set (provider 'openai' needs an API key; any value works for a server that ignores it)
 
-Run With A Bad Config Fails With One Line
-    ${actor}    Actor With Mistyped Field And Unimportable Handler
+Validate Lists Every Problem Of A Config At Once, One Per Line
+    ${actor}    Actor With Five Problems
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be The Problems Of    ${actor}    INVALID:    @{FIVE PROBLEMS}
+
+Run With A Bad Config Lists Its Problems One Per Line, As Validate Does
+    ${actor}    Actor With Five Problems
     Run Actor    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    1
-    Error Output Should Start With
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tool_max_round: unknown key; did you mean 'max_tool_rounds'?; agent.tools.0:
+    Error Output Should Be The Problems Of    ${actor}    error:    @{FIVE PROBLEMS}
 
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}
@@ -296,14 +307,15 @@ Serve Runs The Chat App For The Actor
     Served Output Should Show    Serving weather-assistant on ${url} (Ctrl-C stops)
     [Teardown]    Stop Serving
 
-Serve Refuses A Broken Actor With One Line
+Serve Refuses A Broken Actor, Listing Its Problems One Per Line
     ${actor}    Actor With Unimportable Handlers
     ${actor_dir}    Folder Of    ${actor}
     ${demo_module}    Module File Of    cleveractors.demo
     Run Cleveractors    serve    ${actor}
     Command Should Fail With Exit Code    1
-    Error Output Should Be
-    ...    ${actor}: invalid actor config (2 problem(s)); agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH); agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' (${demo_module}) has no 'no_such_function'
+    Error Output Should Be The Problems Of    ${actor}    error:
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
+    ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' (${demo_module}) has no 'no_such_function'
 
 The README's First Snippet Runs Against The Demo Actor, Calling It Three Times
     [Documentation]    The stub script replays from its first reply for every run: execute(),

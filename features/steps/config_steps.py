@@ -143,6 +143,19 @@ def _then_fails_saying(context: Context, fragments: str) -> None:
         assert fragment in str(error), f"{fragment!r} is not in: {error}"
 
 
+@then("loading fails, naming the file, with exactly these problems:")
+def _then_fails_with_problems(context: Context) -> None:
+    """The text: the problems, one per line, in the order they are reported."""
+    error = context.error
+    assert isinstance(error, ConfigurationError), f"loading gave {error!r}"
+    expected = context.text.splitlines()
+    heading = f"{context.config_source}: invalid actor config ({len(expected)} problem(s))"
+    lines = str(error).splitlines()
+    assert lines[0] == heading, f"the heading is {lines[0]!r}, not {heading!r}"
+    problems = [line.removeprefix("  ") for line in lines[1:]]
+    assert problems == expected, "the problems are:\n" + "\n".join(problems)
+
+
 @then("the error shows no traceback from inside the libraries it uses")
 def _then_no_chained_trace(context: Context) -> None:
     error = context.error

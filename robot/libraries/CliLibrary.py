@@ -213,6 +213,22 @@ class CliLibrary:
         return self._write_stub_actor([{"text": "Hi."}], tools=[tool], tool_max_round=3)
 
     @keyword
+    def actor_with_five_problems(self) -> str:
+        """Writes an actor with a mistyped temperature, an unknown key, a repeated tool name, a
+        tool that ends the turn and is concurrent, and a scripted call of an undeclared tool."""
+        tools = [
+            {"name": "get_weather", "handler": "cleveractors.demo:get_weather"},
+            {
+                "name": "get_weather",
+                "handler": "cleveractors.demo:book_table",
+                "ends_turn": True,
+                "concurrent": True,
+            },
+        ]
+        script = [{"tool_calls": [{"name": "get_wether", "args": {"city": "Paris"}}]}]
+        return self._write_stub_actor(script, tools=tools, temperature="hot", colour="blue")
+
+    @keyword
     def actor_with_the_old_name_of_max_tool_rounds(self) -> str:
         """Writes an actor that sets `tool_max_rounds`, the deprecated name of `max_tool_rounds`."""
         return self._write_stub_actor([{"text": "Hi."}], tool_max_rounds=2)
@@ -685,6 +701,18 @@ class CliLibrary:
             or not errors[0].startswith(f"error: {message}")
         ):
             raise AssertionError(f"error output is not one line 'error: {message}...':\n{stderr}")
+
+    @keyword
+    def error_output_should_be_the_problems_of(self, actor: str, lead: str, *problems: str) -> None:
+        """Standard error is exactly LEAD (`INVALID:` or `error:`), the heading naming ACTOR and
+        the number of problems, then each problem on a line of its own."""
+        heading = f"{lead} {actor}: invalid actor config ({len(problems)} problem(s))"
+        expected = [heading, *(f"  {problem}" for problem in problems)]
+        lines = self._last().stderr.splitlines()
+        if lines != expected:
+            raise AssertionError(
+                "error output is not:\n" + "\n".join(expected) + "\nbut:\n" + "\n".join(lines)
+            )
 
     @keyword
     def error_output_should_list_problems(self, *problems: str) -> None:

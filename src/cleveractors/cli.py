@@ -291,6 +291,13 @@ def _fail(message: str, *, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _fail_configured(exc: ConfigurationError) -> NoReturn:
+    """End with a config's problems one per line, as `validate` lists them: joined into one
+    line, a config with several problems is hard to read."""
+    _err.print(Text.assemble(("error: ", "bold red"), str(exc)))
+    raise typer.Exit(1)
+
+
 # -- run ---------------------------------------------------------------------------------------
 
 
@@ -371,6 +378,9 @@ def run(
         result = asyncio.run(
             _opened(opened, lambda: runner(opened, message, show=not as_json, session=session))
         )
+    except ConfigurationError as exc:
+        _report_spent(executor, as_json=as_json)
+        _fail_configured(exc)
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
         _fail(_run_error_line(exc, actor, base_url))
@@ -424,8 +434,6 @@ def _show_library_logs(verbose: bool) -> None:
 def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> str:
     """The error line of a failed run. A model that cannot be reached is named by the URL it
     was sent to (never the key): the model's own error says only "Connection error."."""
-    if isinstance(exc, ConfigurationError):
-        return str(exc)
     line = f"{type(exc).__name__}: {exc}"
     url = base_url or load_actor_config(actor).agent.base_url
     if url is not None and isinstance(exc, ModelConnectionError | ModelTimeoutError):
@@ -546,7 +554,7 @@ def serve(
         config = _with_store(actor, store)
         executor = ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
     except ConfigurationError as exc:
-        _fail(str(exc))
+        _fail_configured(exc)
     app_ = create_app(
         executor,
         authenticate=api_key_authenticator(keys) if keys else None,

@@ -2,8 +2,10 @@
 
 Every validation failure becomes one `ConfigurationError` naming the file, each bad field's path
 and the value it had, e.g. ``actor.yaml: agent.max_tool_rounds: Input should be greater than or
-equal to 1 (got 0)``. A renamed key still loads under its old name, with a `DeprecationWarning`
-naming the new one, until 1.0.
+equal to 1 (got 0)``. Rules between fields (a script only for provider `stub`, unique tool names,
+a script calling only declared tools...) are checked on the raw data, so that they are reported
+in the same pass as every field's own problem. A renamed key still loads under its old name,
+with a `DeprecationWarning` naming the new one, until 1.0.
 """
 
 from __future__ import annotations
@@ -12,25 +14,28 @@ import difflib
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
@@ -48,6 +53,7 @@ __all__ = [
     "describe_problems",
     "load_actor_config",
     "read_actor_source",
+    "valid_part_of_agent",
 ]
 
 ProviderName = Literal[
@@ -68,6 +74,7 @@ ProviderName = Literal[
 ]
 """`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
 
+_PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 _TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
 _HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 _ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -80,20 +87,75 @@ _HIDDEN_VALUE_PATH = re.compile(r"(^|\.)mcp_servers(\.|$)")
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
+_CROSS_FIELD = "cross_field"  # the error type of a rule between fields
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class _CrossFieldError(ValueError):
-    """A rule between fields, reported at the field it is about, with that field's own value
-    (pydantic would name the enclosing object and echo all of it)."""
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    """A rule between fields broken: reported at the field it is about (pydantic would name the
+    enclosing object and echo all of it), with that field's value when it helps."""
 
-    def __init__(self, field: str, value: object, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.value = value
+    loc: tuple[str | int, ...]
+    message: str
+    value: object = None
+    """Shown as ``(got ...)``; None shows nothing."""
+
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+_LAX_BOOL: TypeAdapter[bool] = TypeAdapter(bool)
+
+
+def _validated_with_rules(
+    data: object, handler: ModelWrapValidatorHandler[_ModelT], problems: list[_Problem]
+) -> _ModelT:
+    """Validate `data`, reporting `problems` (rules between its fields, checked on the raw data)
+    together with every field's own problem: in an after-validator, a rule would be checked only
+    once every field is valid, and a user would fix a config one pass at a time."""
+    try:
+        model = handler(data)
+    except ValidationError as exc:
+        errors = [*map(_reraised, exc.errors()), *map(_init_error, problems)]
+        raise ValidationError.from_exception_data(exc.title, errors) from None
+    if problems:
+        errors = [_init_error(problem) for problem in problems]
+        raise ValidationError.from_exception_data(type(model).__name__, errors)
+    return model
+
+
+def _reraised(error: ErrorDetails) -> InitErrorDetails:
+    """A field's error as it was, its message included (a known type would get its default)."""
+    kind = PydanticCustomError(error["type"], error["msg"], error.get("ctx"))
+    return {"type": kind, "loc": error["loc"], "input": error["input"]}
+
+
+def _init_error(problem: _Problem) -> InitErrorDetails:
+    kind = PydanticCustomError(_CROSS_FIELD, problem.message)
+    return {"type": kind, "loc": problem.loc, "input": problem.value}
+
+
+def _is_true(value: object) -> bool:
+    """Whether a raw value is one pydantic reads as true (`true`, `yes`, 1...)."""
+    try:
+        return _LAX_BOOL.validate_python(value)
+    except ValidationError:
+        return False  # its field's own problem
+
+
+def _entries(data: Mapping[str, Any], key: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """The mappings of a raw list field, by position; anything else is its field's own problem."""
+    value = data.get(key)
+    if not isinstance(value, list | tuple):
+        return []
+    return [(position, entry) for position, entry in enumerate(value) if isinstance(entry, Mapping)]
+
+
+def _named(entries: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, str]]:
+    names = ((position, entry.get("name")) for position, entry in entries)
+    return [(position, name) for position, name in names if isinstance(name, str)]
 
 
 class ToolConfig(_Frozen):
@@ -111,13 +173,22 @@ class ToolConfig(_Frozen):
     concurrent: bool = False
     """May run at the same time as the other concurrent calls of its batch."""
 
-    @model_validator(mode="after")
-    def _ends_turn_is_sequential(self) -> ToolConfig:
-        if self.ends_turn and self.concurrent:
-            raise _CrossFieldError(
-                "concurrent", True, "a tool with ends_turn: true cannot be concurrent: true"
-            )
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(
+        cls, data: object, handler: ModelWrapValidatorHandler[ToolConfig]
+    ) -> ToolConfig:
+        problems = list(_tool_problems(data)) if isinstance(data, Mapping) else []
+        return _validated_with_rules(data, handler, problems)
+
+
+def _tool_problems(tool: Mapping[str, Any]) -> Iterator[_Problem]:
+    if _is_true(tool.get("ends_turn")) and _is_true(tool.get("concurrent")):
+        yield _Problem(
+            ("concurrent",),
+            "a tool with ends_turn: true cannot be concurrent: true",
+            tool.get("concurrent"),
+        )
 
 
 class McpServer(_Frozen):
@@ -146,22 +217,11 @@ class McpServer(_Frozen):
     concurrent: bool = False
     """The server's tools may run at the same time as the other concurrent calls of a batch."""
 
-    @model_validator(mode="after")
-    def _check_transport(self) -> McpServer:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either 'command' (stdio) or 'url' (streamable HTTP)")
-        if self.command is None and self.env:
-            raise ValueError("'env' is for a 'command' server; an HTTP server takes 'headers'")
-        if self.url is None and self.headers:
-            raise ValueError("'headers' are for a 'url' server; a command server takes 'env'")
-        for field_name, values in (("env", self.env), ("headers", self.headers)):
-            for key, value in values.items():
-                if _SECRETISH.search(key) and not _ENV_REFERENCE.search(value):
-                    raise ValueError(
-                        f"{field_name}.{key} looks like a credential: give it as '${{VARIABLE}}' "
-                        "and set the variable in the environment"
-                    )
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(cls, data: object, handler: ModelWrapValidatorHandler[McpServer]) -> McpServer:
+        problems = list(_server_problems(data)) if isinstance(data, Mapping) else []
+        return _validated_with_rules(data, handler, problems)
 
     def resolved_env(self) -> dict[str, str]:
         """`env` with every ``${NAME}`` replaced from the environment.
@@ -190,6 +250,32 @@ class McpServer(_Frozen):
             return os.environ[variable]
 
         return _ENV_REFERENCE.sub(lookup, value)
+
+
+def _server_problems(server: Mapping[str, Any]) -> Iterator[_Problem]:
+    has_command, has_url = server.get("command") is not None, server.get("url") is not None
+    if has_command == has_url:
+        yield _Problem((), "give either 'command' (stdio) or 'url' (streamable HTTP)")
+    if has_url and not has_command and server.get("env"):
+        yield _Problem(("env",), "'env' is for a 'command' server; an HTTP server takes 'headers'")
+    if has_command and not has_url and server.get("headers"):
+        yield _Problem(
+            ("headers",), "'headers' are for a 'url' server; a command server takes 'env'"
+        )
+    for field_name in ("env", "headers"):
+        values = server.get(field_name)
+        for key, value in values.items() if isinstance(values, Mapping) else ():
+            if (
+                isinstance(key, str)
+                and isinstance(value, str)
+                and _SECRETISH.search(key)
+                and not _ENV_REFERENCE.search(value)
+            ):
+                yield _Problem(
+                    (field_name, key),
+                    "looks like a credential: give it as '${VARIABLE}' and set the variable in "
+                    "the environment",
+                )
 
 
 class LLMAgentConfig(_Frozen):
@@ -237,29 +323,16 @@ class LLMAgentConfig(_Frozen):
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _rename_old_keys(cls, data: object) -> object:
-        if not isinstance(data, Mapping):
-            return data  # pydantic reports what it is
-        renamed = dict(data)
-        for old, new in _RENAMED_AGENT_KEYS.items():
-            if old not in renamed:
-                continue
-            if new in renamed:
-                raise _CrossFieldError(
-                    old,
-                    renamed[old],
-                    f"the deprecated name of {new}, given together with it; keep only agent.{new}",
-                )
-            warnings.warn(
-                f"agent.{old} is deprecated, use agent.{new}; "
-                f"the old name goes in {_REMOVAL_VERSION}",
-                DeprecationWarning,
-                stacklevel=1,  # no caller frame is the user's: pydantic-core calls this
-            )
-            renamed[new] = renamed.pop(old)
-        return renamed
+    def _check_rules(
+        cls, data: object, handler: ModelWrapValidatorHandler[LLMAgentConfig]
+    ) -> LLMAgentConfig:
+        problems: list[_Problem] = []
+        if isinstance(data, Mapping):
+            data = _renamed_keys(data, problems)
+            problems += _agent_problems(data)
+        return _validated_with_rules(data, handler, problems)
 
     @field_validator("model")
     @classmethod
@@ -277,33 +350,79 @@ class LLMAgentConfig(_Frozen):
             {"provider": provider},
         )
 
-    @model_validator(mode="after")
-    def _check_provider_fields(self) -> LLMAgentConfig:
-        if self.provider == "stub" and self.script is None:
-            raise _CrossFieldError(
-                "script", None, "provider 'stub' needs a 'script' (a list of replies)"
+
+def _renamed_keys(agent: Mapping[str, Any], problems: list[_Problem]) -> dict[str, Any]:
+    """The agent's keys under their current names, warning of each old name used; an old name
+    given with its new one is a problem, and the new one is validated."""
+    renamed = dict(agent)
+    for old, new in _RENAMED_AGENT_KEYS.items():
+        if old not in renamed:
+            continue
+        value = renamed.pop(old)
+        if new in renamed:
+            problems.append(
+                _Problem(
+                    (old,),
+                    f"the deprecated name of {new}, given together with it; keep only agent.{new}",
+                    value,
+                )
             )
-        if self.provider != "stub" and self.script is not None:
-            raise _CrossFieldError(
-                "provider", self.provider, "'script' is only for provider 'stub'"
+            continue
+        warnings.warn(
+            f"agent.{old} is deprecated, use agent.{new}; the old name goes in {_REMOVAL_VERSION}",
+            DeprecationWarning,
+            stacklevel=1,  # no caller frame is the user's: pydantic-core calls this
+        )
+        renamed[new] = value
+    return renamed
+
+
+def _agent_problems(agent: Mapping[str, Any]) -> list[_Problem]:
+    return [
+        *_script_problems(agent),
+        *_repeated_names(agent, "tools", "tool"),
+        *_repeated_names(agent, "mcp_servers", "mcp server"),
+        *_undeclared_tool_calls(agent),
+    ]
+
+
+def _script_problems(agent: Mapping[str, Any]) -> Iterator[_Problem]:
+    provider, script = agent.get("provider"), agent.get("script")
+    if provider == "stub" and script is None:
+        yield _Problem(("script",), "provider 'stub' needs a 'script' (a list of replies)")
+    elif provider in _PROVIDERS and provider != "stub" and script is not None:
+        yield _Problem(("script",), f"'script' is only for provider 'stub', not {provider!r}")
+
+
+def _repeated_names(agent: Mapping[str, Any], key: str, noun: str) -> Iterator[_Problem]:
+    """Each entry that takes a name an earlier entry has, at its own name."""
+    first: dict[str, int] = {}
+    for position, name in _named(_entries(agent, key)):
+        if name in first:
+            yield _Problem(
+                (key, position, "name"),
+                f"{noun} names must be unique; {noun} {first[name]} is named {name!r} too",
             )
-        names = [tool.name for tool in self.tools]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise _CrossFieldError(
-                "tools",
-                duplicates,
-                f"tool names must be unique; repeated: {', '.join(duplicates)}",
-            )
-        servers = [server.name for server in self.mcp_servers]
-        repeated = sorted({name for name in servers if servers.count(name) > 1})
-        if repeated:
-            raise _CrossFieldError(
-                "mcp_servers",
-                repeated,
-                f"mcp server names must be unique; repeated: {', '.join(repeated)}",
-            )
-        return self
+        first.setdefault(name, position)
+
+
+def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[_Problem]:
+    """A scripted call to a tool the agent does not declare: the replay would fail at run time."""
+    if agent.get("mcp_servers"):
+        # An MCP server's tools are known only once it is connected, so any name may be one.
+        return
+    if not isinstance(agent.get("tools", ()), list | tuple):
+        return  # what it declares is unknown: the field's own problem says why
+    declared = list(dict.fromkeys(name for _, name in _named(_entries(agent, "tools"))))
+    offered = f"declared: {', '.join(declared)}" if declared else "it declares no tools"
+    for reply_position, reply in _entries(agent, "script"):
+        for call_position, call in _entries(reply, "tool_calls"):
+            name = call.get("name")
+            if isinstance(name, str) and name not in declared:
+                yield _Problem(
+                    ("script", reply_position, "tool_calls", call_position, "name"),
+                    f"calls {name!r}, which the actor does not declare ({offered})",
+                )
 
 
 class StoreConfig(_Frozen):
@@ -380,6 +499,26 @@ def check_actor_config(raw: object) -> tuple[ActorConfig | None, list[str]]:
         return None, [_describe_error(error) for error in exc.errors(include_url=False)]
 
 
+def valid_part_of_agent(raw: object) -> LLMAgentConfig | None:
+    """The agent of an invalid config without its wrong fields, when what remains is valid: its
+    provider's settings (the API key variable...) can then be checked in the same pass."""
+    agent = raw.get("agent") if isinstance(raw, Mapping) else None
+    if not isinstance(agent, Mapping):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a renamed key was warned of when the config was read
+        try:
+            return LLMAgentConfig.model_validate(agent)
+        except ValidationError as exc:
+            wrong = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        try:
+            return LLMAgentConfig.model_validate(
+                {key: value for key, value in agent.items() if key not in wrong}
+            )
+        except ValidationError:
+            return None
+
+
 def describe_problems(origin: str, problems: list[str]) -> str:
     """One message for every problem of a config, one per line under a heading naming it."""
     heading = f"{origin}: invalid actor config ({len(problems)} problem(s))"
@@ -412,9 +551,7 @@ def _describe_error(error: ErrorDetails) -> str:
     message = error["msg"]
     value: object = error["input"]
     is_shown = error["type"] not in ("missing", "extra_forbidden")
-    cause = error.get("ctx", {}).get("error")
-    if isinstance(cause, _CrossFieldError):
-        loc, message, value = (*loc, cause.field), str(cause), cause.value
+    if error["type"] == _CROSS_FIELD:
         is_shown = value is not None
     elif error["type"] == "string_pattern_mismatch":
         pattern = str(error.get("ctx", {}).get("pattern", ""))

@@ -35,12 +35,14 @@ from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
 from cleveractors.config import (
     ActorConfig,
+    LLMAgentConfig,
     StoreConfig,
     ToolConfig,
     check_actor_config,
     config_origin,
     describe_problems,
     read_actor_source,
+    valid_part_of_agent,
 )
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event
@@ -91,8 +93,21 @@ def _validated_config(
     config, problems = check_actor_config(raw)
     if config is None:
         _, tool_problems = _build_tools(_valid_tool_entries(raw), config_dir)
-        raise ConfigurationError(describe_problems(origin, problems + tool_problems)) from None
+        problems += tool_problems + _model_problems(valid_part_of_agent(raw))
+        raise ConfigurationError(describe_problems(origin, problems)) from None
     return config
+
+
+def _model_problems(agent: LLMAgentConfig | None) -> list[str]:
+    """The problem of an invalid config's provider settings (a missing API key variable...), if
+    its valid part has one: the chat model is built only to check them."""
+    if agent is None:
+        return []
+    try:
+        make_chat_model(agent)
+    except ConfigurationError as exc:
+        return [str(exc)]
+    return []
 
 
 class ActorExecutor:
