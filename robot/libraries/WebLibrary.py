@@ -848,6 +848,23 @@ class WebLibrary:
         raise AssertionError(f"no answer text within {timeout}s")
 
     @keyword
+    def rendered_turn(self) -> dict[str, Any]:
+        """The current turn as the page drew it: the HTML of its question, answer, tool cards
+        (each card's duration left out: a stored turn keeps none), notice, error and token
+        line."""
+        driver = BuiltIn().get_library_instance("SeleniumLibrary").driver
+        drawn: dict[str, Any] = driver.execute_script(
+            "const turn = document.getElementById('current-turn').cloneNode(true);"
+            "turn.querySelectorAll('.tool-duration').forEach((span) => span.replaceChildren());"
+            "const html = (selector) => turn.querySelector(selector).outerHTML;"
+            "return {question: html('.question'), answer: html('.answer'),"
+            " tools: html('.tools'), notice: html('.notice'), error: html('.error'),"
+            " usage: html('.usage')};"
+        )
+        logger.info(json.dumps(drawn, indent=2))
+        return drawn
+
+    @keyword
     def remove_browser_profiles(self) -> None:
         while self._profile_dirs:
             self._profile_dirs.pop().cleanup()
