@@ -317,9 +317,9 @@ class WebLibrary:
     # -- OpenAI-compatible clients -----------------------------------------------------------
 
     @keyword
-    def ask_with_openai_client(self, base_url: str, message: str) -> dict[str, Any]:
-        """A non-streamed completion from the official `openai` client; returns the completion
-        as a dict."""
+    def ask_with_openai_client(self, base_url: str, message: str, **options: Any) -> dict[str, Any]:
+        """A non-streamed completion from the official `openai` client, with OPTIONS (e.g.
+        `max_tokens`) added to the request; returns the completion as a dict."""
         with _openai_client(base_url) as client:
             completion = client.chat.completions.create(
                 model="web-actor",
@@ -328,18 +328,24 @@ class WebLibrary:
                     {"role": "user", "content": message},
                 ],
                 temperature=0.2,
+                **options,
             )
         return completion.model_dump()
 
     @keyword
     def stream_with_openai_client(
-        self, base_url: str, message: str | list[dict[str, str]], include_usage: bool = True
+        self,
+        base_url: str,
+        message: str | list[dict[str, str]],
+        include_usage: bool = True,
+        **extra: Any,
     ) -> dict[str, Any]:
         """A streamed completion from the official `openai` client. MESSAGE is the user's
         content: text, or a list of content parts. Returns `content` (the deltas joined),
         `deltas`, `finish_reasons`, `usage` (from the usage chunk, None if none came) and
-        `usage_chunk_choices` (that chunk's choices)."""
+        `usage_chunk_choices` (that chunk's choices). EXTRA is added to the request."""
         options = {"stream_options": {"include_usage": True}} if include_usage else {}
+        options.update(extra)
         content, finish_reasons, deltas = "", [], 0
         usage: dict[str, Any] | None = None
         usage_chunk_choices: list[Any] | None = None
@@ -704,6 +710,21 @@ class WebLibrary:
         server.start()
         self._scripted_servers.append(server)
         return server.base_url
+
+    @keyword
+    def scripted_server_requests_should_cap_output(self, cap: str, last: int) -> None:
+        """The LAST requests the latest scripted server received each ask for at most CAP
+        output tokens as ChatOpenAI sends it (`max_completion_tokens`, never the deprecated
+        `max_tokens`); CAP `none` means they ask for no cap at all."""
+        requests = self._scripted_servers[-1].requests[-int(last) :]
+        if len(requests) != int(last):
+            raise AssertionError(f"the server received {len(requests)} requests, not {last}")
+        expected = None if cap == "none" else int(cap)
+        for number, body in enumerate(requests, start=1):
+            sent = (body.get("max_completion_tokens"), body.get("max_tokens"))
+            logger.info(f"request {number}: max_completion_tokens, max_tokens = {sent}")
+            if sent != (expected, None):
+                raise AssertionError(f"request {number} of {last} sent {sent}, not {expected}")
 
     @keyword
     def write_actor_over_the_wire(self, path: str, base_url: str, lookup_tool: bool = False) -> str:

@@ -182,6 +182,8 @@ class _Run:
     """How many of the ledger's calls the recorder has been given."""
     turn_start: int = 0
     """Where this turn's messages begin in `messages` (the user's message)."""
+    max_output_tokens: int | None = None
+    """This run's cap on each LLM call's output, bound on the model for every call."""
     _task: asyncio.Task[object] | None = field(default_factory=asyncio.current_task, init=False)
     _cancels_at_start: int = field(default=0, init=False)
     _room: asyncio.Event | None = field(default=None, init=False)

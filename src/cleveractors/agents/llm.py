@@ -319,11 +319,17 @@ class LLMAgent(Agent):
         streaming: bool,
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> RunOutcome:
         with run_scope(run_id) as scope:
             try:
                 finished = await self._execute_tool_loop(
-                    message, history, sink, streaming=streaming, on_call=on_call
+                    message,
+                    history,
+                    sink,
+                    streaming=streaming,
+                    on_call=on_call,
+                    max_output_tokens=max_output_tokens,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(_named(failure.execution_result(), scope), failure.cause)
@@ -339,6 +345,7 @@ class LLMAgent(Agent):
         *,
         streaming: bool,
         on_call: CallRecorder | None = None,
+        max_output_tokens: int | None = None,
     ) -> _ToolLoopResult:
         run = _Run(
             messages=[],
@@ -347,6 +354,7 @@ class LLMAgent(Agent):
             streaming=streaming,
             recorder=on_call,
             pricer=self.pricer,
+            max_output_tokens=_output_cap(self.model, max_output_tokens),
         )
         try:
             run.messages = self._initial_messages(message, history)
@@ -434,6 +442,8 @@ class LLMAgent(Agent):
         langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
         broken in both modes."""
         await run.checkpoint()
+        if run.max_output_tokens is not None:
+            model = model.bind(max_tokens=run.max_output_tokens)
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
@@ -610,6 +620,16 @@ def _streams_inside_ainvoke(model: BaseChatModel, bound: Runnable[LanguageModelI
     with `streaming=True`), by langchain-core's own test, given the options bound to it."""
     options = bound.kwargs if isinstance(bound, RunnableBinding) else {}
     return model._should_stream(async_api=True, **options)
+
+
+def _output_cap(model: BaseChatModel, requested: int | None) -> int | None:
+    """A run's cap on each call's output: the one requested, but never above the model's own
+    `max_tokens` (the operator's limit holds). `max_tokens` is LangChain's common name for it:
+    ChatOpenAI sends it as `max_completion_tokens`, ChatAnthropic as `max_tokens`."""
+    if requested is None:
+        return None
+    own = getattr(model, "max_tokens", None)
+    return min(requested, own) if isinstance(own, int) and own > 0 else requested
 
 
 def _named(result: ExecutionResult, scope: RunScope) -> ExecutionResult:

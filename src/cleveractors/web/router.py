@@ -281,7 +281,9 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
                 param, message = unsupported
                 raise _RequestRejected(400, message, param=param)
             history = _as_provider_history(body.history)
-            opened = await _open_request_run(runs, request, body.message, history)
+            opened = await _open_request_run(
+                runs, request, body.message, history, max_output_tokens=body.max_output_tokens
+            )
         except _RequestRejected as rejected:
             return rejected.as_openai_error()
         reply = CompletionReply(model=body.model)
@@ -406,6 +408,7 @@ async def _open_request_run(
     history: list[dict[str, object]],
     *,
     session_id: str | None = None,
+    max_output_tokens: int | None = None,
 ) -> _OpenedRun:
     """Start the request's run (under its `Idempotency-Key`, if it sent one) and open it.
 
@@ -428,7 +431,12 @@ async def _open_request_run(
                 param=_IDEMPOTENCY_HEADER,
             )
     stream = executor.execute_events(
-        message, history, session_id=session_id, caller=current_caller(), idempotency_key=key
+        message,
+        history,
+        session_id=session_id,
+        caller=current_caller(),
+        idempotency_key=key,
+        max_output_tokens=max_output_tokens,
     )
     opened = await _open_run(stream, runs.on_usage)
     first = opened.first
