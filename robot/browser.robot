@@ -51,8 +51,11 @@ A Reloaded Session Is Drawn Exactly As It Was Live
     Input Text    id:message    What's the weather in Paris, and when does the Louvre open?
     Click Button    id:send
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
-    Page Should Contain Element    css:#answer > p    limit=2
-    Page Should Contain Element    css:#current-turn .tool-card.done    limit=2
+    Page Should Contain Element    css:#answer > p    limit=3
+    Page Should Contain Element    css:#answer li    limit=2
+    Page Should Contain Element    css:#current-turn .tool-card.done[data-call-id="call_weather"]
+    Page Should Contain Element    css:#current-turn .tool-card.failed[data-call-id="call_hours"]
+    Page Should Contain Element    css:#usage .cost
     ${live}=    Rendered Turn
     Reload Page
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
@@ -120,7 +123,8 @@ Start Chat Page Server
     Set Suite Variable    ${URL}    ${url}
     ${markdown url}=    Start Actor Server    ${CURDIR}/actors/web_markdown.yaml
     Set Suite Variable    ${MARKDOWN URL}    ${markdown url}
-    ${stored url}=    Start Actor Server    ${ACTOR}    --store    sqlite:///${OUTPUT DIR}/browser-sessions.db
+    ${stored url}=    Start Actor Server    ${CURDIR}/actors/web_reload.yaml
+    ...    --store    sqlite:///${OUTPUT DIR}/browser-sessions.db
     Set Suite Variable    ${STORED URL}    ${stored url}
     ${keyed url}=    Start Actor Server    ${KEYED ACTOR}    api_keys=k-browser
     Set Suite Variable    ${KEYED URL}    ${keyed url}
