@@ -434,6 +434,33 @@ class WebLibrary:
                 }
 
     @keyword
+    def openai_client_error_with_key(self, base_url: str, call: str, key: str) -> dict[str, Any]:
+        """Make CALL (`chat.completions.create`, `models.list` or `models.retrieve`) with the
+        official `openai` client sending API KEY, expecting it to raise; returns the error's
+        `type`, `status`, `message` (the client's own) and `body` (the error object it read)."""
+        import openai
+
+        client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0)
+        calls = {
+            "chat.completions.create": lambda: client.chat.completions.create(
+                model="web-actor", messages=[{"role": "user", "content": "Hi"}]
+            ),
+            "models.list": lambda: client.models.list(),
+            "models.retrieve": lambda: client.models.retrieve("web-actor"),
+        }
+        with client:
+            try:
+                calls[call]()
+            except openai.APIStatusError as error:
+                return {
+                    "type": type(error).__name__,
+                    "status": error.status_code,
+                    "message": error.message,
+                    "body": error.body,
+                }
+        raise AssertionError(f"the openai client's {call} was answered")
+
+    @keyword
     def openai_client_error_for_field(self, base_url: str, field: str, value: Any) -> dict:
         """Ask with the `openai` client, sending FIELD=VALUE too, expecting it to raise; returns
         the error's `type`, `status`, `param` and `message`."""
