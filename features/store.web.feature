@@ -16,6 +16,7 @@ Feature: Stored sessions over the web router
     Then both chats finished
     And GET /sessions/s-1 shows the turns "Weather in Paris?" and "And tomorrow?"
     And each turn shows the get_weather call, its result and the answer
+    And each turn holds the text its run showed and the usage on_usage heard for that run
     And on_usage was called once per chat, with the tokens the ledger holds for session "s-1"
 
   Scenario: A history sent beside a session id is refused

@@ -42,6 +42,55 @@ Feature: The web app lets in only its callers, and tells them no secrets
     When the web app is sent a message to /chat with the key "team-b-token"
     Then the web app answered 401
 
+  Scenario Outline: The openai client reads our words from a refused key on every OpenAI route (<call>)
+    Given the web app serves an actor answering "Hello there."
+    And the web app requires the API keys "k-first"
+    When the openai client calls <call> with the key "k-wrong"
+    Then the openai client raised AuthenticationError saying "a valid API key is required"
+    And the openai client read the code "invalid_api_key" and the type "invalid_request_error"
+    And the web app's refusal is in OpenAI's error format
+    And the web app asked for a bearer token
+    And the web app ran nothing
+
+    Examples:
+      | call                    |
+      | chat.completions.create |
+      | models.list             |
+      | models.retrieve         |
+
+  Scenario Outline: A caller the check forbids hears its words in OpenAI's error format (<call>)
+    Given the web app serves an actor answering "Hello there."
+    And the web app's check forbids every caller with "this key may not use the actor"
+    When the openai client calls <call> with the key "k-any"
+    Then the openai client raised PermissionDeniedError saying "this key may not use the actor"
+    And the web app's refusal is in OpenAI's error format
+    And the web app ran nothing
+
+    Examples:
+      | call                    |
+      | chat.completions.create |
+      | models.list             |
+      | models.retrieve         |
+
+  Scenario: /chat says a forbidden caller's refusal in its own format
+    Given the web app serves an actor answering "Hello there."
+    And the web app's check forbids every caller with "this key may not use the actor"
+    When the web app is sent a message to /chat with the key "k-any"
+    Then the web app answered 403
+    And the web app's refusal is exactly {"detail": "this key may not use the actor"}
+
+  Scenario Outline: A path or method the OpenAI routes do not have is refused in OpenAI's format (<method> <path>)
+    Given the web app serves an actor answering "Hello there."
+    When the web app is asked for <path> with <method>
+    Then the web app answered <status>
+    And the web app's refusal is in OpenAI's error format
+
+    Examples:
+      | method | path                 | status |
+      | POST   | /v1/models           | 405    |
+      | GET    | /v1/chat/completions | 405    |
+      | GET    | /v1/embeddings       | 404    |
+
   Scenario: API keys must be given
     Then making an API key check of "(none)" fails with ValueError "api keys must be a non-empty list of non-empty keys"
     And making an API key check of "k-first," fails with ValueError "api keys must be a non-empty list of non-empty keys"

@@ -144,10 +144,25 @@ Fields The Endpoint Cannot Honour Get 400 Naming The Param
     tool_choice    required
     n    ${2}
     response_format    ${{{"type": "json_object"}}}
-    max_tokens    ${100}
-    max_completion_tokens    ${100}
     logprobs    ${True}
     stop    ${{["END"]}}
+
+A Client's max_tokens Caps Every LLM Call Of Its Turn, Over The Real Wire
+    [Documentation]    Frontends often send `max_tokens`: it caps each model call of the run (a
+    ...    tool round, then the answer), as ChatOpenAI sends it to an OpenAI server.
+    ${provider}=    Start Scripted Lookup Server    0.01
+    ${actor}=    Write Actor Over The Wire    ${OUTPUT DIR}/web_capped.yaml    ${provider}
+    ...    lookup_tool=${True}
+    ${server}=    Start Actor Server    ${actor}
+    ${completion}=    Ask With OpenAI Client    ${server}    Weather, capped?    max_tokens=${57}
+    Should Start With    ${completion}[choices][0][message][content]    It is sunny
+    Scripted Server Requests Should Cap Output    57    last=2
+    ${streamed}=    Stream With OpenAI Client    ${server}    Weather, streamed and capped?
+    ...    max_completion_tokens=${41}
+    Should Start With    ${streamed}[content]    It is sunny
+    Scripted Server Requests Should Cap Output    41    last=2
+    Ask With OpenAI Client    ${server}    Weather, uncapped?
+    Scripted Server Requests Should Cap Output    none    last=2
 
 Fields The Endpoint Honours Or Ignores Are Accepted
     ${turn}=    Scripted Turn    ${WEATHER ACTOR}

@@ -30,6 +30,16 @@ A Missing Or Wrong API Key Gets 401, A Right One Is Answered
     Should Be Equal As Integers    ${response}[status]    200
     Should Be Equal    ${response}[body][object]    chat.completion
 
+The OpenAI Client Hears Why Its Key Was Refused, On Every OpenAI Route
+    FOR    ${call}    IN    chat.completions.create    models.list    models.retrieve
+        ${error}=    OpenAI Client Error With Key    ${KEYED}    ${call}    k-wrong
+        Should Be Equal    ${error}[type]    AuthenticationError
+        Should Be Equal As Integers    ${error}[status]    401
+        Should Contain    ${error}[message]    a valid API key is required
+        Should Be Equal    ${error}[body][code]    invalid_api_key
+        Should Be Equal    ${error}[body][type]    invalid_request_error
+    END
+
 The Chat Page Itself Needs No Key
     ${status}=    Status Of Get    ${KEYED}/
     Should Be Equal As Integers    ${status}    200

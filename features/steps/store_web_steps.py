@@ -167,8 +167,9 @@ def shows_turns(context: Context, first: str, second: str) -> None:
     context.turns = response.json()["turns"]
     questions = [turn["messages"][0] for turn in context.turns]
     assert questions == [
-        {"role": "user", "content": first, "tool_calls": [], "tool_call_id": None, "name": None},
-        {"role": "user", "content": second, "tool_calls": [], "tool_call_id": None, "name": None},
+        {"role": "user", "content": content, "tool_calls": [], "tool_call_id": None, "name": None}
+        | {"status": None}
+        for content in (first, second)
     ], questions
     assert [turn["position"] for turn in context.turns] == [1, 2]
 
@@ -181,10 +182,11 @@ def shows_tool_calls(context: Context) -> None:
         assert call["tool_calls"] == [
             {"id": "w1", "name": "get_weather", "arguments": {"city": "Paris"}}
         ], call
-        assert (result["role"], result["tool_call_id"], result["name"]) == (
+        assert (result["role"], result["tool_call_id"], result["name"], result["status"]) == (
             "tool",
             "w1",
             "get_weather",
+            "success",
         ), result
         assert "Paris" in result["content"], result
         assert (answer["role"], answer["content"]) == ("assistant", _ANSWER["text"]), answer
@@ -204,6 +206,23 @@ def usage_matches_ledger(context: Context, sid: str) -> None:
         for reply in (_LOOKUP, _ANSWER)
     )
     assert billed == scripted == asyncio.run(ledger_total()), (billed, scripted)
+
+
+@then("each turn holds the text its run showed and the usage on_usage heard for that run")
+def turns_hold_usage(context: Context) -> None:
+    results = {result.run_id: result for result in context.usage}
+    for turn in context.turns:
+        result = results[turn["run_id"]]
+        assert turn["text"] == result.text == "Looking.\n\nSunny in Paris.", turn["text"]
+        expected = {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.total_tokens,
+            "estimated": result.usage_estimated,
+            "llm_calls": result.llm_calls,
+            "cost_usd": None if result.cost_usd is None else str(result.cost_usd),
+        }
+        assert turn["usage"] == expected, f"{turn['usage']} is not {expected}"
 
 
 @then("the response is {status:d}")

@@ -12,12 +12,15 @@ import asyncio
 import inspect
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import openai
 from behave import given, then, when
 from behave.runner import Context
+from fastapi import HTTPException
 from starlette.requests import Request
 
 from cleveractors import ActorExecutor, ExecutionResult
@@ -161,6 +164,14 @@ def async_check(context: Context, token: str, who: str) -> None:
     _world(context).authenticate = authenticate
 
 
+@given('the web app\'s check forbids every caller with "{message}"')
+def check_forbids(context: Context, message: str) -> None:
+    def authenticate(request: Request) -> str | None:
+        raise HTTPException(403, message)
+
+    _world(context).authenticate = authenticate
+
+
 @given('the web app also answers the host "{host}"')
 def also_answers(context: Context, host: str) -> None:
     _world(context).allowed_hosts.append(host)
@@ -245,6 +256,43 @@ def asks_docs(context: Context) -> None:
         _send(context, "GET", path)
 
 
+@when('the openai client calls {call} with the key "{key}"')
+def openai_client_calls(context: Context, call: str, key: str) -> None:
+    """Call the official `openai` client's CALL (`models.list`, ...) against the app, and keep
+    what it raised and the response it read."""
+    world = _world(context)
+
+    async def exchange() -> None:
+        transport = httpx.ASGITransport(app=world.app())
+        async with httpx.AsyncClient(transport=transport, base_url=_BASE_URL) as http_client:
+            client = openai.AsyncOpenAI(
+                base_url=f"{_BASE_URL}/v1", api_key=key, http_client=http_client, max_retries=0
+            )
+            try:
+                await _OPENAI_CALLS[call](client)
+            except openai.APIStatusError as error:
+                context.openai_error = error
+                world.responses.append(error.response)
+                return
+            raise AssertionError(f"{call} was answered")
+
+    asyncio.run(exchange())
+
+
+_OPENAI_CALLS: dict[str, Callable[[openai.AsyncOpenAI], Awaitable[object]]] = {
+    "chat.completions.create": lambda client: client.chat.completions.create(
+        model="web-actor", messages=[{"role": "user", "content": "Hi"}]
+    ),
+    "models.list": lambda client: client.models.list(),
+    "models.retrieve": lambda client: client.models.retrieve("web-actor"),
+}
+
+
+@when("the web app is asked for {path} with {method}")
+def asks_with_method(context: Context, path: str, method: str) -> None:
+    _send(context, method, path)
+
+
 @when("the web app is asked for {path}")
 def asks_for(context: Context, path: str) -> None:
     _send(context, "GET", path)
@@ -270,6 +318,34 @@ def refusal_says(context: Context, text: str) -> None:
     body = _last(context).json()
     message = body["error"]["message"] if "error" in body else body["detail"]
     assert text in message, f"{text!r} is not in {message!r}"
+
+
+@then('the openai client raised {error_type} saying "{text}"')
+def openai_raised(context: Context, error_type: str, text: str) -> None:
+    error = context.openai_error
+    assert type(error).__name__ == error_type, f"it raised {type(error).__name__}: {error}"
+    assert text in error.message, f"{text!r} is not in {error.message!r}"
+    assert isinstance(error.body, dict), f"the body it read is {error.body!r}"
+    assert text in error.body["message"], f"{text!r} is not in {error.body!r}"
+
+
+@then('the openai client read the code "{code}" and the type "{error_type}"')
+def openai_read_code(context: Context, code: str, error_type: str) -> None:
+    error = context.openai_error
+    assert (error.code, error.type) == (code, error_type), f"it read {error.code!r}, {error.type!r}"
+
+
+@then("the web app's refusal is in OpenAI's error format")
+def openai_format(context: Context) -> None:
+    body = _last(context).json()
+    assert list(body) == ["error"], f"the body is {body}"
+    assert set(body["error"]) == {"message", "type", "param", "code"}, f"the error is {body}"
+    assert body["error"]["message"], f"the error has no message: {body}"
+
+
+@then("the web app's refusal is exactly {body}")
+def refusal_is(context: Context, body: str) -> None:
+    assert _last(context).json() == json.loads(body), f"the body is {_last(context).text}"
 
 
 @then("the web app asked for a bearer token")

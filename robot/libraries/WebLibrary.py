@@ -334,9 +334,9 @@ class WebLibrary:
     # -- OpenAI-compatible clients -----------------------------------------------------------
 
     @keyword
-    def ask_with_openai_client(self, base_url: str, message: str) -> dict[str, Any]:
-        """A non-streamed completion from the official `openai` client; returns the completion
-        as a dict."""
+    def ask_with_openai_client(self, base_url: str, message: str, **options: Any) -> dict[str, Any]:
+        """A non-streamed completion from the official `openai` client, with OPTIONS (e.g.
+        `max_tokens`) added to the request; returns the completion as a dict."""
         with _openai_client(base_url) as client:
             completion = client.chat.completions.create(
                 model="web-actor",
@@ -345,18 +345,24 @@ class WebLibrary:
                     {"role": "user", "content": message},
                 ],
                 temperature=0.2,
+                **options,
             )
         return completion.model_dump()
 
     @keyword
     def stream_with_openai_client(
-        self, base_url: str, message: str | list[dict[str, str]], include_usage: bool = True
+        self,
+        base_url: str,
+        message: str | list[dict[str, str]],
+        include_usage: bool = True,
+        **extra: Any,
     ) -> dict[str, Any]:
         """A streamed completion from the official `openai` client. MESSAGE is the user's
         content: text, or a list of content parts. Returns `content` (the deltas joined),
         `deltas`, `finish_reasons`, `usage` (from the usage chunk, None if none came) and
-        `usage_chunk_choices` (that chunk's choices)."""
+        `usage_chunk_choices` (that chunk's choices). EXTRA is added to the request."""
         options = {"stream_options": {"include_usage": True}} if include_usage else {}
+        options.update(extra)
         content, finish_reasons, deltas = "", [], 0
         usage: dict[str, Any] | None = None
         usage_chunk_choices: list[Any] | None = None
@@ -443,6 +449,33 @@ class WebLibrary:
                     "status": error.status_code,
                     "message": detail.get("message"),
                 }
+
+    @keyword
+    def openai_client_error_with_key(self, base_url: str, call: str, key: str) -> dict[str, Any]:
+        """Make CALL (`chat.completions.create`, `models.list` or `models.retrieve`) with the
+        official `openai` client sending API KEY, expecting it to raise; returns the error's
+        `type`, `status`, `message` (the client's own) and `body` (the error object it read)."""
+        import openai
+
+        client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0)
+        calls = {
+            "chat.completions.create": lambda: client.chat.completions.create(
+                model="web-actor", messages=[{"role": "user", "content": "Hi"}]
+            ),
+            "models.list": lambda: client.models.list(),
+            "models.retrieve": lambda: client.models.retrieve("web-actor"),
+        }
+        with client:
+            try:
+                calls[call]()
+            except openai.APIStatusError as error:
+                return {
+                    "type": type(error).__name__,
+                    "status": error.status_code,
+                    "message": error.message,
+                    "body": error.body,
+                }
+        raise AssertionError(f"the openai client's {call} was answered")
 
     @keyword
     def openai_client_error_for_field(self, base_url: str, field: str, value: Any) -> dict:
@@ -723,6 +756,21 @@ class WebLibrary:
         return server.base_url
 
     @keyword
+    def scripted_server_requests_should_cap_output(self, cap: str, last: int) -> None:
+        """The LAST requests the latest scripted server received each ask for at most CAP
+        output tokens as ChatOpenAI sends it (`max_completion_tokens`, never the deprecated
+        `max_tokens`); CAP `none` means they ask for no cap at all."""
+        requests = self._scripted_servers[-1].requests[-int(last) :]
+        if len(requests) != int(last):
+            raise AssertionError(f"the server received {len(requests)} requests, not {last}")
+        expected = None if cap == "none" else int(cap)
+        for number, body in enumerate(requests, start=1):
+            sent = (body.get("max_completion_tokens"), body.get("max_tokens"))
+            logger.info(f"request {number}: max_completion_tokens, max_tokens = {sent}")
+            if sent != (expected, None):
+                raise AssertionError(f"request {number} of {last} sent {sent}, not {expected}")
+
+    @keyword
     def write_actor_over_the_wire(self, path: str, base_url: str, lookup_tool: bool = False) -> str:
         """Write an actor (provider `openai`, i.e. ChatOpenAI) against the scripted server at
         BASE_URL, with the `slow_lookup` tool when LOOKUP_TOOL; returns PATH."""
@@ -881,6 +929,23 @@ class WebLibrary:
                 return str(answer)
             time.sleep(0.05)
         raise AssertionError(f"no answer text within {timeout}s")
+
+    @keyword
+    def rendered_turn(self) -> dict[str, Any]:
+        """The current turn as the page drew it: the HTML of its question, answer, tool cards
+        (each card's duration left out: a stored turn keeps none), notice, error and token
+        line."""
+        driver = BuiltIn().get_library_instance("SeleniumLibrary").driver
+        drawn: dict[str, Any] = driver.execute_script(
+            "const turn = document.getElementById('current-turn').cloneNode(true);"
+            "turn.querySelectorAll('.tool-duration').forEach((span) => span.replaceChildren());"
+            "const html = (selector) => turn.querySelector(selector).outerHTML;"
+            "return {question: html('.question'), answer: html('.answer'),"
+            " tools: html('.tools'), notice: html('.notice'), error: html('.error'),"
+            " usage: html('.usage')};"
+        )
+        logger.info(json.dumps(drawn, indent=2))
+        return drawn
 
     @keyword
     def remove_browser_profiles(self) -> None:

@@ -51,6 +51,8 @@ class TurnRequest:
     idempotency_key: str | None = None
     """With a store: a request sent again under the same key (by the same caller, with the same
     message, history and session) is answered by the first run's stored result."""
+    max_output_tokens: int | None = None
+    """A cap on the output of each of the run's LLM calls (never above the model's own)."""
 
 
 async def run_turn(
@@ -74,6 +76,7 @@ async def run_turn(
             sink=sink,
             streaming=streaming,
             run_id=run_id,
+            max_output_tokens=request.max_output_tokens,
         )
     else:
         outcome = await _run_stored(
@@ -145,7 +148,7 @@ async def _run_in_ledger(
         return RunOutcome(_refused(run_id, exc), exc)
     sink(RunStarted(run_id=run_id, session_id=request.session_id))
     history = request.history if request.session_id is None else held.history
-    outcome = await _run_holding(agent, held, request.message, history, sink, streaming)
+    outcome = await _run_holding(agent, held, request, history, sink, streaming)
     settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
     if is_cancelled and settled.error is None:
         # Answered, billed and stored; the caller left while that was written.
@@ -156,7 +159,7 @@ async def _run_in_ledger(
 async def _run_holding(
     agent: Agent,
     held: StoreRun,
-    message: str,
+    request: TurnRequest,
     history: History | None,
     sink: Callable[[Event], None],
     streaming: bool,
@@ -164,12 +167,13 @@ async def _run_holding(
     recorder: CallRecorder = held.record_call
     try:
         return await agent.run(
-            message,
+            request.message,
             history=history,
             sink=sink,
             streaming=streaming,
             on_call=recorder,
             run_id=held.run_id,
+            max_output_tokens=request.max_output_tokens,
         )
     except BaseException as exc:
         # `agent.run` makes a failed run its outcome: what gets here is a cancellation that came

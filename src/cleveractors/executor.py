@@ -251,6 +251,7 @@ class ActorExecutor:
         session_id: str | None = None,
         caller: str | None = None,
         idempotency_key: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
 
@@ -263,6 +264,9 @@ class ActorExecutor:
                 caller with the same message, history and session, gets the first run's result
                 back (`replayed=True`) instead of running and billing again. A run that failed
                 or was cancelled frees its key; keys expire with the store's `retention_days`.
+            max_output_tokens: A cap on the output tokens of each LLM call of this run (a
+                client's `max_tokens`), bound on the model for the run; never above the model's
+                own `max_tokens`. None leaves the model's.
 
         Raises:
             ConfigurationError: the message or history is malformed, a session or an
@@ -274,7 +278,12 @@ class ActorExecutor:
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
         turn = self._turn(
-            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+            message,
+            history,
+            session_id=session_id,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            max_output_tokens=max_output_tokens,
         )
         outcome = await turn(discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
@@ -287,12 +296,18 @@ class ActorExecutor:
         session_id: str | None = None,
         caller: str | None = None,
         idempotency_key: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> EventStream:
         """Run a message, yielding typed events: first `RunStarted` (the run's id), last
         `RunFinished` or `RunFailed`. Arguments as for `execute()`; a replayed request streams
         `RunStarted(replayed=True)`, its stored answer as one `TextDelta`, then `RunFinished`."""
         turn = self._turn(
-            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+            message,
+            history,
+            session_id=session_id,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            max_output_tokens=max_output_tokens,
         )
         return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
 
@@ -304,11 +319,17 @@ class ActorExecutor:
         session_id: str | None = None,
         caller: str | None = None,
         idempotency_key: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> TextStream:
         """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`."""
         events = self.execute_events(
-            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+            message,
+            history,
+            session_id=session_id,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            max_output_tokens=max_output_tokens,
         )
         return TextStream(events)
 
@@ -320,6 +341,7 @@ class ActorExecutor:
         session_id: str | None,
         caller: str | None,
         idempotency_key: str | None,
+        max_output_tokens: int | None,
     ) -> _BoundTurn:
         """The one path of every entry point: a run with its id minted now, ready to run with a
         sink, blocking or streaming."""
@@ -332,8 +354,17 @@ class ActorExecutor:
             raise ConfigurationError(
                 "history cannot be given with session_id: the session holds the history"
             )
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ConfigurationError(
+                f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}"
+            )
         request = TurnRequest(
-            message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
+            message,
+            history,
+            session_id=session_id,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            max_output_tokens=max_output_tokens,
         )
         return _BoundTurn(self.agent, self.store, request, new_run_id())
 

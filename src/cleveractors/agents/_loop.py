@@ -216,6 +216,8 @@ class _Run:
     synthesis_ignored_tool_calls: tuple[str, ...] = ()
     shown: RunText = field(default_factory=RunText)
     """The text the user sees, whether or not the run streams: `ExecutionResult.text`."""
+    max_output_tokens: int | None = None
+    """This run's cap on each LLM call's output, bound on the model for every call."""
 
     def show_text(self, text: str) -> None:
         """Text the user sees (a reply's, or an `ends_turn` tool's output): streamed by a

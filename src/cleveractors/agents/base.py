@@ -61,11 +61,13 @@ class Agent(ABC):
         streaming: bool,
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> RunOutcome:
         """Run the message once as run `run_id` (a new id when None), its events into `sink`.
         Never raises for a failed run: the outcome carries the result (with the run's id) and
         the error. What `process_message` and `stream_message` are made of, and what an
-        executor drives."""
+        executor drives. `max_output_tokens` caps the output of each LLM call of this run
+        (never above the model's own cap); None leaves the model's."""
 
 
 def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:

@@ -290,11 +290,18 @@ class LLMAgent(Agent):
         streaming: bool,
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> RunOutcome:
         with run_scope(run_id) as scope:
             try:
                 finished = await self._execute_tool_loop(
-                    message, history, sink, streaming=streaming, on_call=on_call, run_id=scope.id
+                    message,
+                    history,
+                    sink,
+                    streaming=streaming,
+                    on_call=on_call,
+                    run_id=scope.id,
+                    max_output_tokens=max_output_tokens,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause)
@@ -311,9 +318,16 @@ class LLMAgent(Agent):
         streaming: bool,
         on_call: CallRecorder | None,
         run_id: str,
+        max_output_tokens: int | None = None,
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call)
-        run = _Run(run_id=run_id, sink=sink, streaming=streaming, bill=bill)
+        run = _Run(
+            run_id=run_id,
+            sink=sink,
+            streaming=streaming,
+            bill=bill,
+            max_output_tokens=_output_cap(self.model, max_output_tokens),
+        )
         try:
             run.transcript = Transcript.of(message, history, system_prompt=self.system_prompt)
             while True:
@@ -384,6 +398,8 @@ class LLMAgent(Agent):
         langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
         broken in both modes."""
         await run.pacing.checkpoint()
+        if run.max_output_tokens is not None:
+            model = model.bind(max_tokens=run.max_output_tokens)
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
@@ -552,6 +568,16 @@ class LLMAgent(Agent):
             return AIMessage(content=reply.text)
         run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
+
+
+def _output_cap(model: BaseChatModel, requested: int | None) -> int | None:
+    """A run's cap on each call's output: the one requested, but never above the model's own
+    `max_tokens` (the operator's limit holds). `max_tokens` is LangChain's common name for it:
+    ChatOpenAI sends it as `max_completion_tokens`, ChatAnthropic as `max_tokens`."""
+    if requested is None:
+        return None
+    own = getattr(model, "max_tokens", None)
+    return min(requested, own) if isinstance(own, int) and own > 0 else requested
 
 
 def _as_ai_message(reply: object) -> AIMessage:

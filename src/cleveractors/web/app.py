@@ -13,13 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ResultCallback
+from cleveractors.web.openai_compat import error_response
 from cleveractors.web.router import (
     DEFAULT_MAX_HISTORY_TURNS,
     DEFAULT_MAX_TURN_CHARS,
@@ -33,6 +36,7 @@ __all__ = ["create_app"]
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
 _SESSIONS_SLOT = "__SESSIONS__"
 _OPENAPI_URL = "/openapi.json"
+_OPENAI_PREFIX = "/v1/"
 # The chat page's files: the icon, and the Markdown renderer and HTML sanitizer it vendors
 # (see static/vendor/README.md), served from the package so the page needs no CDN.
 _STATIC = {
@@ -103,6 +107,7 @@ def create_app(
             max_turn_chars=max_turn_chars,
         )
     )
+    app.add_exception_handler(HTTPException, _http_error)
     page = _chat_page(executor.name, keeps_sessions=executor.store is not None)
     static = {name: (_static_file(name), media_type) for name, media_type in _STATIC.items()}
 
@@ -140,6 +145,18 @@ def create_app(
     # Added last, so it runs first: a request for a foreign name is refused before anything else.
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing's refusals (no such route: 404, another method: 405) in OpenAI's error format
+    under `/v1/`, which OpenAI clients read; FastAPI's `{"detail": ...}` elsewhere."""
+    assert isinstance(exc, HTTPException)  # registered for HTTPException alone
+    if not request.url.path.startswith(_OPENAI_PREFIX):
+        return await http_exception_handler(request, exc)
+    problem = error_response(str(exc.detail), type="invalid_request_error")
+    return JSONResponse(
+        problem.model_dump(mode="json"), status_code=exc.status_code, headers=exc.headers
+    )
 
 
 def _static_file(name: str) -> bytes:

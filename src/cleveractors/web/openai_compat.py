@@ -5,8 +5,12 @@ Requests are read leniently where that is harmless: sampling hints (`temperature
 bookkeeping fields (`user`, ...) are accepted and ignored, since the actor's config governs its
 model, and unknown fields are ignored. A field that would change what the client gets back and
 that an actor cannot deliver (`tools`, `tool_choice`, `n` > 1, a non-text `response_format`,
-`max_tokens`, ...) is refused with 400 naming it (`ChatCompletionRequest.unsupported`), and so is
-(with 422) a conversation that does not end with a user message, or content that is not text.
+...) is refused with 400 naming it (`ChatCompletionRequest.unsupported`), and so is (with 422) a
+conversation that does not end with a user message, or content that is not text.
+
+`max_tokens` / `max_completion_tokens` (many frontends always send one) cap the output of each
+LLM call of the run (`ChatCompletionRequest.max_output_tokens`): an answer may take several
+calls (tool rounds), and each is held to the cap, never above the actor's own model limit.
 
 How a conversation becomes an actor turn:
 
@@ -109,7 +113,8 @@ class StreamOptions(_Lenient):
 class ChatCompletionRequest(_Lenient):
     """A `POST /v1/chat/completions` body.
 
-    Honoured: `model` (echoed), `messages`, `stream`, `stream_options.include_usage`. Sampling
+    Honoured: `model` (echoed), `messages`, `stream`, `stream_options.include_usage`,
+    `max_tokens` / `max_completion_tokens` (a cap on each LLM call's output). Sampling
     hints (`temperature`, `top_p`, `presence_penalty`, `frequency_penalty`, `seed`) and
     bookkeeping (`user`, `metadata`, `store`, `service_tier`, `parallel_tool_calls`) are accepted
     and ignored: the actor's config governs its model. Fields that would change what the client
@@ -120,6 +125,9 @@ class ChatCompletionRequest(_Lenient):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The older name of `max_completion_tokens`; either caps each LLM call of the run."""
+    max_completion_tokens: int | None = Field(default=None, ge=1)
     # Read only to be refused (see `unsupported`).
     tools: list[object] | None = None
     tool_choice: object = None
@@ -129,8 +137,6 @@ class ChatCompletionRequest(_Lenient):
     response_format: dict[str, object] | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
     stop: str | list[str] | None = None
     logit_bias: dict[str, object] | None = None
     audio: object = None
@@ -148,8 +154,6 @@ class ChatCompletionRequest(_Lenient):
             ("response_format", _is_not_text(self.response_format), "only text answers"),
             ("logprobs", bool(self.logprobs), "no log probabilities"),
             ("top_logprobs", self.top_logprobs is not None, "no log probabilities"),
-            ("max_tokens", self.max_tokens is not None, _LIMITS_IN_CONFIG),
-            ("max_completion_tokens", self.max_completion_tokens is not None, _LIMITS_IN_CONFIG),
             ("stop", bool(self.stop), "no stop sequences"),
             ("logit_bias", bool(self.logit_bias), "no logit bias"),
             ("audio", self.audio is not None, "only text answers"),
@@ -169,6 +173,12 @@ class ChatCompletionRequest(_Lenient):
         if not last.text.strip():
             raise ValueError("the last message (the user's) has no text")
         return messages
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The cap on each LLM call's output: the smaller of the two names, if both are sent."""
+        caps = [cap for cap in (self.max_tokens, self.max_completion_tokens) if cap is not None]
+        return min(caps, default=None)
 
     @property
     def include_usage(self) -> bool:
@@ -191,10 +201,6 @@ class ChatCompletionRequest(_Lenient):
 
 _NO_CHOICE = (None, "none", "auto")
 _SERVER_SIDE_TOOLS = "the actor runs its own tools server-side; a client cannot add tools"
-_LIMITS_IN_CONFIG = (
-    "an answer may take several model calls; its limits are the actor's "
-    "(max_tool_rounds, token_budget in its config)"
-)
 
 
 def _is_not_text(response_format: dict[str, object] | None) -> bool:

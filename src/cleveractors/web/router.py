@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -52,6 +52,7 @@ from pydantic import (
 )
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
@@ -145,17 +146,32 @@ class _RequestRejected(Exception):
     """A request we refuse before running anything; each route renders it in its own format."""
 
     def __init__(
-        self, status_code: int, message: str, *, param: str | None = None, code: str | None = None
+        self,
+        status_code: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
         self.param = param
         self.code = code
+        self._headers = dict(headers or {})
 
     @property
     def headers(self) -> dict[str, str]:
-        return {"WWW-Authenticate": "Bearer"} if self.status_code == 401 else {}
+        asks_for_key = {"WWW-Authenticate": "Bearer"} if self.status_code == 401 else {}
+        return {**asks_for_key, **self._headers}
+
+    def as_openai_error(self) -> JSONResponse:
+        """The refusal in OpenAI's error format, which the `openai` client raises with."""
+        problem = error_response(
+            self.message, type="invalid_request_error", param=self.param, code=self.code
+        )
+        return _openai_error(problem, self.status_code, self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +226,7 @@ def create_chat_router(
     _add_chat_route(router, runs, policy)
     _add_completions_route(router, runs, policy)
     add_session_routes(router, executor_factory, caller_of)
-    _add_model_routes(router, executor_factory, caller_of)
+    _add_model_routes(router, executor_factory, policy)
     return router
 
 
@@ -265,15 +281,11 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
                 param, message = unsupported
                 raise _RequestRejected(400, message, param=param)
             history = _as_provider_history(body.history)
-            opened = await _open_request_run(runs, request, body.message, history)
-        except _RequestRejected as rejected:
-            problem = error_response(
-                rejected.message,
-                type="invalid_request_error",
-                param=rejected.param,
-                code=rejected.code,
+            opened = await _open_request_run(
+                runs, request, body.message, history, max_output_tokens=body.max_output_tokens
             )
-            return _openai_error(problem, rejected.status_code, rejected.headers)
+        except _RequestRejected as rejected:
+            return rejected.as_openai_error()
         reply = CompletionReply(model=body.model)
         billed = _billed_run(opened.stream, runs.on_usage)
         request_id = _request_id()
@@ -310,7 +322,7 @@ def _caller_check(policy: _RequestPolicy) -> CallerOf:
 
 
 def _add_model_routes(
-    router: APIRouter, executor_factory: Callable[[], ActorExecutor], caller_of: CallerOf
+    router: APIRouter, executor_factory: Callable[[], ActorExecutor], policy: _RequestPolicy
 ) -> None:
     """`GET /v1/models` and `/v1/models/{id}`: the served actor, as the one model."""
 
@@ -319,14 +331,20 @@ def _add_model_routes(
     @router.get("/v1/models", response_model=None)
     async def list_models(request: Request) -> Response:
         """The served actor, as the one model (chat frontends list models first)."""
-        await caller_of(request)
+        try:
+            await _authenticate(request, policy.authenticate)
+        except _RequestRejected as rejected:
+            return rejected.as_openai_error()
         model = Model(id=executor_factory().name, created=created)
         return JSONResponse(ModelList(data=[model]).model_dump(mode="json"))
 
     @router.get("/v1/models/{model_id:path}", response_model=None)
     async def retrieve_model(request: Request, model_id: str) -> Response:
         """The served actor, if `model_id` names it; OpenAI's 404 otherwise."""
-        await caller_of(request)
+        try:
+            await _authenticate(request, policy.authenticate)
+        except _RequestRejected as rejected:
+            return rejected.as_openai_error()
         name = executor_factory().name
         if model_id != name:
             problem = error_response(
@@ -390,6 +408,7 @@ async def _open_request_run(
     history: list[dict[str, object]],
     *,
     session_id: str | None = None,
+    max_output_tokens: int | None = None,
 ) -> _OpenedRun:
     """Start the request's run (under its `Idempotency-Key`, if it sent one) and open it.
 
@@ -412,7 +431,12 @@ async def _open_request_run(
                 param=_IDEMPOTENCY_HEADER,
             )
     stream = executor.execute_events(
-        message, history, session_id=session_id, caller=current_caller(), idempotency_key=key
+        message,
+        history,
+        session_id=session_id,
+        caller=current_caller(),
+        idempotency_key=key,
+        max_output_tokens=max_output_tokens,
     )
     opened = await _open_run(stream, runs.on_usage)
     first = opened.first
@@ -610,9 +634,16 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
 async def _authenticate(request: Request, authenticate: Authenticate | None) -> None:
     if authenticate is None:
         return
-    identity = authenticate(request)
-    if inspect.isawaitable(identity):
-        identity = await identity
+    try:
+        identity = authenticate(request)
+        if inspect.isawaitable(identity):
+            identity = await identity
+    except StarletteHTTPException as refused:
+        # An `authenticate` may refuse in its own words (a 403 for a known caller who may not
+        # use the actor): each route then says it in its own format.
+        raise _RequestRejected(
+            refused.status_code, str(refused.detail), headers=refused.headers
+        ) from None
     if identity is None:
         message = "a valid API key is required (Authorization: Bearer <key>)"
         raise _RequestRejected(401, message, code="invalid_api_key")

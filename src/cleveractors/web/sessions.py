@@ -9,7 +9,8 @@ server without a store keeps no sessions: 404 too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from decimal import Decimal
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -17,9 +18,18 @@ from fastapi.responses import JSONResponse, Response
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
+from cleveractors.agents.text import RunText
 from cleveractors.executor import ActorExecutor
+from cleveractors.store import LedgerRow, StoredTurn, UsageReport
 
-__all__ = ["CallerOf", "SessionMessage", "SessionTurn", "SessionView", "add_session_routes"]
+__all__ = [
+    "CallerOf",
+    "SessionMessage",
+    "SessionTurn",
+    "SessionUsage",
+    "SessionView",
+    "add_session_routes",
+]
 
 CallerOf = Callable[[Request], Awaitable[str | None]]
 """Whose request this is: the identity sessions are scoped to (None without authentication)."""
@@ -47,6 +57,22 @@ class SessionMessage(BaseModel):
     """For a tool result: the call it answers."""
     name: str | None = None
     """For a tool result: the tool's name."""
+    status: Literal["success", "error"] | None = None
+    """For a tool result: whether the tool answered or failed (the model read its error)."""
+
+
+class SessionUsage(BaseModel):
+    """What a turn's run billed, from the ledger: the figures of its result's token line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    estimated: bool
+    llm_calls: int
+    cost_usd: Decimal | None
+    """None unless every call was priced, as on the run's result."""
 
 
 class SessionTurn(BaseModel):
@@ -58,6 +84,10 @@ class SessionTurn(BaseModel):
     run_id: str
     created_at: str
     messages: list[SessionMessage]
+    text: str
+    """The run's text as the user saw it live: every round's text, rounds set apart."""
+    usage: SessionUsage | None
+    """What the turn's run billed; None if the ledger holds none of its calls."""
 
 
 class SessionView(BaseModel):
@@ -86,18 +116,8 @@ def add_session_routes(
         stored = await store.session_turns(session_id, caller=caller)
         if stored is None:
             return _not_found(session_id)
-        view = SessionView(
-            session_id=session_id,
-            turns=[
-                SessionTurn(
-                    position=turn.position,
-                    run_id=turn.run_id,
-                    created_at=turn.created_at.isoformat(),
-                    messages=[_message(message) for message in turn.messages],
-                )
-                for turn in stored
-            ],
-        )
+        bill = await store.usage(session_id=session_id)
+        view = SessionView(session_id=session_id, turns=[_turn(turn, bill.rows) for turn in stored])
         return JSONResponse(view.model_dump(mode="json"))
 
     @router.delete("/sessions/{session_id}", status_code=204)
@@ -118,12 +138,51 @@ def _not_found(session_id: str) -> JSONResponse:
     return JSONResponse({"detail": f"no session {session_id!r}"}, status_code=404)
 
 
+def _turn(turn: StoredTurn, ledger: Iterable[LedgerRow]) -> SessionTurn:
+    return SessionTurn(
+        position=turn.position,
+        run_id=turn.run_id,
+        created_at=turn.created_at.isoformat(),
+        messages=[_message(message) for message in turn.messages],
+        text=_run_text(turn.messages),
+        usage=_usage(tuple(row for row in ledger if row.run_id == turn.run_id)),
+    )
+
+
+def _run_text(messages: Iterable[BaseMessage]) -> str:
+    """The text the run streamed: its replies' texts, one round each, by the rule of
+    `cleveractors.agents.text`."""
+    text = RunText()
+    replies = (message for message in messages if isinstance(message, AIMessage))
+    for round_number, reply in enumerate(replies, start=1):
+        text.add(round_number, reply.text)
+    return text.text
+
+
+def _usage(rows: tuple[LedgerRow, ...]) -> SessionUsage | None:
+    if not rows:
+        return None
+    report = UsageReport(rows=rows)
+    return SessionUsage(
+        prompt_tokens=report.prompt_tokens,
+        completion_tokens=report.completion_tokens,
+        total_tokens=report.total_tokens,
+        estimated=report.estimated,
+        llm_calls=len(rows),
+        cost_usd=report.cost_usd,
+    )
+
+
 def _message(message: BaseMessage) -> SessionMessage:
     if isinstance(message, HumanMessage):
         return SessionMessage(role="user", content=message.text)
     if isinstance(message, ToolMessage):
         return SessionMessage(
-            role="tool", content=message.text, tool_call_id=message.tool_call_id, name=message.name
+            role="tool",
+            content=message.text,
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            status=message.status,
         )
     # A turn holds nothing else but the assistant's replies (with their tool calls).
     calls = message.tool_calls if isinstance(message, AIMessage) else []
