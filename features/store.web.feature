@@ -66,3 +66,51 @@ Feature: Stored sessions over the web router
       | /chat on session "s-9"               |
       | /v1/chat/completions                 |
       | /v1/chat/completions, streamed       |
+
+  Scenario Outline: A request sent again under its Idempotency-Key is answered from the store (<route>)
+    When under key "k-1" the client asks "Weather in Paris?" through <route>
+    And under key "k-1" another worker is asked "Weather in Paris?" through <route>
+    Then the second response is 200 and replays the first: the same X-Run-Id, text and usage
+    And on_usage heard of the first run only
+    And the second request's worker never asked its model
+    And the ledger holds the calls of the first response's run, and no other
+
+    Examples:
+      | route                                |
+      | /chat                                |
+      | /chat on session "s-9"               |
+      | /v1/chat/completions                 |
+      | /v1/chat/completions, streamed       |
+
+  Scenario Outline: Another request under a used Idempotency-Key is refused in the route's error format (<route>)
+    When under key "k-1" the client asks "Weather in Paris?" through <route>
+    And under key "k-1" another worker is asked "Weather in Rome?" through <route>
+    Then the second response is 422 naming "Idempotency-Key" in the format of <route>
+    And on_usage heard of the first run only
+    And the second request's worker never asked its model
+
+    Examples:
+      | route                                |
+      | /chat                                |
+      | /v1/chat/completions                 |
+      | /v1/chat/completions, streamed       |
+
+  Scenario Outline: An Idempotency-Key on a server without a store is refused, naming the fix (<route>)
+    Given the web actor has no store
+    When under key "k-1" the client asks "Weather in Paris?" through <route>
+    Then the response is 422 naming "Idempotency-Key" and "--store" in the format of <route>
+    And the web actor's model was never asked
+
+    Examples:
+      | route                                |
+      | /chat                                |
+      | /v1/chat/completions                 |
+      | /v1/chat/completions, streamed       |
+
+  Scenario: An authenticated caller's Idempotency-Key is theirs alone
+    Given the web app authenticates its callers by their X-Caller header
+    When under key "k-1" caller "alice" asks "Weather in Paris?" through /chat
+    And under key "k-1" caller "bob" asks another worker "Weather in Paris?" through /chat
+    Then the second response is 200 with a run of its own, billed on its own
+    When under key "k-1" caller "alice" asks another worker "Weather in Paris?" through /chat
+    Then the last response is 200 and replays alice's first run

@@ -418,7 +418,9 @@ async def _open_request_run(
     first = opened.first
     if isinstance(first, RunFailed) and (status := _KEY_REFUSALS.get(first.error.type)):
         await stream.aclose()
-        raise _RequestRejected(status, first.error.message, param=_IDEMPOTENCY_HEADER)
+        # Named by its header: the client knows the key by the header it sent.
+        message = f"{_IDEMPOTENCY_HEADER}: {first.error.message}"
+        raise _RequestRejected(status, message, param=_IDEMPOTENCY_HEADER)
     return opened
 
 
