@@ -20,6 +20,11 @@ answer is complete, the model failed, the client hung up or stopped reading for 
 the server shuts down), leaving that context stops the run if it is still going, waits until its
 usage is settled, and then calls `on_usage` with the final result, once.
 
+With a store, a run request may carry an `Idempotency-Key` header: sent again (same caller,
+same body) after the answer, it replays the first run's answer under the same `X-Run-Id`, and
+`on_usage` does not hear of it again; while the first run goes on it is 409; with another body,
+or on a server without a store, 422 (errors name the header). A failed run frees its key.
+
 Before anything runs, a request is checked in this order: the caller (`authenticate`, 401), the
 Content-Type (`application/json`, 415), the body size (413), its shape (422), and the history
 limits (`max_history_turns`, `max_turn_chars`; 422 naming the limit).
