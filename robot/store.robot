@@ -104,6 +104,19 @@ One Idempotency-Key Sent To Two Servers At Once Runs Once And Is Billed Once
     ${ledger}=    Ledger Report    ${actor}    ${database}
     Ledger Should Equal Billing Record    ${ledger}    ${billed}
 
+A Run Whose Client Hung Up Frees Its Idempotency-Key For The Retry
+    ${database}=    New Sqlite Database    hang-up-key
+    ${actor}=    Write Stored Actor    hang-up-key    slow
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${cancelled}=    Chat Under Key Then Hang Up    ${server}    k-retry    Weather in Paris?
+    # The server stops the run and frees the key as it notices the hang-up: until then, 409.
+    ${retry}=    Wait Until Keyword Succeeds    10 s    0.2 s
+    ...    Chat Under Key Runs    ${server}    k-retry    Weather in Paris?
+    Should Not Be Equal    ${retry.run_id}    ${cancelled}
+    ${again}=    Chat Under Key    ${server}    k-retry    Weather in Paris?
+    Should Be True    ${again.replayed}
+    Should Be Equal    ${again.run_id}    ${retry.run_id}
+
 The OpenAI SDK's Completion Sent Again Under Its Idempotency-Key Is Answered Once
     ${database}=    New Sqlite Database    sdk-key
     ${provider}=    Start Scripted OpenAI Server    quick
@@ -230,6 +243,14 @@ Refused As In Progress Or Replayed
         Should Be True    ${other.replayed}
         Should Be Equal    ${other.run_id}    ${answered.run_id}
     END
+
+Chat Under Key Runs
+    [Arguments]    ${server}    ${key}    ${message}
+    ${chat}=    Chat Under Key    ${server}    ${key}    ${message}
+    Should Be Equal As Integers    ${chat.status_code}    200    ${chat.body}
+    Should Not Be True    ${chat.replayed}
+    Should Be Equal    ${chat.stream.last}[kind]    run_finished
+    RETURN    ${chat}
 
 Chat Finishes
     [Arguments]    ${server}    ${session}    ${message}    ${key}=${EMPTY}

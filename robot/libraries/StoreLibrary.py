@@ -262,6 +262,22 @@ class StoreLibrary(WebLibrary):
         return _chat_under_key(base_url, key, message)
 
     @keyword
+    def chat_under_key_then_hang_up(self, base_url: str, key: str, message: str) -> str:
+        """POST MESSAGE to `/chat` under KEY and hang up at the first text delta (a client that
+        timed out); the run's X-Run-Id."""
+        with (
+            httpx.Client(timeout=_CLIENT_TIMEOUT_S, headers={"Idempotency-Key": key}) as client,
+            client.stream("POST", f"{base_url}/chat", json={"message": message}) as response,
+        ):
+            assert response.status_code == 200, response.read()
+            for name, _data in _sse_messages(response.iter_lines()):
+                if name == "text_delta":
+                    break
+            else:
+                raise AssertionError("the run ended before its first text delta")
+            return response.headers["x-run-id"]
+
+    @keyword
     def chat_at_once_under_key(
         self, first_url: str, second_url: str, key: str, message: str
     ) -> list[KeyedChat]:
