@@ -1,7 +1,8 @@
 *** Settings ***
 Documentation       Stored sessions and the usage ledger over real HTTP: `cleveractors serve --store`
 ...                 on a throwaway PostgreSQL (and SQLite), killed with SIGKILL mid-run, two
-...                 servers sharing one database, and the ledger read back with `cleveractors usage`.
+...                 servers sharing one database (also under one Idempotency-Key), and the ledger
+...                 read back with `cleveractors usage`.
 ...                 What the ledger must hold is read from the actors' scripts (their billing record).
 Library             Collections
 Library             SeleniumLibrary    timeout=20s    run_on_failure=Capture Page Screenshot
@@ -71,6 +72,67 @@ Two Servers On One PostgreSQL Keep 100 Concurrent Sessions Whole And Reject A Bu
     Should Be Equal    ${ledger}[prompt_tokens]    ${billed}
     ${keys}=    Evaluate    {(row["run_id"], row["call_index"]) for row in $ledger["rows"]}
     Length Should Be    ${keys}    301    no row doubled
+
+One Idempotency-Key Sent To Two Servers At Once Runs Once And Is Billed Once
+    [Documentation]    Two `serve --store` processes on one PostgreSQL, ChatOpenAI against one
+    ...    scripted OpenAI server whose answer is slow, so the two requests overlap: one runs,
+    ...    the other is refused as in progress (409) or, had it come after the answer, replayed.
+    ${database}=    New Postgres Database
+    ${provider}=    Start Scripted OpenAI Server    slow answers
+    ${actor}=    Write Stored Actor    one-key    slow answers    base_url=${provider}
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${answered}    ${other}=    Chat At Once Under Key    ${first}    ${second}    k-once
+    ...    Weather in Paris?
+    Should Be Equal    ${answered.stream.last}[kind]    run_finished
+    Should Be Equal    ${answered.stream.events}[0][run_id]    ${answered.run_id}
+    Refused As In Progress Or Replayed    ${other}    ${answered}
+    ${billed}=    Completed Billed Calls
+    Length Should Be    ${billed}    1    one run, one call
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    Ledger Should Equal Billing Record    ${ledger}    ${billed}
+    Should Be Equal    ${ledger}[rows][0][run_id]    ${answered.run_id}
+    FOR    ${server}    IN    ${first}    ${second}
+        ${again}=    Chat Under Key    ${server}    k-once    Weather in Paris?
+        Should Be Equal As Integers    ${again.status_code}    200    ${again.body}
+        Should Be True    ${again.replayed}
+        Should Be Equal    ${again.run_id}    ${answered.run_id}
+        Should Be Equal    ${again.stream.last}[result][text]    ${answered.stream.last}[result][text]
+    END
+    ${requests}=    Scripted Server Requests
+    Should Be Equal As Integers    ${requests}    1    the replays asked the provider nothing
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    Ledger Should Equal Billing Record    ${ledger}    ${billed}
+
+A Run Whose Client Hung Up Frees Its Idempotency-Key For The Retry
+    ${database}=    New Sqlite Database    hang-up-key
+    ${actor}=    Write Stored Actor    hang-up-key    slow
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${cancelled}=    Chat Under Key Then Hang Up    ${server}    k-retry    Weather in Paris?
+    # The server stops the run and frees the key as it notices the hang-up: until then, 409.
+    ${retry}=    Wait Until Keyword Succeeds    10 s    0.2 s
+    ...    Chat Under Key Runs    ${server}    k-retry    Weather in Paris?
+    Should Not Be Equal    ${retry.run_id}    ${cancelled}
+    ${again}=    Chat Under Key    ${server}    k-retry    Weather in Paris?
+    Should Be True    ${again.replayed}
+    Should Be Equal    ${again.run_id}    ${retry.run_id}
+
+The OpenAI SDK's Completion Sent Again Under Its Idempotency-Key Is Answered Once
+    ${database}=    New Sqlite Database    sdk-key
+    ${provider}=    Start Scripted OpenAI Server    quick
+    ${actor}=    Write Stored Actor    sdk-key    quick    base_url=${provider}
+    ${server}=    Start Stored Server    ${actor}    ${database}
+    ${first}=    Complete With The OpenAI SDK    ${server}    Weather in Paris?    k-sdk
+    ${again}=    Complete With The OpenAI SDK    ${server}    Weather in Paris?    k-sdk
+    Should Be Equal    ${first}[content]    Noted.
+    Should Be Equal    ${again}[content]    ${first}[content]
+    Should Be Equal    ${again}[usage]    ${first}[usage]
+    Should Be Equal    ${again}[run_id]    ${first}[run_id]
+    ${requests}=    Scripted Server Requests
+    Should Be Equal As Integers    ${requests}    1    the repeat asked the provider nothing
+    ${billed}=    Completed Billed Calls
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    Ledger Should Equal Billing Record    ${ledger}    ${billed}
 
 A Stored Session Is Read, Refused Beside A Client History, And Deleted
     ${database}=    New Sqlite Database    web
@@ -169,6 +231,26 @@ Ledger Should Equal Billing Record
     ${rows}=    Evaluate
     ...    [{"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]} for row in $ledger["rows"]]
     Should Be Equal    ${rows}    ${billed}
+
+Refused As In Progress Or Replayed
+    [Documentation]    OTHER came while ANSWERED's run went on (409 naming it), or after (a replay).
+    [Arguments]    ${other}    ${answered}
+    IF    ${other.status_code} == 409
+        Should Contain    ${other.body}[detail]    Idempotency-Key
+        Should Contain    ${other.body}[detail]    ${answered.run_id}
+    ELSE
+        Should Be Equal As Integers    ${other.status_code}    200    ${other.body}
+        Should Be True    ${other.replayed}
+        Should Be Equal    ${other.run_id}    ${answered.run_id}
+    END
+
+Chat Under Key Runs
+    [Arguments]    ${server}    ${key}    ${message}
+    ${chat}=    Chat Under Key    ${server}    ${key}    ${message}
+    Should Be Equal As Integers    ${chat.status_code}    200    ${chat.body}
+    Should Not Be True    ${chat.replayed}
+    Should Be Equal    ${chat.stream.last}[kind]    run_finished
+    RETURN    ${chat}
 
 Chat Finishes
     [Arguments]    ${server}    ${session}    ${message}    ${key}=${EMPTY}

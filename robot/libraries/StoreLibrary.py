@@ -16,13 +16,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from robot.api import logger
 from robot.api.deco import keyword, library
-from WebLibrary import _CLIENT_TIMEOUT_S, ChatStream, WebLibrary, _free_port, _sse_messages
+from WebLibrary import (
+    _CLIENT_TIMEOUT_S,
+    ChatStream,
+    WebLibrary,
+    _free_port,
+    _openai_client,
+    _sse_messages,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # The Behave suite's PostgreSQL helper, from the test tree's root.
@@ -86,6 +94,8 @@ class StoreLibrary(WebLibrary):
         """A `ScriptedOpenAIServer` on 127.0.0.1 replaying SCRIPT (see `Write Stored Actor`);
         its base URL, for an `openai` actor."""
         replies = [ScriptedReply.model_validate(reply) for reply in _script(script)]
+        if self._provider is not None:  # one at a time: the billing keywords read the last one
+            self._provider.stop()
         self._provider = ScriptedOpenAIServer(replies)
         self._provider.start()
         return self._provider.base_url
@@ -101,6 +111,12 @@ class StoreLibrary(WebLibrary):
         ]
 
     @keyword
+    def scripted_server_requests(self) -> int:
+        """How many requests the scripted OpenAI server received, answered or not."""
+        assert self._provider is not None, "no scripted OpenAI server was started"
+        return len(self._provider.requests)
+
+    @keyword
     def write_stored_actor(
         self,
         name: str,
@@ -111,7 +127,8 @@ class StoreLibrary(WebLibrary):
     ) -> str:
         """An actor file with a store: script `slow tool turn` (a lookup, then a slow answer;
         the first turn only, for a scripted server that plays it in order), `slow` (a slow
-        answer) or `quick` (a quick answer; a stub replays its script for every run); its store
+        answer), `slow answers` (a slow answer, three times, for a scripted server) or `quick`
+        (a quick answer; a stub replays its script for every run); its store
         at STORE_URL (else `serve --store` names it).
         With BASE_URL the actor is an `openai` one (ChatOpenAI) talking to that server, which
         plays the script; else the `stub` provider plays it. Returns its path."""
@@ -240,6 +257,72 @@ class StoreLibrary(WebLibrary):
         return [first, second]
 
     @keyword
+    def chat_under_key(self, base_url: str, key: str, message: str) -> KeyedChat:
+        """POST MESSAGE to `/chat` with `Idempotency-Key: KEY`; the response, read whole."""
+        return _chat_under_key(base_url, key, message)
+
+    @keyword
+    def chat_under_key_then_hang_up(self, base_url: str, key: str, message: str) -> str:
+        """POST MESSAGE to `/chat` under KEY and hang up at the first text delta (a client that
+        timed out); the run's X-Run-Id."""
+        with (
+            httpx.Client(timeout=_CLIENT_TIMEOUT_S, headers={"Idempotency-Key": key}) as client,
+            client.stream("POST", f"{base_url}/chat", json={"message": message}) as response,
+        ):
+            assert response.status_code == 200, response.read()
+            for name, _data in _sse_messages(response.iter_lines()):
+                if name == "text_delta":
+                    break
+            else:
+                raise AssertionError("the run ended before its first text delta")
+            return response.headers["x-run-id"]
+
+    @keyword
+    def chat_at_once_under_key(
+        self, first_url: str, second_url: str, key: str, message: str
+    ) -> list[KeyedChat]:
+        """POST the same MESSAGE under the same Idempotency-Key KEY to both servers at the same
+        moment. Both responses, the one that ran the request first (it must be exactly one: a
+        200 that is not a replay), then the other."""
+        start = threading.Barrier(2)
+        chats: dict[str, KeyedChat] = {}
+
+        def send(url: str) -> None:
+            start.wait(_CLIENT_TIMEOUT_S)
+            chats[url] = _chat_under_key(url, key, message)
+
+        senders = [threading.Thread(target=send, args=(url,)) for url in (first_url, second_url)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join(_CLIENT_TIMEOUT_S * 2)
+        both = [chats[first_url], chats[second_url]]
+        ran = [chat for chat in both if chat.status_code == 200 and not chat.replayed]
+        told = [(chat.status_code, chat.run_id, chat.replayed) for chat in both]
+        logger.info(f"(status, X-Run-Id, replayed) of each: {told}")
+        assert len(ran) == 1, f"{len(ran)} of the two requests ran: {told}"
+        return ran + [chat for chat in both if chat is not ran[0]]
+
+    @keyword
+    def complete_with_the_openai_sdk(self, base_url: str, message: str, key: str) -> dict[str, Any]:
+        """`client.chat.completions.create(...)` from the official `openai` client, with
+        `extra_headers={"Idempotency-Key": KEY}`. Returns `content`, `usage` (a dict) and the
+        response's `run_id` (its X-Run-Id header)."""
+        with _openai_client(base_url) as client:
+            raw = client.chat.completions.with_raw_response.create(
+                model="sdk",
+                messages=[{"role": "user", "content": message}],
+                extra_headers={"Idempotency-Key": key},
+            )
+            completion = raw.parse()
+        usage = completion.usage
+        return {
+            "content": completion.choices[0].message.content,
+            "usage": None if usage is None else usage.model_dump(),
+            "run_id": raw.headers.get("x-run-id"),
+        }
+
+    @keyword
     def session_turns(self, base_url: str, session_id: str, key: str = "") -> httpx.Response:
         """`GET /sessions/{id}` (with API KEY, if given)."""
         url = f"{base_url}/sessions/{session_id}"
@@ -287,6 +370,37 @@ class StoreLibrary(WebLibrary):
             )
 
 
+@dataclass(frozen=True, slots=True)
+class KeyedChat:
+    """A `/chat` response under an Idempotency-Key: the SSE stream when it is 200, else the
+    refusal's JSON body."""
+
+    status_code: int
+    run_id: str | None
+    stream: ChatStream | None
+    body: dict[str, Any] | None
+
+    @property
+    def replayed(self) -> bool:
+        """Whether the stream replays a stored answer (`run_started` says so)."""
+        return self.stream is not None and bool(self.stream.events[0].get("replayed"))
+
+
+def _chat_under_key(base_url: str, key: str, message: str) -> KeyedChat:
+    headers = {"Idempotency-Key": key}
+    with (
+        httpx.Client(timeout=_CLIENT_TIMEOUT_S, headers=headers) as client,
+        client.stream("POST", f"{base_url}/chat", json={"message": message}) as response,
+    ):
+        run_id = response.headers.get("x-run-id")
+        if response.status_code != 200:
+            return KeyedChat(response.status_code, run_id, None, json.loads(response.read()))
+        stream = ChatStream()
+        for name, data in _sse_messages(response.iter_lines()):
+            stream.frames.append((name, json.loads(data)))
+        return KeyedChat(response.status_code, run_id, stream, None)
+
+
 def _environment() -> dict[str, str]:
     return os.environ.copy()
 
@@ -295,6 +409,7 @@ def _script(name: str) -> list[dict[str, Any]]:
     return {
         "slow tool turn": [_LOOKUP, _SLOW_ANSWER] + [_LOOKUP, _QUICK_ANSWER] * 10,
         "slow": [_SLOW_ANSWER],
+        "slow answers": [_SLOW_ANSWER] * 3,
         "quick": [_QUICK_ANSWER] * 400,
     }[name]
 

@@ -20,6 +20,11 @@ answer is complete, the model failed, the client hung up or stopped reading for 
 the server shuts down), leaving that context stops the run if it is still going, waits until its
 usage is settled, and then calls `on_usage` with the final result, once.
 
+With a store, a run request may carry an `Idempotency-Key` header: sent again (same caller,
+same body) after the answer, it replays the first run's answer under the same `X-Run-Id`, and
+`on_usage` does not hear of it again; while the first run goes on it is 409; with another body,
+or on a server without a store, 422 (errors name the header). A failed run frees its key.
+
 Before anything runs, a request is checked in this order: the caller (`authenticate`, 401), the
 Content-Type (`application/json`, 415), the body size (413), its shape (422), and the history
 limits (`max_history_turns`, `max_turn_chars`; 422 naming the limit).
@@ -442,7 +447,9 @@ async def _open_request_run(
     first = opened.first
     if isinstance(first, RunFailed) and (status := _KEY_REFUSALS.get(first.error.type)):
         await stream.aclose()
-        raise _RequestRejected(status, first.error.message, param=_IDEMPOTENCY_HEADER)
+        # Named by its header: the client knows the key by the header it sent.
+        message = f"{_IDEMPOTENCY_HEADER}: {first.error.message}"
+        raise _RequestRejected(status, message, param=_IDEMPOTENCY_HEADER)
     return opened
 
 
