@@ -625,7 +625,7 @@ def _store_line(executor: ActorExecutor) -> str:
     """Which store a server keeps its sessions and ledger in, its password hidden."""
     if executor.store is None:
         return "no store: sessions are not kept (the chat page sends the history)"
-    return f"store: {redact_url(executor.store.url)}"
+    return f"store: {executor.store.shown_url}"
 
 
 def _with_store(actor: Path, url: str | None) -> ActorConfig:

@@ -171,6 +171,14 @@ class SqlStore:
         self.should_create = should_create
         self._engine: AsyncEngine | None = None
 
+    @property
+    def shown_url(self) -> str:
+        """The database URL fit for a log line or a banner: as a config writes it (no async
+        driver), its password and query hidden."""
+        parsed = make_url(self.url)
+        plain = parsed.set(drivername=parsed.get_backend_name(), query={})
+        return plain.render_as_string(hide_password=True)
+
     @classmethod
     def from_config(
         cls, config: StoreConfig, *, config_dir: Path | None = None, should_create: bool = True
