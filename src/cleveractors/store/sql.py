@@ -212,7 +212,9 @@ class SqlStore:
         _check_driver(self.url)
         missing = _sqlite_file(self.url)
         if not self.should_create and missing is not None and not missing.exists():
-            raise ConfigurationError(f"no store database at {missing} (nothing was created)")
+            raise ConfigurationError(
+                f"no store database at {missing.resolve()} (nothing was created)"
+            )
         engine = create_async_engine(self.url, **self._engine_options())
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _tune_sqlite)
