@@ -141,9 +141,9 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
       | streaming |
       | events    |
 
-  Scenario Outline: The synthesis request forbids tool calls in the provider's own words (<setting>)
+  Scenario Outline: The synthesis request forbids tool calls in the configured provider's own words (<provider>)
     Given the actor allows at most 1 tool round
-    And the actor's model is built with <setting>
+    And the actor's model stands in for "<model>" of <provider>
     And the actor's model replies:
       | text                             | tool calls                       |
       |                                  | get_weather#w1 {"city": "Paris"} |
@@ -152,9 +152,43 @@ Feature: Limits end in a synthesis answer, never a hang or a canned apology
     When the actor is asked "Weather in Paris and Rome?" in blocking mode
     Then the answer is "Paris is rainy; Rome is unknown."
     And the last request to the model declared the tools get_weather with tool_choice <choice>
+    And every call was recorded under provider <provider>
 
     Examples:
-      | setting                           | choice           |
-      | ls_provider="anthropic"           | {"type": "none"} |
-      | ls_provider="amazon_bedrock"      | null             |
-      | a bind_tools refusing tool_choice | null             |
+      | provider         | model                                     | choice           |
+      | openai           | gpt-4o                                    | "none"           |
+      | anthropic        | claude-sonnet-4-20250514                  | {"type": "none"} |
+      | bedrock_converse | anthropic.claude-3-5-sonnet-20240620-v1:0 | null             |
+
+  Scenario Outline: An agent built in code speaks the provider it names, else its model's (<named>, traced as <traced>)
+    The provider is resolved once, when the agent is built: the one it is given, else the one
+    its model is traced under (`ls_provider`). It names and prices the calls, and it chooses the
+    words of the synthesis request's tool_choice.
+    Given an agent built in code with the demo tool get_weather, at most 1 tool round and <named>, around a model traced as <traced> that replies:
+      | text                             | tool calls                       |
+      |                                  | get_weather#w1 {"city": "Paris"} |
+      |                                  | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome is unknown. |                                  |
+    When the actor is asked "Weather in Paris and Rome?" in blocking mode
+    Then the answer is "Paris is rainy; Rome is unknown."
+    And the last request to the model declared the tools get_weather with tool_choice <choice>
+    And every call was recorded under provider <provider>
+
+    Examples:
+      | named                | traced         | choice           | provider       |
+      | provider="anthropic" | openai         | {"type": "none"} | anthropic      |
+      | provider="openai"    | anthropic      | "none"           | openai         |
+      | no provider          | anthropic      | {"type": "none"} | anthropic      |
+      | no provider          | amazon_bedrock | null             | amazon_bedrock |
+
+  Scenario: A model whose bind_tools refuses tool_choice gets the tools declared without it
+    Given the actor allows at most 1 tool round
+    And the actor's model is built with a bind_tools refusing tool_choice
+    And the actor's model replies:
+      | text                             | tool calls                       |
+      |                                  | get_weather#w1 {"city": "Paris"} |
+      |                                  | get_weather#w2 {"city": "Rome"}  |
+      | Paris is rainy; Rome is unknown. |                                  |
+    When the actor is asked "Weather in Paris and Rome?" in blocking mode
+    Then the answer is "Paris is rainy; Rome is unknown."
+    And the last request to the model declared the tools get_weather with tool_choice null

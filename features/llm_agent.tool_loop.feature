@@ -38,3 +38,26 @@ Feature: One run of the tool loop ends in a result, or in the model's own error 
       | mode      |
       | blocking  |
       | streaming |
+
+  Scenario Outline: A run is named by the id it is given, answered or failed (<mode>, <ending>)
+    An executor that names the run in its own records passes its id; the agent opens the run's
+    scope with it, and its result carries it.
+    Given the actor's model replies:
+      | text   | error   |
+      | <text> | <error> |
+    When the agent runs "Hello" as run "run_0123456789abcdef", its events into a list, <mode>
+    Then the run's result is named "run_0123456789abcdef"
+
+    Examples:
+      | mode      | ending   | text   | error          |
+      | blocking  | answered | Hello. |                |
+      | streaming | answered | Hello. |                |
+      | blocking  | failed   |        | quota exceeded |
+      | streaming | failed   |        | quota exceeded |
+
+  Scenario: A run given no id is named by a new one
+    Given the actor's model replies:
+      | text   |
+      | Hello. |
+    When the agent runs "Hello" with its events into a list, blocking
+    Then the run's result is named by a new run id

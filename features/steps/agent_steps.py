@@ -272,13 +272,26 @@ def _when_cancelled_in_backoff(context: Context, mode: str) -> None:
 
 @when('the agent runs "{message}" with its events into a list, {mode}')
 def _when_agent_runs(context: Context, message: str, mode: str) -> None:
+    _run_agent(context, message, mode, run_id=None)
+
+
+@when('the agent runs "{message}" as run "{run_id}", its events into a list, {mode}')
+def _when_agent_runs_named(context: Context, message: str, run_id: str, mode: str) -> None:
+    _run_agent(context, message, mode, run_id=run_id)
+
+
+def _run_agent(context: Context, message: str, mode: str, *, run_id: str | None) -> None:
     assert mode in {"blocking", "streaming"}, mode
     agent = _executor(context).agent
     assert isinstance(agent, LLMAgent)
     context.run_events = []
     context.run_outcome = asyncio.run(
         agent.run(
-            message, history=None, sink=context.run_events.append, streaming=mode == "streaming"
+            message,
+            history=None,
+            sink=context.run_events.append,
+            streaming=mode == "streaming",
+            run_id=run_id,
         )
     )
 

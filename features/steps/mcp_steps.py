@@ -7,14 +7,18 @@ when it sees a call cancelled, so the steps can check the process table and the 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from behave.runner import Context
 from support.harness import (
     HANG_GUARD_S,
     Consumption,
+    Mode,
     Stop,
     consume,
     run_guarded,
@@ -30,6 +35,9 @@ from support.harness import (
 )
 
 from cleveractors import ActorExecutor, LLMAgent, McpServer
+from cleveractors.events import RunFailed
+from cleveractors.result import ErrorInfo
+from cleveractors.store import SqlStore
 from cleveractors.testing import ScriptedChatModel
 
 _SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "tool_server.py"
@@ -445,3 +453,151 @@ def _then_no_orphans(context: Context) -> None:
 def _then_printed(context: Context, text: str) -> None:
     assert context.program.returncode == 0, context.program.stderr
     assert text in context.program.stdout, context.program.stdout
+
+
+# -- Starting an executor: failures, and what a dropped executor left open ---------------------
+
+
+@given('an MCP server "{name}" whose process exits at once')
+def _given_exiting_server(context: Context, name: str) -> None:
+    _servers(context).append(
+        {"name": name, "command": [sys.executable, "-c", "raise SystemExit(3)"]}
+    )
+
+
+@given("the actor keeps its store in a fresh sqlite file")
+def _given_sqlite_store(context: Context) -> None:
+    folder = tempfile.mkdtemp(prefix="cleveractors-store-")
+    context.add_cleanup(shutil.rmtree, folder, ignore_errors=True)
+    context.actor["store"] = {"url": f"sqlite:///{folder}/store.db"}
+
+
+@given("the actor keeps its store in a folder that does not exist")
+def _given_unreachable_store(context: Context) -> None:
+    folder = tempfile.mkdtemp(prefix="cleveractors-store-")
+    os.rmdir(folder)
+    context.actor["store"] = {"url": f"sqlite:///{folder}/store.db"}
+
+
+async def _start_by_open(executor: ActorExecutor) -> ErrorInfo | None:
+    try:
+        await executor.open()
+    except Exception as exc:
+        return ErrorInfo.from_exception(exc)
+    return None
+
+
+async def _start_by_run(executor: ActorExecutor, mode: Mode) -> ErrorInfo | None:
+    consumed = await consume(executor, "Hello.", mode=mode)
+    if consumed.error is not None:
+        return ErrorInfo.from_exception(consumed.error)
+    failed = [event.error for event in consumed.events if isinstance(event, RunFailed)]
+    return failed[0] if failed else None
+
+
+# How a scenario starts its executor, as the feature texts say it; each returns what failed.
+_STARTS: dict[str, Callable[[ActorExecutor], Awaitable[ErrorInfo | None]]] = {
+    "open()": _start_by_open,
+    "its first run": partial(_start_by_run, mode="blocking"),
+    "its first streamed run": partial(_start_by_run, mode="events"),
+}
+
+
+def _start(start: str) -> Callable[[ActorExecutor], Awaitable[ErrorInfo | None]]:
+    if start not in _STARTS:
+        raise ValueError(f"{start!r} is none of {sorted(_STARTS)}")
+    return _STARTS[start]
+
+
+def _warnings_on_drop(held: list[ActorExecutor]) -> list[str]:
+    """The ResourceWarnings the executor, held only by `held`, gives when it is collected."""
+    gc.collect()  # what earlier scenarios left for the collector warns before, not here
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        held.clear()
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+async def _alive_after_stopping(pids: list[int]) -> list[int]:
+    """The processes still alive once a stopping one has had time to exit."""
+    await wait_until(lambda: not any(_is_running(pid) for pid in pids), timeout_s=5)
+    return [pid for pid in pids if _is_running(pid)]
+
+
+@when("the executor is started by {start}, which fails")
+def _when_start_fails(context: Context, start: str) -> None:
+    begin = _start(start)
+
+    async def work() -> None:
+        held = [ActorExecutor.from_config(context.actor)]
+        context.start_error = await begin(held[0])
+        context.alive_after_error = await _alive_after_stopping(_server_pids(context))
+        store = held[0].store
+        context.store_was_open = store is not None and _is_open(store)
+        context.drop_warnings = _warnings_on_drop(held)
+
+    _run(context, work)
+
+
+@when("the executor is started by {start}, then dropped without aclose()")
+def _when_dropped_open(context: Context, start: str) -> None:
+    begin = _start(start)
+
+    async def work() -> None:
+        held = [ActorExecutor.from_config(context.actor)]
+        agent, store = held[0].agent, held[0].store
+        context.start_error = await begin(held[0])
+        try:
+            context.drop_warnings = _warnings_on_drop(held)
+        finally:  # what the dropped executor left open, closed here so as not to leak it
+            await agent.aclose()
+            if store is not None:
+                await store.aclose()
+
+    _run(context, work)
+
+
+def _is_open(store: SqlStore) -> bool:
+    try:
+        store.engine  # noqa: B018 (the store's own word on whether it is open)
+    except RuntimeError:
+        return False
+    return True
+
+
+@then('starting failed with {error_type} "{message}"')
+def _then_start_failed(context: Context, error_type: str, message: str) -> None:
+    error = context.start_error
+    assert error is not None, "starting succeeded"
+    assert error.type == error_type, f"{error} is not a {error_type}"
+    assert message in error.message, error.message
+
+
+@then("right after the error, no MCP server process it started was alive")
+def _then_none_alive(context: Context) -> None:
+    assert _server_pids(context), "no server process was started"
+    assert not context.alive_after_error, (
+        f"server processes still running after the error: {context.alive_after_error}"
+    )
+
+
+@then("no MCP server process was started")
+def _then_none_started(context: Context) -> None:
+    assert not _server_pids(context), _log_lines(context)
+
+
+@then("the executor's store was closed")
+def _then_store_closed(context: Context) -> None:
+    assert not context.store_was_open, "the store is still open after the failed start"
+
+
+@then("dropping the executor then warned of nothing")
+def _then_no_drop_warning(context: Context) -> None:
+    assert not context.drop_warnings, context.drop_warnings
+
+
+@then('dropping the executor warned "{message}"')
+def _then_drop_warned(context: Context, message: str) -> None:
+    assert context.start_error is None, f"starting failed: {context.start_error}"
+    assert any(message in warning for warning in context.drop_warnings), context.drop_warnings

@@ -13,18 +13,17 @@ from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from support.fold_shapes import CallSpec, ReplySpec
-from support.shaped_models import ShapedChatModel
+from support.shaped_models import ShapedChatModel, StreamingScriptedChatModel
 
-from cleveractors import ActorExecutor, LLMAgent, demo
+from cleveractors import ActorExecutor, LLMAgent, LoopLimits, demo
 from cleveractors.agents.fold import ReplyFold, output_text
+from cleveractors.testing.tables import scripted_reply
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 
 _SETTINGS: dict[str, dict[str, Any]] = {
     "disable_streaming=True": {"disable_streaming": True},
     'disable_streaming="tool_calling"': {"disable_streaming": "tool_calling"},
     "streaming=True": {"streaming": True},
-    'ls_provider="anthropic"': {"provider": "anthropic"},
-    'ls_provider="amazon_bedrock"': {"provider": "amazon_bedrock"},
     "a bind_tools refusing tool_choice": {"refuses_tool_choice": True},
 }
 
@@ -57,6 +56,29 @@ _ANSWER = ReplySpec(
 @given("the actor's model is built with {setting}")
 def _given_model_setting(context: Context, setting: str) -> None:
     context.model_settings = _SETTINGS[setting]
+
+
+_NAMED_PROVIDERS: dict[str, str | None] = {
+    'provider="anthropic"': "anthropic",
+    'provider="openai"': "openai",
+    "no provider": None,
+}
+
+
+@given(
+    "an agent built in code with the demo tool get_weather, at most 1 tool round and {named}, "
+    "around a model traced as {traced} that replies:"
+)
+def _given_code_agent(context: Context, named: str, traced: str) -> None:
+    replies = [scripted_reply(row.as_dict()) for row in context.table]
+    model = StreamingScriptedChatModel(replies=replies, provider=traced)
+    agent = LLMAgent(
+        model,
+        tools=[demo.get_weather],
+        limits=LoopLimits(max_tool_rounds=1),
+        provider=_NAMED_PROVIDERS[named],
+    )
+    context.executor = ActorExecutor(agent)
 
 
 @given("the actor's model streams like langchain-anthropic: it thinks, calls get_weather, answers")

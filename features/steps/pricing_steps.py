@@ -120,6 +120,13 @@ def _then_answered_by(context: Context, index: int, model: str, provider: str) -
     assert (call.model, call.provider) == (model, provider), call
 
 
+@then("every call was recorded under provider {provider}")
+def _then_all_recorded_under(context: Context, provider: str) -> None:
+    calls = context.outcome.result.usage_by_call
+    assert calls, "no call was recorded"
+    assert {call.provider for call in calls} == {provider}, calls
+
+
 # -- Then: cost --------------------------------------------------------------------------------
 
 

@@ -279,6 +279,17 @@ def _then_no_turn(context: Context) -> None:
     assert context.run_outcome.turn == (), context.run_outcome.turn
 
 
+@then('the run\'s result is named "{run_id}"')
+def _then_named(context: Context, run_id: str) -> None:
+    assert context.run_outcome.result.run_id == run_id, context.run_outcome.result.run_id
+
+
+@then("the run's result is named by a new run id")
+def _then_named_new(context: Context) -> None:
+    run_id = context.run_outcome.result.run_id
+    assert re.fullmatch(r"run_[0-9a-f]{24}", run_id or ""), run_id
+
+
 @then("no result was settled")
 def _then_no_result(context: Context) -> None:
     assert context.outcome.result is None, context.outcome.result

@@ -9,7 +9,9 @@
 
 An executor is also an async context manager: `async with ActorExecutor.from_config(path) as
 executor:` opens what it holds for its life (its store, its agent's MCP sessions) and closes it
-on leaving, like `await executor.aclose()`. Without it, the first run opens them.
+on leaving, like `await executor.aclose()`. Without it, the first run opens them. A start that
+fails closes again whatever it had started; an executor garbage-collected with something still
+open says what in a `ResourceWarning`.
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -18,6 +20,7 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,16 +128,29 @@ class ActorExecutor:
 
     async def open(self) -> None:
         """Open what the executor holds: its store, and its agent's MCP servers (connected,
-        their tools fetched). Runs open them on first use too.
+        their tools fetched). Runs open them on first use too. When it fails, whatever it had
+        opened is closed again before the error is raised.
 
         Raises:
             McpServerError: an MCP server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's, or a variable
                 named in a server's env or headers is not set.
+            Exception: the store's own error when it cannot be opened.
         """
-        if self.store is not None:
-            await self.store.open()
-        await self.agent.open()
+        try:
+            if self.store is not None:
+                await self.store.open()
+            await self.agent.open()
+        except BaseException as failure:
+            await self._close_after(failure)
+            raise
+
+    async def _close_after(self, failure: BaseException) -> None:
+        """Close what a failed `open()` had started; `failure` stays the caller's error."""
+        try:
+            await self.aclose()
+        except Exception as exc:
+            failure.add_note(f"closing the executor after this failure failed too: {exc!r}")
 
     async def aclose(self) -> None:
         """Close what the executor holds: the MCP sessions (stdio servers are terminated) and
@@ -144,6 +160,28 @@ class ActorExecutor:
         finally:
             if self.store is not None:
                 await self.store.aclose()
+
+    def __del__(self, _warn: Callable[..., object] = warnings.warn) -> None:
+        # Nothing can be awaited here: like asyncio's transports and httpx's clients, a dropped
+        # executor that still holds something open says what (`_warn` outlives module teardown).
+        left_open = self._left_open()
+        if left_open:
+            _warn(
+                f"unclosed executor {self.name!r} left open: {', '.join(left_open)}; use "
+                "`async with executor:` or `await executor.aclose()`",
+                ResourceWarning,
+                source=self,
+            )
+
+    def _left_open(self) -> list[str]:
+        """What the executor holds open now, in words; nothing for one half-built."""
+        agent = getattr(self, "agent", None)
+        servers = agent.open_mcp_servers if isinstance(agent, LLMAgent) else ()
+        left_open = [f"mcp server {name!r}" for name in servers]
+        store = getattr(self, "store", None)
+        if store is not None and _is_open(store):
+            left_open.append("its store")
+        return left_open
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -303,6 +341,14 @@ class _BoundTurn:
         return run_turn(
             self.agent, self.store, self.request, run_id=self.run_id, sink=sink, streaming=streaming
         )
+
+
+def _is_open(store: SqlStore) -> bool:
+    try:
+        store.engine  # noqa: B018 (the store's public word on whether it is open)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _build_store(config: StoreConfig | None, config_dir: Path | None) -> SqlStore | None:

@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from cleveractors._langchain_private import traced_model
 from cleveractors.usage import TokenUsage
 
 if TYPE_CHECKING:
@@ -185,10 +186,10 @@ class CallPricer:
     ) -> CallPricer:
         """Read provider and model from the chat model where not given (LangChain's tracing
         parameters, which every integration fills in)."""
-        traced = chat_model._get_ls_params()
+        traced = traced_model(chat_model)
         pricer = cls(
-            provider=provider or traced.get("ls_provider"),
-            model=model or traced.get("ls_model_name"),
+            provider=provider or traced.provider,
+            model=model or traced.model,
             override=override,
         )
         if override is None and price_table_provider(pricer.provider) is not None:

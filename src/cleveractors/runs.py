@@ -28,7 +28,7 @@ class RunScope:
     """One run. Compared by identity, and weakly referenceable, so per-run state keyed on it
     (a `WeakKeyDictionary`) goes away with the run."""
 
-    id: str = field(default_factory=lambda: new_run_id())
+    id: str = field(default_factory=new_run_id)
 
 
 current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_run", default=None)
@@ -37,8 +37,12 @@ current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_
 
 @contextmanager
 def run_scope(run_id: str | None = None) -> Iterator[RunScope]:
-    """Open run `run_id`'s scope (a new id when None) for the code inside the block (and the
-    tasks it starts)."""
+    """Open a run's scope for the code inside the block (and the tasks it starts).
+
+    Args:
+        run_id: The run's id, when the caller made it already (an executor that names the run
+            in its own records); a new one (`new_run_id()`) when None.
+    """
     scope = RunScope() if run_id is None else RunScope(run_id)
     token = current_run_var.set(scope)
     try:

@@ -84,7 +84,7 @@ class ToolDispatcher:
         return [task.result() for task in running]
 
     async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
-        await run.checkpoint()  # no tool starts once the run is stopped
+        await run.pacing.checkpoint()  # no tool starts once the run is stopped
         run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
         agent = ToolAgent(
             self._tools.get(call.name), agent_name=self._agent_name, available=self._available
@@ -114,7 +114,7 @@ class ToolDispatcher:
 def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
     """Put a call's outcome in the transcript; `content` is what the model reads (the output,
     or its condensed form, which then replaces the output in the call's record)."""
-    run.messages.append(
+    run.transcript.append(
         ToolMessage(
             content=content,
             tool_call_id=call.call_id,
@@ -140,7 +140,7 @@ def skip_call(
         ended_by.call_id,
     )
     reason = _SKIPPED.format(tool=ended_by.name, call_id=ended_by.call_id)
-    run.messages.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
+    run.transcript.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
     _record(run, call, status="skipped", output=reason, duration_s=0.0)
     run.sink(ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason))
 

@@ -5,7 +5,7 @@ Failures are read without importing any provider package: langchain-core's provi
 `ModelError` family (with its `is_retryable`), an HTTP status on the error (`http_status`), and
 transport errors of `httpx` (or `httpx2`), `openai` and `anthropic` looked up in `sys.modules`
 (an exception of a module nobody imported cannot occur). The retries (`_retry`) and the run's
-billing (`_loop`) both ask these questions; neither owns the answers.
+billing (`_bill`) both ask these questions; neither owns the answers.
 """
 
 from __future__ import annotations

@@ -70,20 +70,21 @@ class _Retry:
 
 
 async def call_with_retries(
-    run: _Run, policy: RetryPolicy, attempt: Callable[[], Awaitable[AIMessage]]
+    run: _Run, policy: RetryPolicy, attempt: Callable[[int], Awaitable[AIMessage]]
 ) -> AIMessage:
-    """Make `attempt` (one model call, which records its own reply) until it answers, or fails in
-    a way not worth retrying, or the retries are spent. Every failed attempt is billed here."""
+    """Make `attempt` (one model call, given its number from 1, which records its own reply)
+    until it answers, or fails in a way not worth retrying, or the retries are spent. Every
+    failed attempt is billed here."""
     number = 1
     while True:
-        run.attempt = number
         try:
-            return await attempt()
+            return await attempt(number)
         except (Exception, asyncio.CancelledError) as exc:
             # Read before billing: billing ends the in-flight call that knows what it showed.
-            has_shown_text = run.in_flight is not None and run.in_flight.has_shown_text
-            run.bill_interrupted_call(exc)
-            if run.is_stop_requested:
+            in_flight = run.bill.in_flight
+            has_shown_text = in_flight is not None and in_flight.has_shown_text
+            run.bill.bill_interrupted_call(exc)
+            if run.pacing.is_stop_requested:
                 # A stop that a library swallowed must not turn into a retry and its wait.
                 raise asyncio.CancelledError from exc
             retry = _plan_retry(exc, number, policy, has_shown_text=has_shown_text)

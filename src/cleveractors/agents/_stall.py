@@ -7,7 +7,7 @@ re-arms at stamp + limit, or cancels the reading task. Time the run spends waiti
 consumer is not a stall: the handle re-arms while the reader says it is paused.
 
 The cancellation is told apart as `asyncio.timeout()` tells its own: the watch takes back the
-one cancel it requested (`Task.uncancel()`), and the run's stop test (`_Run.is_stop_requested`,
+one cancel it requested (`Task.uncancel()`), and the run's stop test (`Pacing.is_stop_requested`,
 the task's cancel count) then sees only a stop asked for by someone else, before or after.
 """
 

@@ -10,29 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-)
-from langchain_core.runnables import Runnable, RunnableBinding
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from cleveractors.agents._batch import ToolDispatcher, answer_call, skip_call
+from cleveractors._langchain_private import streams_inside_ainvoke
+from cleveractors.agents._batch import answer_call, skip_call
+from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._loop import (
     EventSink,
     _CallTools,
     _Finish,
-    _InFlightCall,
     _Run,
     _Synthesize,
     _ToolLoopError,
@@ -41,8 +35,11 @@ from cleveractors.agents._loop import (
     discard_event,
     tool_call_requests,
 )
+from cleveractors.agents._model import prepared_model
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._stall import StallWatch
+from cleveractors.agents._toolset import ToolSet
+from cleveractors.agents._transcript import Transcript
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import EventStream
@@ -57,17 +54,15 @@ from cleveractors.events import (
     ToolCallRequested,
 )
 from cleveractors.pricing import CallPricer, ModelPrices
-from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
     ExecutionResult,
     RunOutcome,
     SynthesisReason,
 )
-from cleveractors.runs import RunScope, run_scope
+from cleveractors.runs import run_scope
 from cleveractors.tokens import count_tokens
-from cleveractors.tools import Tool, ToolHandler, as_tool, tool_from_config
-from cleveractors.tools.mcp import McpToolbox
+from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
 __all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
@@ -142,8 +137,9 @@ class LLMAgent(Agent):
         mcp_servers: MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``). They are
             connected by `open()` (an executor's `async with`) or by the first run, and stay
             connected until `aclose()`.
-        provider: LangChain's provider name for usage records and prices (`openai`,
-            `anthropic`, ...); read from the model when omitted.
+        provider: LangChain's provider name (`openai`, `anthropic`, ...) for usage records, prices
+            and the words of the synthesis request's tool_choice; read from the model (its
+            `ls_provider`) when omitted.
         model_name: The model's name for usage records and prices; read from the model when
             omitted.
         pricing: Your own prices, instead of genai-prices' table.
@@ -169,10 +165,11 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.name = name
-        model = _with_streamed_usage(model)
-        if limits.stream_stall_timeout_s is not None:
-            model = _without_client_chunk_timeout(model)
-        self.model = model
+        self.model = model = prepared_model(
+            model, has_stall_limit=limits.stream_stall_timeout_s is not None
+        )
+        # The provider is resolved here, once: it names and prices the calls, and it chooses the
+        # words of the synthesis request's tool_choice.
         self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
         if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
             raise ConfigurationError(
@@ -184,28 +181,18 @@ class LLMAgent(Agent):
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
-        self._own_tools: dict[str, Tool] = {}
-        for candidate in tools:
-            tool = as_tool(candidate)
-            if tool.name in self._own_tools:
-                raise ConfigurationError(f"agent {name!r}: two tools are named {tool.name!r}")
-            self._own_tools[tool.name] = tool
-        self._mcp = McpToolbox(mcp_servers, agent_name=name) if mcp_servers else None
-        self._mcp_version = 0
-        self._bind_tools(self._own_tools)
+        self._toolset = ToolSet(
+            model,
+            tools,
+            agent_name=name,
+            provider=self.pricer.provider,
+            mcp_servers=mcp_servers,
+        )
 
-    def _bind_tools(self, tools: dict[str, Tool]) -> None:
-        """Make `tools` the agent's tool set; done once, and again when an MCP server's list
-        changes (binding converts every schema, which is no work to repeat per round)."""
-        self.tools = tools
-        self._dispatcher = ToolDispatcher(tools, agent_name=self.name)
-        schemas = [tool.openai_schema() for tool in tools.values()]
-        self._model_with_tools: Runnable[LanguageModelInput, Any] = (
-            self.model.bind_tools(schemas) if tools else self.model
-        )
-        self._model_declaring_tools: Runnable[LanguageModelInput, Any] = (
-            bind_tools_forbidding_calls(self.model, schemas) if tools else self.model
-        )
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The agent's tools by name: its own, then its MCP servers' (once connected)."""
+        return self._toolset.tools
 
     async def open(self) -> None:
         """Connect the MCP servers and fetch their tools (also done by the first run).
@@ -214,31 +201,16 @@ class LLMAgent(Agent):
             McpServerError: a server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's.
         """
-        await self._sync_mcp_tools()
+        await self._toolset.sync()
+
+    @property
+    def open_mcp_servers(self) -> tuple[str, ...]:
+        """The names of the MCP servers connected (or connecting) now."""
+        return self._toolset.open_mcp_servers
 
     async def aclose(self) -> None:
         """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
-        if self._mcp is not None:
-            await self._mcp.aclose()
-
-    async def _sync_mcp_tools(self) -> None:
-        """Bind the MCP servers' tools when they are new or changed; before each round."""
-        if self._mcp is None:
-            return
-        mcp_tools, version = await self._mcp.current_tools()
-        if version == self._mcp_version:
-            return
-        tools = dict(self._own_tools)
-        for tool in mcp_tools:
-            if tool.name in tools:
-                raise ConfigurationError(
-                    f"agent {self.name!r}: tool name {tool.name!r} is offered twice: by "
-                    f"{tools[tool.name].source} and by {tool.source} (rename one, or set "
-                    "'prefix: true' on the server)"
-                )
-            tools[tool.name] = tool
-        self._bind_tools(tools)
-        self._mcp_version = version
+        await self._toolset.aclose()
 
     @classmethod
     def from_config(
@@ -323,11 +295,11 @@ class LLMAgent(Agent):
         with run_scope(run_id) as scope:
             try:
                 finished = await self._execute_tool_loop(
-                    message, history, sink, streaming=streaming, on_call=on_call
+                    message, history, sink, streaming=streaming, on_call=on_call, run_id=scope.id
                 )
             except _ToolLoopError as failure:
-                return RunOutcome(_named(failure.execution_result(), scope), failure.cause)
-            return RunOutcome(_named(finished.execution_result(), scope), turn=finished.turn)
+                return RunOutcome(failure.result, failure.cause)
+            return RunOutcome(finished.result, turn=finished.turn)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -338,25 +310,19 @@ class LLMAgent(Agent):
         sink: EventSink,
         *,
         streaming: bool,
-        on_call: CallRecorder | None = None,
+        on_call: CallRecorder | None,
+        run_id: str,
     ) -> _ToolLoopResult:
-        run = _Run(
-            messages=[],
-            user_message=message,
-            sink=sink,
-            streaming=streaming,
-            recorder=on_call,
-            pricer=self.pricer,
-        )
+        bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        run = _Run(run_id=run_id, sink=sink, streaming=streaming, bill=bill)
         try:
-            run.messages = self._initial_messages(message, history)
-            run.turn_start = len(run.messages) - 1
+            run.transcript = Transcript.of(message, history, system_prompt=self.system_prompt)
             while True:
-                await self._sync_mcp_tools()
+                await self._toolset.sync()
                 run.round += 1
                 sink(RoundStarted(round=run.round))
                 reply = await self._model_turn(
-                    run, "round", self._model_with_tools, may_call_tools=bool(self.tools)
+                    run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
                 )
                 step = decide(
                     reply,
@@ -377,27 +343,9 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
         except (Exception, asyncio.CancelledError) as exc:
-            run.bill_interrupted_call(exc)
-            await run.flush_calls_on_failure()
+            bill.bill_interrupted_call(exc)
+            await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
-
-    def _initial_messages(self, message: str, history: History | None) -> list[BaseMessage]:
-        if not isinstance(message, str) or not message.strip():
-            raise ConfigurationError(f"message must be a non-empty string, got {message!r}")
-        if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Iterable | None):
-            raise ConfigurationError(
-                f"history must be a list of chat turns, got {type(history).__name__}"
-            )
-        messages: list[BaseMessage] = []
-        if self.system_prompt:
-            messages.append(SystemMessage(self.system_prompt))
-        for position, turn in enumerate(history or ()):
-            try:
-                messages.extend(convert_to_messages([turn]))
-            except (ValueError, TypeError, NotImplementedError) as exc:
-                raise ConfigurationError(f"history[{position}] is not a chat turn: {exc}") from None
-        messages.append(HumanMessage(message))
-        return messages
 
     # -- step 1 and 2: the model turn and its usage --------------------------------------------
 
@@ -411,13 +359,15 @@ class LLMAgent(Agent):
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
-        sent = run.messages if messages is None else messages
+        sent = run.transcript.messages if messages is None else messages
 
-        def attempt() -> Awaitable[AIMessage]:
-            return self._model_attempt(run, purpose, model, sent, may_call_tools=may_call_tools)
+        def attempt(number: int) -> Awaitable[AIMessage]:
+            return self._model_attempt(
+                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=number
+            )
 
         reply = await call_with_retries(run, self.retry, attempt)
-        await run.flush_calls()  # the ledger has the call before any tool of its round runs
+        await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
         return reply
 
     async def _model_attempt(
@@ -428,28 +378,31 @@ class LLMAgent(Agent):
         sent: Sequence[BaseMessage],
         *,
         may_call_tools: bool,
+        attempt: int,
     ) -> AIMessage:
         """Ask the model once and record the usage. Streams when the run streams (text deltas
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
         langchain-core's, makes the reply, so a cut-off is billed and broken tool arguments stay
         broken in both modes."""
-        await run.checkpoint()
+        await run.pacing.checkpoint()
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
-        if streams_to_caller or _streams_inside_ainvoke(self.model, model):
-            fold = ReplyFold()
-            run.in_flight = _InFlightCall(purpose, sent, fold, streams_text=streams_to_caller)
+        streams = streams_to_caller or streams_inside_ainvoke(self.model, model)
+        fold = ReplyFold() if streams else None
+        run.bill.begin_call(
+            InFlightCall(purpose, run.round, attempt, sent, fold, streams_text=streams_to_caller)
+        )
+        if fold is not None:
             reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
         else:
-            run.in_flight = _InFlightCall(purpose, sent, None)
             reply = _as_ai_message(await model.ainvoke(sent))
         if streams_to_caller:
             run.shown.add(run.round, reply.text)  # its deltas are out already
         elif purpose != "pruning":
             run.show_text(reply.text)
-        run.record_reply(purpose, reply, sent)
-        await run.checkpoint()
+        run.bill.record_reply(reply)
+        await run.pacing.checkpoint()
         return reply
 
     async def _stream_reply(
@@ -465,16 +418,17 @@ class LLMAgent(Agent):
         a chunk only stamps the time the reader goes back to waiting)."""
         sink, round_number = run.sink, run.round
         limit_s = self.limits.stream_stall_timeout_s
-        watch = StallWatch(limit_s, is_paused=lambda: run.is_waiting_for_room)
+        pacing = run.pacing
+        watch = StallWatch(limit_s, is_paused=lambda: pacing.is_waiting_for_room)
         clock = watch.clock
         try:
             async for piece in model.astream(messages):
                 if (text := fold.add(piece)) and shows_text:
                     sink(TextDelta(round=round_number, text=text))
-                await run.checkpoint()
+                await pacing.checkpoint()
                 watch.waiting_since = clock()
         except asyncio.CancelledError as exc:
-            if watch.close() and not run.is_stop_requested and limit_s is not None:
+            if watch.close() and not pacing.is_stop_requested and limit_s is not None:
                 raise StreamStalledError(
                     limit_s, model=self.pricer.model, chunks_received=fold.chunks_received
                 ) from exc
@@ -489,7 +443,7 @@ class LLMAgent(Agent):
         self, run: _Run, reply: AIMessage, calls: Sequence[ToolCallRequest]
     ) -> _BatchOutcome:
         run.tool_rounds += 1
-        run.messages.append(reply)
+        run.transcript.append(reply)
         for call in calls:
             run.sink(
                 ToolCallRequested(
@@ -503,7 +457,7 @@ class LLMAgent(Agent):
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
-        dispatched = await self._dispatcher.dispatch(run, calls)
+        dispatched = await self._toolset.dispatcher.dispatch(run, calls)
         for call, outcome in dispatched.ran:
             answer_call(run, call, outcome, await self._prune(run, call, outcome))
         if dispatched.ender is None:
@@ -524,7 +478,7 @@ class LLMAgent(Agent):
         if size <= limit:
             return outcome.output
         prompt = _CONDENSE_PROMPT.format(
-            tool=call.name, message=run.user_message, output=outcome.output
+            tool=call.name, message=run.transcript.user_message, output=outcome.output
         )
         try:
             condensed = await self._model_turn(
@@ -533,8 +487,8 @@ class LLMAgent(Agent):
         except StoreError:
             raise  # the ledger failed, not the condensing: the run must fail, loudly
         except Exception as exc:  # a failed condensing call must not cost the turn its answer
-            run.bill_interrupted_call(exc)
-            await run.flush_calls()
+            run.bill.bill_interrupted_call(exc)
+            await run.bill.flush_calls()
             logger.warning(
                 "agent %s: condensing output of %s (call %s) failed (%s); truncating",
                 self.name,
@@ -560,9 +514,10 @@ class LLMAgent(Agent):
     def _budget_spent(self, run: _Run) -> SynthesisReason | None:
         """Which budget, if any, the calls so far have reached."""
         tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
-        if tokens is not None and run.ledger.total.total_tokens >= tokens:
+        ledger = run.bill.ledger
+        if tokens is not None and ledger.total.total_tokens >= tokens:
             return "budget"
-        if cost is not None and run.ledger.cost_spent_usd >= cost:
+        if cost is not None and ledger.cost_spent_usd >= cost:
             return "cost_budget"
         return None
 
@@ -572,10 +527,13 @@ class LLMAgent(Agent):
         call the model makes anyway is not run."""
         run.synthesis_reason = reason
         run.sink(SynthesisStarted(reason=reason))
-        prompt = _SYNTHESIS_PROMPT.format(why=_SYNTHESIS_WHY[reason], message=run.user_message)
-        messages = [*run.messages, HumanMessage(prompt)]
-        declares_tools = bool(self.tools) and _holds_tool_calls(run.messages)
-        model = self._model_declaring_tools if declares_tools else self.model
+        transcript = run.transcript
+        prompt = _SYNTHESIS_PROMPT.format(
+            why=_SYNTHESIS_WHY[reason], message=transcript.user_message
+        )
+        messages = [*transcript.messages, HumanMessage(prompt)]
+        declares_tools = bool(self.tools) and transcript.holds_tool_calls
+        model = self._toolset.model_declaring_tools if declares_tools else self.model
         reply = await self._model_turn(
             run, "synthesis", model, may_call_tools=False, messages=messages
         )
@@ -595,51 +553,6 @@ class LLMAgent(Agent):
             return AIMessage(content=reply.text)
         run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
-
-
-def _holds_tool_calls(messages: Sequence[BaseMessage]) -> bool:
-    return any(
-        isinstance(message, ToolMessage)
-        or (isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls))
-        for message in messages
-    )
-
-
-def _streams_inside_ainvoke(model: BaseChatModel, bound: Runnable[LanguageModelInput, Any]) -> bool:
-    """Whether `ainvoke` on `bound` would stream the reply and fold it itself (a model built
-    with `streaming=True`), by langchain-core's own test, given the options bound to it."""
-    options = bound.kwargs if isinstance(bound, RunnableBinding) else {}
-    return model._should_stream(async_api=True, **options)
-
-
-def _named(result: ExecutionResult, scope: RunScope) -> ExecutionResult:
-    return result.model_copy(update={"run_id": scope.id})
-
-
-def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:
-    """The model with streamed usage requested. Integrations with a `stream_usage` switch
-    (ChatOpenAI, AzureChatOpenAI, ChatAnthropic, ...) may leave it off: ChatOpenAI turns it on only
-    for OpenAI's own URL, so a model built in code for another server would bill streamed calls
-    by estimate only. A copy shares the model's clients."""
-    if (
-        "stream_usage" in type(model).model_fields
-        and getattr(model, "stream_usage", None) is not True
-    ):
-        return model.model_copy(update={"stream_usage": True})
-    return model
-
-
-def _without_client_chunk_timeout(model: BaseChatModel) -> BaseChatModel:
-    """The model with its client's per-chunk stream timeout off, where it has one
-    (`ChatOpenAI`, `AzureChatOpenAI`): the loop's stall limit gives the same protection with
-    one timer per call, where the client's reads each chunk through `asyncio.wait_for` (a task
-    per chunk on Python 3.11)."""
-    if (
-        "stream_chunk_timeout" in type(model).model_fields
-        and getattr(model, "stream_chunk_timeout", None) is not None
-    ):
-        return model.model_copy(update={"stream_chunk_timeout": None})
-    return model
 
 
 def _as_ai_message(reply: object) -> AIMessage:

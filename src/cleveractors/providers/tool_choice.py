@@ -28,19 +28,24 @@ _NO_CALLS_BY_PROVIDER: Mapping[str, ToolChoice | None] = {
     # ChatAnthropic reads any other string as a tool name; the API's own form is a dict.
     "anthropic": {"type": "none"},
     # The Bedrock Converse API has no "none" (only auto, any, tool): declare the tools only.
+    # ChatBedrockConverse is traced as `amazon_bedrock`; an actor config names it
+    # `bedrock_converse` (init_chat_model's name), and `bedrock` is the older integration.
     "amazon_bedrock": None,
+    "bedrock_converse": None,
+    "bedrock": None,
 }
 
 
 def bind_tools_forbidding_calls(
-    model: BaseChatModel, tools: Sequence[dict[str, Any]]
+    model: BaseChatModel, tools: Sequence[dict[str, Any]], *, provider: str | None
 ) -> Runnable[LanguageModelInput, Any]:
     """`model` with `tools` declared and calling them forbidden where the provider can say so.
 
-    A model whose `bind_tools` rejects the choice gets the tools declared without it; a call it
-    makes anyway is for the caller to ignore.
+    `provider` is LangChain's name of the provider the model speaks to, as the agent resolved it
+    once for its prices too. A model whose `bind_tools` rejects the choice gets the tools
+    declared without it; a call it makes anyway is for the caller to ignore.
     """
-    choice = _NO_CALLS_BY_PROVIDER.get(_provider(model), _NO_CALLS)
+    choice = _NO_CALLS_BY_PROVIDER.get((provider or "").lower(), _NO_CALLS)
     if choice is None:
         return model.bind_tools(tools)
     try:
@@ -55,8 +60,3 @@ def bind_tools_forbidding_calls(
             exc,
         )
         return model.bind_tools(tools)
-
-
-def _provider(model: BaseChatModel) -> str:
-    """The provider name LangChain traces the model under (`ls_provider`)."""
-    return str(model._get_ls_params().get("ls_provider", ""))

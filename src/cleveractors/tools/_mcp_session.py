@@ -108,6 +108,11 @@ class McpSession:
         logger.info("%s: connected, %d tool(s)", self.source, len(self.tools))
         return client
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the session holds a connection, or is making one (a stdio server may run)."""
+        return self._owner is not None and not self._owner.done()
+
     def _usable_client(self) -> Client | None:
         """The client, if calls can go out now: connected, not found lost, and the owner task
         still holds the session (an event loop that ended took it down)."""

@@ -1,10 +1,13 @@
 """`McpToolbox`: the tools of an agent's MCP servers, one long-lived session per server.
 
 The toolbox opens every server once (when the executor opens, or on the first run) and keeps
-its session until it is closed. Each server's tools become ordinary `Tool`s whose `run` calls
-the server, so they go through the same loop, records, events, limits and timeouts as any
-other tool. A server's tool list is fetched when it connects and again after it announced a
-change (`notifications/tools/list_changed`), before the next round.
+its session until it is closed. Opening is all or nothing: when a server cannot be connected or
+a tool's name is taken, the servers already started are closed before the error is raised.
+
+Each server's tools become ordinary `Tool`s whose `run` calls the server, so they go through the
+same loop, records, events, limits and timeouts as any other tool. A server's tool list is
+fetched when it connects and again after it announced a change
+(`notifications/tools/list_changed`), before the next round.
 
 The `mcp` package is imported here only when an agent has servers: the library works without
 ``cleveractors[mcp]``.
@@ -13,7 +16,7 @@ The `mcp` package is imported here only when an agent has servers: the library w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cleveractors.config import McpServer
@@ -41,13 +44,21 @@ class McpToolbox:
 
     Args:
         servers: The servers, each with a unique name.
-        agent_name: For logs.
+        agent_name: For logs and errors.
+        other_tools: The agent's other tools, by name: no server's tool may take one of their
+            names.
 
     Raises:
         ConfigurationError: two servers share a name, or the `mcp` package is not installed.
     """
 
-    def __init__(self, servers: Sequence[McpServer], *, agent_name: str) -> None:
+    def __init__(
+        self,
+        servers: Sequence[McpServer],
+        *,
+        agent_name: str,
+        other_tools: Mapping[str, Tool] | None = None,
+    ) -> None:
         names = [server.name for server in servers]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
@@ -58,16 +69,19 @@ class McpToolbox:
         session_class = _import_session_class()
         self._sessions = [session_class(server) for server in servers]
         self._agent_name = agent_name
+        self._other_tools = dict(other_tools or {})
         self._lock = asyncio.Lock()
         self._is_open = False
         self._version = 0
 
     async def open(self) -> None:
-        """Connect every server and fetch its tools; a no-op when already open.
+        """Connect every server and fetch its tools; a no-op when already open. When it fails,
+        every server it had started is closed again.
 
         Raises:
             McpServerError: a server cannot be reached or does not offer an allowed tool.
-            ConfigurationError: a variable named in a server's env or headers is not set.
+            ConfigurationError: a variable named in a server's env or headers is not set, or a
+                tool's name is taken by another tool.
         """
         async with self._lock:
             if self._is_open:
@@ -75,6 +89,7 @@ class McpToolbox:
             try:
                 for session in self._sessions:
                     await session.connect()
+                self._checked_tools()  # a taken name fails the opening, not a later round
             except BaseException:
                 await self._close_sessions()
                 raise
@@ -86,15 +101,39 @@ class McpToolbox:
             await self._close_sessions()
             self._is_open = False
 
+    @property
+    def open_servers(self) -> tuple[str, ...]:
+        """The names of the servers whose sessions are open (or opening) now."""
+        return tuple(session.server.name for session in self._sessions if session.is_open)
+
     async def current_tools(self) -> tuple[list[Tool], int]:
         """The servers' tools now, opening the toolbox first if needed, and the list's version,
         which grows whenever a list was (re)fetched: after a connect, or a change the server
-        announced."""
+        announced.
+
+        Raises:
+            McpServerError, ConfigurationError: as `open()`; and a ConfigurationError when a
+                changed list gives a tool a name that is taken (the servers stay open).
+        """
         await self.open()
         for session in self._sessions:
             if await session.refresh_tools():
                 self._version += 1
-        return [tool for session in self._sessions for tool in session.tools], self._version
+        return self._checked_tools(), self._version
+
+    def _checked_tools(self) -> list[Tool]:
+        """The servers' tools, checked: none takes the name of another tool of the agent."""
+        named = dict(self._other_tools)
+        for session in self._sessions:
+            for tool in session.tools:
+                if tool.name in named:
+                    raise ConfigurationError(
+                        f"agent {self._agent_name!r}: tool name {tool.name!r} is offered twice: "
+                        f"by {named[tool.name].source} and by {tool.source} (rename one, or set "
+                        "'prefix: true' on the server)"
+                    )
+                named[tool.name] = tool
+        return [tool for session in self._sessions for tool in session.tools]
 
     async def _close_sessions(self) -> None:
         for session in self._sessions:

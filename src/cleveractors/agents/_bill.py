@@ -1,0 +1,215 @@
+"""The bill of one run: a usage record per LLM call attempt, priced, estimated where the provider
+sent no figures, and handed to the run's recorder (an executor's ledger) as the run goes.
+
+`Bill` alone writes the run's `UsageLedger`. The loop tells it of a call before sending it
+(`begin_call`); the bill records the call when its reply is complete (`record_reply`) or bills
+it when it is cut off (`bill_interrupted_call`), and hands the records to the recorder
+(`flush_calls`) before anything the call leads to runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from cleveractors.agents._failures import may_have_been_billed
+from cleveractors.agents.fold import ReplyFold, output_text
+from cleveractors.agents.stream import wait_through_cancellation
+from cleveractors.events import Event, UsageRecorded
+from cleveractors.pricing import CallPricer
+from cleveractors.tokens import count_tokens, estimate_prompt_tokens
+from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
+
+__all__ = ["Bill", "InFlightCall"]
+
+# The agent's logger, whichever of its modules writes: users filter on it.
+logger = logging.getLogger("cleveractors.agents.llm")
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightCall:
+    """An LLM call that has been sent and not yet recorded: billed by estimate if it is cut off."""
+
+    purpose: CallPurpose
+    round: int
+    attempt: int
+    """Which attempt at this LLM call it is, from 1 (see `call_with_retries`)."""
+    messages: Sequence[BaseMessage]
+    fold: ReplyFold | None
+    """The fold of its chunks when the call streams; None for an `ainvoke`."""
+    streams_text: bool = False
+    """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
+
+    @property
+    def has_shown_text(self) -> bool:
+        """Whether the caller saw any of this call's text, which a retry cannot take back.
+
+        Read from the fold when the call fails, so the chunks carry no bookkeeping. A call that
+        does not stream to the caller shows its text only once its reply is complete; what can
+        still fail after that is a stop, which is never retried."""
+        fold = self.fold
+        return (
+            self.streams_text
+            and fold is not None
+            and fold.received_any
+            and bool(fold.message().text)
+        )
+
+
+class Bill:
+    """Every LLM call of one run, as usage records. Made per run, never shared.
+
+    Attributes:
+        pricer: Names and prices the calls.
+        ledger: The records so far (read, never written, by anyone else).
+        in_flight: The call sent and not yet recorded, if any.
+    """
+
+    __slots__ = ("_recorded", "_recorder", "_sink", "in_flight", "ledger", "pricer")
+
+    def __init__(
+        self,
+        pricer: CallPricer,
+        *,
+        sink: Callable[[Event], None],
+        recorder: CallRecorder | None,
+    ) -> None:
+        self.pricer = pricer
+        self.ledger = UsageLedger()
+        self.in_flight: InFlightCall | None = None
+        self._sink = sink
+        self._recorder = recorder
+        self._recorded = 0
+        """How many of the ledger's calls the recorder has been given."""
+
+    def begin_call(self, call: InFlightCall) -> None:
+        """A call is about to be sent: from now on it is billed, whatever becomes of it."""
+        self.in_flight = call
+
+    def record_reply(self, reply: AIMessage) -> None:
+        """Record the call in flight, completed by `reply`."""
+        call = self.in_flight
+        if call is None:
+            raise RuntimeError("a reply was recorded for no call in flight")
+        self._record(call, self._reported_usage(call, reply), reply, status="ok")
+
+    def bill_interrupted_call(self, cause: BaseException) -> None:
+        """Record an in-flight call that failed or was cut off (every attempt is a record). The
+        provider's figures if they arrived before the cut; an estimate if the provider did work
+        for it (it streamed something, or the attempt got past sending: cancelled, timed out,
+        dropped); 0 if it was refused before any output (an HTTP error status)."""
+        call = self.in_flight
+        if call is None:
+            return
+        status: AttemptStatus = (
+            "cancelled" if isinstance(cause, asyncio.CancelledError) else "failed"
+        )
+        fold = call.fold
+        if fold is not None and fold.has_usage:
+            # The provider's figures arrived before the cut: exact, never an estimate.
+            reply = fold.message()
+            self._record(call, self._reported_usage(call, reply), reply, status=status)
+        elif (fold is not None and fold.received_any) or may_have_been_billed(cause):
+            partial = fold.message() if fold is not None else None
+            self._record(call, _estimate(call.messages, partial), partial, status=status)
+        else:
+            self._record(call, TokenUsage(), None, status=status)
+
+    async def flush_calls(self) -> None:
+        """Hand the recorder every call recorded since the last flush."""
+        if self._recorder is None:
+            return
+        for call in self.ledger.calls[self._recorded :]:
+            await self._recorder(call)
+            self._recorded += 1
+
+    async def flush_calls_on_failure(self) -> None:
+        """On the way out of a failed or cancelled run, hand the recorder the calls that ended
+        it. The run's own failure is what the caller hears of: a recorder failing now is logged,
+        not raised in its place."""
+        flushing = asyncio.ensure_future(self.flush_calls())
+        try:
+            await wait_through_cancellation(flushing)
+        except asyncio.CancelledError:
+            pass  # the run is being cancelled already; that is what it reports
+        except Exception as exc:
+            logger.warning("recording the calls of a failed run failed: %r", exc)
+
+    def _reported_usage(self, call: InFlightCall, reply: AIMessage) -> TokenUsage:
+        """The provider's figures when plausible, else an estimate."""
+        reported = TokenUsage.from_message(reply)
+        if reported is not None and reported.prompt_tokens != 0:
+            return reported
+        estimate = _estimate(call.messages, reply)
+        _warn_implausible(self.pricer, reply, reported)
+        return estimate if reported is None else _with_estimated_prompt(reported, estimate)
+
+    def _record(
+        self,
+        call: InFlightCall,
+        usage: TokenUsage,
+        reply: AIMessage | None,
+        *,
+        status: AttemptStatus,
+    ) -> None:
+        model = self.pricer.answering_model(reply)
+        record = self.ledger.record(
+            purpose=call.purpose,
+            round=call.round,
+            usage=usage,
+            attempt=call.attempt,
+            status=status,
+            provider=self.pricer.provider,
+            model=model,
+            cost_usd=self.pricer.cost(usage, model),
+        )
+        self.in_flight = None
+        self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def _estimate(messages: Sequence[BaseMessage], reply: AIMessage | None) -> TokenUsage:
+    """The documented estimate of a call the provider gave no figures for: the prompt from the
+    messages sent, the completion from the reply received so far, thinking included."""
+    completion = 0
+    if reply is not None:
+        completion += count_tokens(output_text(reply))
+        completion += sum(count_tokens(str(call["args"])) for call in reply.tool_calls)
+        completion += sum(count_tokens(call["args"] or "") for call in reply.invalid_tool_calls)
+    return TokenUsage(
+        prompt_tokens=estimate_prompt_tokens(messages),
+        completion_tokens=completion,
+        estimated=True,
+    )
+
+
+def _with_estimated_prompt(reported: TokenUsage, estimate: TokenUsage) -> TokenUsage:
+    """A report of 0 prompt tokens for a non-empty prompt (langchain-anthropic reads input usage
+    only from `message_delta`, which older event forms leave at 0): keep what the provider did
+    report, estimate the prompt, flag it."""
+    return reported.model_copy(update={"prompt_tokens": estimate.prompt_tokens, "estimated": True})
+
+
+_warned_models: set[tuple[str | None, str | None]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_implausible(pricer: CallPricer, reply: AIMessage, reported: TokenUsage | None) -> None:
+    """Log once per provider and model in this process: a provider that reports no usage does so
+    on every call, and one line says it as well as a thousand."""
+    model = pricer.answering_model(reply)
+    with _warned_lock:
+        if (pricer.provider, model) in _warned_models:
+            return
+        _warned_models.add((pricer.provider, model))
+    problem = "no usage" if reported is None else "0 prompt tokens for a non-empty prompt"
+    logger.warning(
+        "provider %s, model %s reported %s; billing an estimate (flagged estimated)",
+        pricer.provider,
+        model,
+        problem,
+    )
