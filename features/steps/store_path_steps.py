@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +25,9 @@ from cleveractors.store import SqlStore, resolve_sqlite_path
 
 
 def _new_folder(context: Context, prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"cleveractors-{prefix}-")).resolve()
+    folder = Path(tempfile.mkdtemp(prefix=f"cleveractors-{prefix}-")).resolve()
+    context.add_cleanup(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _stub_config(url: str) -> dict[str, object]:
