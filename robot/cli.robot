@@ -305,6 +305,7 @@ Serve Runs The Chat App For The Actor
     Chat Page Should Name Actor    ${url}    weather-assistant
     Stop Serving
     Served Output Should Show    Serving weather-assistant on ${url} (Ctrl-C stops)
+    Served Output Should Show    no store: sessions are not kept
     [Teardown]    Stop Serving
 
 Serve Refuses A Broken Actor, Listing Its Problems One Per Line
@@ -399,6 +400,73 @@ With Verbose The Library's Log Lines Are Shown Too
     Run Actor    ${actor}    ${MESSAGE}    --verbose
     Command Should Succeed
     Error Output Should Contain    WARNING cleveractors.
+
+A Relative Store Path Is Beside The Actor File, From Whatever Folder A Command Runs
+    ${actor}    Actor With A Store Beside It    retention_days=30
+    ${folder}    Folder Of    ${actor}
+    ${database}    Set Variable    ${folder}${/}shop.db
+    ${elsewhere}    Another Folder
+    Run Cleveractors In Folder    ${elsewhere}    run    ${actor}    Hello    --session    s-1
+    Command Should Succeed
+    File Should Exist    ${database}
+    ${url}    Start Serving Actor    ${actor}    folder=${elsewhere}
+    Stop Serving
+    Served Output Should Show    store: sqlite:///${database}
+    ${other}    Another Folder
+    Run Cleveractors In Folder    ${other}    usage    ${actor}    --session    s-1
+    Command Should Succeed
+    Output Should Show Line    total 1 call 10 3 13
+    Age Stored Sessions    ${database}    31
+    Run Cleveractors In Folder    ${other}    store    prune    ${actor}    --dry-run
+    Command Should Succeed
+    Output Should Be    would remove 1 session untouched for more than 30 days:\n${SPACE * 2}s-1
+    Run Cleveractors In Folder    ${other}    store    prune    ${actor}
+    Output Should Be    removed 1 session untouched for more than 30 days
+    Run Cleveractors In Folder    ${other}    store    prune    ${actor}    --dry-run
+    Output Should Be    would remove 0 sessions untouched for more than 30 days
+    Directory Should Be Empty    ${elsewhere}
+    Directory Should Be Empty    ${other}
+    [Teardown]    Stop Serving
+
+Usage And Store Prune Never Create A Database: A Missing One Is An Error Naming It
+    ${actor}    Actor With A Store Beside It    retention_days=30
+    ${folder}    Folder Of    ${actor}
+    ${database}    Set Variable    ${folder}${/}shop.db
+    ${elsewhere}    Another Folder
+    FOR    ${command}    IN    usage    store prune --dry-run    store prune
+        Run Cleveractors In Folder    ${elsewhere}    @{command.split()}    ${actor}
+        Command Should Fail With Exit Code    1
+        Error Output Should Be    no store database at ${database} (nothing was created)
+    END
+    # A path typed on the command line is from the working folder, like any path typed there.
+    Run Cleveractors In Folder    ${elsewhere}    usage    ${actor}    --store    sqlite:///typo.db
+    Command Should Fail With Exit Code    1
+    Error Output Should Be    no store database at ${elsewhere}${/}typo.db (nothing was created)
+    File Should Not Exist    ${database}
+    Directory Should Be Empty    ${elsewhere}
+
+Store Prune Without Retention Days Has Nothing To Prune
+    ${actor}    Actor With A Store Beside It
+    Run Actor    ${actor}    Hello    --session    s-1
+    Command Should Succeed
+    FOR    ${options}    IN    ${EMPTY}    --dry-run
+        Run Cleveractors    store    prune    ${actor}    @{options.split()}
+        Command Should Succeed
+        Output Should Be
+        ...    nothing to prune: the actor's store keeps sessions forever (set store.retention_days to remove idle ones)
+    END
+
+Every Command's Help Names Its Values Plainly
+    FOR    ${command}    IN    run    validate    serve    usage    store prune    store    ${EMPTY}
+        Run Cleveractors    @{command.split()}    --help
+        Command Should Succeed
+        Help Should Use Plain Metavars
+    END
+    Run Cleveractors    usage    --help
+    Output Should Show Line    Usage: cleveractors usage [OPTIONS] ACTOR
+    Output Should Show Line    --session ID Only this session's calls.
+    Run Cleveractors    serve    --help
+    Output Should Show Line    --insecure-no-auth Serve a non-loopback address without API keys
 
 Help Reads Cleanly In A Terminal
     Run Cleveractors In A Terminal    run    --help

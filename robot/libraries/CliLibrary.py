@@ -273,6 +273,39 @@ class CliLibrary:
         return str(path)
 
     @keyword
+    def actor_with_a_store_beside_it(self, retention_days: int | None = None) -> str:
+        """Writes an actor whose `store.url` is the relative `sqlite:///shop.db`, into a folder
+        of its own; its stub answers every run "Noted." for 10 + 3 tokens. Returns the actor's
+        path, resolved."""
+        folder = (self._output_folder("stored") / f"actor-{time.time_ns()}").resolve()
+        folder.mkdir(parents=True)
+        store: dict[str, Any] = {"url": "sqlite:///shop.db"}
+        if retention_days is not None:
+            store["retention_days"] = int(retention_days)
+        config = {
+            "name": "shop",
+            "agent": {
+                "provider": "stub",
+                "script": [{"text": "Noted.", "prompt_tokens": 10, "completion_tokens": 3}],
+            },
+            "store": store,
+        }
+        path = folder / "shop.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+    @keyword
+    def age_stored_sessions(self, database: str, days: int) -> None:
+        """Makes every session in the SQLite file DATABASE look untouched for DAYS days."""
+        import sqlite3  # the test's own view of the file
+
+        with contextlib.closing(sqlite3.connect(database)) as connection, connection:
+            connection.execute(
+                "UPDATE cleveractors_sessions SET updated_at = datetime(updated_at, ?)",
+                (f"-{int(days)} days",),
+            )
+
+    @keyword
     def another_folder(self) -> str:
         """An empty folder to run commands in, away from the actors."""
         folder = self._output_folder("elsewhere") / f"cwd-{time.time_ns()}"
@@ -444,8 +477,9 @@ class CliLibrary:
         _log(self._completed)
 
     @keyword
-    def start_serving_actor(self, actor: str) -> str:
-        """Starts `cleveractors serve ACTOR` on a free local port; returns its URL once it is up."""
+    def start_serving_actor(self, actor: str, folder: str | None = None) -> str:
+        """Starts `cleveractors serve ACTOR` on a free local port, in FOLDER when given; returns
+        its URL once it is up."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -455,6 +489,7 @@ class CliLibrary:
             stderr=subprocess.STDOUT,
             text=True,
             env=_environment(),
+            cwd=folder,
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + TIMEOUT_S
@@ -777,6 +812,16 @@ class CliLibrary:
             raise AssertionError(
                 f"{text!r} is shown {found} times, not {times}:\n{self._last().stdout}"
             )
+
+    @keyword
+    def help_should_use_plain_metavars(self) -> None:
+        """The help printed names values by plain metavars (`ACTOR`, `--session ID`): no Typer
+        type label (`<str>`, `<list[str]>`, `ACTOR <path>`), no `{actor}`, and no `--no-` twin
+        of a flag that is off by default."""
+        shown = self._last().stdout
+        labels = re.findall(r"<(?:str|int|float|bool|path|list\[\w+\])>|\{\w+\}| / --no-\w+", shown)
+        if not shown.startswith("Usage: ") or labels:
+            raise AssertionError(f"help shows {labels}:\n{shown}")
 
     @keyword
     def output_should_be(self, expected: str) -> None:

@@ -80,11 +80,24 @@ _STATES = {
 
 
 class _Command(TyperCommand):
-    """A command whose usage line reads `run [OPTIONS] ACTOR MESSAGE`, the usual notation
-    (Typer writes required arguments as `{ACTOR}`)."""
+    """A command whose help reads `run [OPTIONS] ACTOR MESSAGE`, the usual notation: Typer
+    writes required arguments as `{ACTOR}` in the usage line and `ACTOR <path>` in the list."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [piece.strip("{}") for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and param.param_type_name == "argument":
+                arguments.append((param.metavar or (param.name or "").upper(), record[1]))
+            elif record is not None:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 app = typer.Typer(
@@ -361,7 +374,8 @@ def run(
         bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
     ] = False,
     session: Annotated[
-        str | None, typer.Option(help="Continue (or start) this stored session; needs `store:`.")
+        str | None,
+        typer.Option(help="Continue (or start) this stored session; needs `store:`.", metavar="ID"),
     ] = None,
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
@@ -483,42 +497,54 @@ def serve(
         str | None,
         typer.Option(
             help="Environment variable holding the accepted API keys, comma-separated; "
-            "clients send one as 'Authorization: Bearer <key>'."
+            "clients send one as 'Authorization: Bearer <key>'.",
+            metavar="VAR",
         ),
     ] = None,
     insecure_no_auth: Annotated[
         bool,
-        typer.Option(help="Serve a non-loopback address without API keys (anyone may run it)."),
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback address without API keys (anyone may run it).",
+        ),
     ] = False,
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
             help="A Host name clients may use besides the loopback ones (repeatable; "
-            "'*' allows any, e.g. behind a proxy that checks it)."
+            "'*' allows any, e.g. behind a proxy that checks it).",
+            metavar="NAME",
         ),
     ] = None,
     cors_origin: Annotated[
         list[str] | None,
-        typer.Option(help="An origin whose web pages may call the API (repeatable)."),
+        typer.Option(
+            help="An origin whose web pages may call the API (repeatable).", metavar="ORIGIN"
+        ),
     ] = None,
     docs: Annotated[
-        bool, typer.Option(help="Serve /openapi.json and a route list at /docs.")
+        bool, typer.Option("--docs", help="Serve /openapi.json and a route list at /docs.")
     ] = False,
     send_timeout_s: Annotated[
         float,
-        typer.Option(help="Drop a streaming client that takes no data for this many seconds."),
+        typer.Option(
+            help="Drop a streaming client that takes no data for this many seconds.",
+            metavar="SECONDS",
+        ),
     ] = 30.0,
     max_history_turns: Annotated[
-        int, typer.Option(help="Refuse requests with more earlier turns (422).")
+        int, typer.Option(help="Refuse requests with more earlier turns (422).", metavar="N")
     ] = 200,
     max_turn_chars: Annotated[
-        int, typer.Option(help="Refuse a message or turn with more characters (422).")
+        int,
+        typer.Option(help="Refuse a message or turn with more characters (422).", metavar="N"),
     ] = 16_000,
     store: Annotated[
         str | None,
         typer.Option(
             help="Keep sessions and the usage ledger in this database (sqlite:///path.db, "
-            "postgresql://...); overrides the actor's store.url."
+            "postgresql://...); overrides the actor's store.url.",
+            metavar="URL",
         ),
     ] = None,
 ) -> None:
@@ -568,6 +594,7 @@ def serve(
     listening = _listen(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
+    _out.print(_store_line(executor))
     uvicorn.Server(uvicorn.Config(app_, host=host, port=port)).run(sockets=[listening])
 
 
@@ -602,11 +629,25 @@ def _listen(host: str, port: int) -> socket.socket:
         _fail(f"cannot listen on {host}:{port}: {reason}")
 
 
+def _store_line(executor: ActorExecutor) -> str:
+    """Which store a server keeps its sessions and ledger in, its password hidden."""
+    if executor.store is None:
+        return "no store: sessions are not kept (the chat page sends the history)"
+    return f"store: {executor.store.shown_url}"
+
+
 def _with_store(actor: Path, url: str | None) -> ActorConfig:
-    """ACTOR's config, its store at URL when one is given."""
+    """ACTOR's config, its store at URL when one is given. A relative SQLite path typed on the
+    command line is from the working directory, like any path typed there (one in the file is
+    from the file's folder)."""
     config = load_actor_config(actor)
     if url is None:
         return config
+    try:
+        from cleveractors.store import resolve_sqlite_path
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"--store: {exc}") from None
+    url = resolve_sqlite_path(url, Path.cwd())
     store = (config.store or StoreConfig()).model_copy(update={"url": url})
     return config.model_copy(update={"store": store})
 
@@ -616,11 +657,14 @@ def _with_store(actor: Path, url: str | None) -> ActorConfig:
 store_app = typer.Typer(help="Look after the actor's store (sessions and the usage ledger).")
 app.add_typer(store_app, name="store")
 
-_STORE_URL_HELP = "The store's database URL; overrides the actor's store.url."
+_STORE_URL_OPTION = typer.Option(
+    "--store", help="The store's database URL; overrides the actor's store.url.", metavar="URL"
+)
 
 
 def _open_store(actor: Path, url: str | None) -> SqlStore:
-    """The actor's store (its config's `store:`, at URL when given), not yet opened."""
+    """The actor's existing store (its config's `store:`, at URL when given), not yet opened:
+    these commands look after a store, so a missing SQLite file is an error, never created."""
     try:
         from cleveractors.store import SqlStore
     except ModuleNotFoundError as exc:
@@ -631,11 +675,7 @@ def _open_store(actor: Path, url: str | None) -> SqlStore:
             raise ConfigurationError(
                 f"{actor}: the actor has no store: add `store:` to its config or pass --store URL"
             )
-        return SqlStore(
-            config.store.url,
-            history_turns=config.store.history_turns,
-            retention_days=config.store.retention_days,
-        )
+        return SqlStore.from_config(config.store, config_dir=actor.parent, should_create=False)
     except ConfigurationError as exc:
         _fail(str(exc))
 
@@ -656,14 +696,20 @@ async def _in_store(store: SqlStore, work: Callable[[], Awaitable[_Result]]) -> 
         return await work()
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Print the usage ledger of the actor's store.")
 def usage(
-    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
-    session: Annotated[str | None, typer.Option(help="Only this session's calls.")] = None,
-    since: Annotated[str | None, typer.Option(help="Calls from this date (UTC).")] = None,
-    until: Annotated[str | None, typer.Option(help="Calls before this date (UTC).")] = None,
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    session: Annotated[
+        str | None, typer.Option(help="Only this session's calls.", metavar="ID")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Calls from this date (UTC).", metavar="DATE")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Calls before this date (UTC).", metavar="DATE")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+    store_url: Annotated[str | None, _STORE_URL_OPTION] = None,
 ) -> None:
     """Print the usage ledger of ACTOR's store: one row per LLM call, then the totals."""
     window = {"since": _moment("--since", since), "until": _moment("--until", until)}
@@ -713,21 +759,38 @@ def ledger_table(report: UsageReport) -> Table:
 _NUMBER_COLUMNS = {"call", "attempt", "prompt", "completion", "total", "USD"}
 
 
-@store_app.command()
+@store_app.command(cls=_Command, short_help="Remove sessions idle past retention_days.")
 def prune(
-    actor: Annotated[Path, typer.Argument(help=_ACTOR_HELP)],
-    store_url: Annotated[str | None, typer.Option("--store", help=_STORE_URL_HELP)] = None,
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    store_url: Annotated[str | None, _STORE_URL_OPTION] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the sessions it would remove; remove none.")
+    ] = False,
 ) -> None:
     """Remove the sessions untouched for longer than the store's retention_days (the ledger's
     rows stay: they are the bill)."""
     store = _open_store(actor, store_url)
-    if store.retention_days is None:
-        _fail(f"{actor}: store.retention_days is not set, so every session is kept")
     try:
-        removed = asyncio.run(_in_store(store, store.prune))
+        # Without retention_days too, so that a store that is not there is an error.
+        if dry_run:
+            idle = asyncio.run(_in_store(store, store.idle_sessions))
+        else:
+            removed = asyncio.run(_in_store(store, store.prune))
     except CleverActorsError as exc:
         _fail(str(exc))
-    plural = "" if removed == 1 else "s"
-    _out.print(
-        f"removed {removed} session{plural} untouched for more than {store.retention_days} days"
-    )
+    days = f"untouched for more than {store.retention_days} days"
+    if store.retention_days is None:
+        _out.print(
+            "nothing to prune: the actor's store keeps sessions forever "
+            "(set store.retention_days to remove idle ones)"
+        )
+    elif dry_run:
+        _out.print(f"would remove {_sessions(len(idle))} {days}" + (":" if idle else ""))
+        for session_id in idle:
+            _out.print(f"  {session_id}")
+    else:
+        _out.print(f"removed {_sessions(removed)} {days}")
+
+
+def _sessions(count: int) -> str:
+    return f"{count} session{'' if count == 1 else 's'}"

@@ -217,8 +217,10 @@ class ActorExecutor:
 
         The chat model client is built here, once, not per message. `origin` names where a
         validated `ActorConfig` came from, for error messages (a path is named by itself).
-        `config_dir` is where handler modules beside the config are looked for first (a path's
-        own folder by default).
+        `config_dir` is the config's folder (a path's own folder by default): handler modules
+        beside the config are looked for there first, and a relative SQLite path in
+        `store.url` is taken from there. Without one (a dict), that path is relative to the
+        working directory.
 
         Raises:
             ConfigurationError: every problem of the config at once, each naming the field and
@@ -241,7 +243,7 @@ class ActorExecutor:
             problems.append(str(exc))
         if problems or agent is None:
             raise ConfigurationError(describe_problems(origin, problems)) from None
-        return cls(agent, name=config.name, store=_build_store(config.store))
+        return cls(agent, name=config.name, store=_build_store(config.store, config_dir))
 
     async def execute(
         self,
@@ -395,16 +397,11 @@ def _is_open(store: SqlStore) -> bool:
     return True
 
 
-def _build_store(config: StoreConfig | None) -> SqlStore | None:
+def _build_store(config: StoreConfig | None, config_dir: Path | None) -> SqlStore | None:
     if config is None:
         return None
     try:
         from cleveractors.store import SqlStore
     except ModuleNotFoundError as exc:
         raise ConfigurationError(f"store: {exc}") from None
-    return SqlStore(
-        config.url,
-        history_turns=config.history_turns,
-        retention_days=config.retention_days,
-        lease_s=config.lease_s,
-    )
+    return SqlStore.from_config(config, config_dir=config_dir)

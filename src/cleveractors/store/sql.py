@@ -22,6 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -32,6 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from cleveractors.config import StoreConfig
 from cleveractors.errors import (
     ConfigurationError,
     SessionBusyError,
@@ -51,7 +53,7 @@ from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageRe
 from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
 from cleveractors.usage import LLMCallUsage
 
-__all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun"]
+__all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun", "resolve_sqlite_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,30 @@ def async_url(url: str) -> str:
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 
+def resolve_sqlite_path(url: str, folder: Path) -> str:
+    """`url` with a relative SQLite file path taken from `folder`; any other URL as given
+    (an absolute path, an in-memory database, PostgreSQL, or what is no URL at all)."""
+    path = _sqlite_file(url)
+    if path is None or path.is_absolute():
+        return url
+    resolved = make_url(url).set(database=str((folder / path).resolve()))
+    return resolved.render_as_string(hide_password=False)
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, as written; None for another database, an in-memory one, a
+    `uri=true` filename, or what cannot be parsed (`async_url` reports that)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    if parsed.get_backend_name() != "sqlite" or "uri" in parsed.query:
+        return None
+    if parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def _check_driver(url: str) -> None:
     backend = make_url(url).get_backend_name()
     _driver, module, extra = _DRIVERS[backend]
@@ -120,6 +146,12 @@ class SqlStore:
         lease_s: How long a run's hold on its session, or its claim on an idempotency key, lasts
             without renewal (renewed every third of it while the run goes): the longest a
             crashed run keeps its session busy or its key in progress.
+        should_create: False for a tool that only looks at an existing store (a usage report):
+            opening a SQLite file that does not exist is then a `ConfigurationError` naming
+            it, and no file is created.
+
+    A relative SQLite path is relative to the working directory, as SQLite takes it;
+    `from_config()` takes it from the actor file's folder instead.
     """
 
     def __init__(
@@ -129,18 +161,59 @@ class SqlStore:
         history_turns: int = 50,
         retention_days: int | None = None,
         lease_s: float = 30.0,
+        should_create: bool = True,
     ) -> None:
         self.url = async_url(url)
         self.history_turns = history_turns
         self.retention_days = retention_days
         self.lease_s = lease_s
+        self.should_create = should_create
         self._engine: AsyncEngine | None = None
 
+    @property
+    def shown_url(self) -> str:
+        """The database URL fit for a log line or a banner: as a config writes it (no async
+        driver), its password and query hidden."""
+        parsed = make_url(self.url)
+        plain = parsed.set(drivername=parsed.get_backend_name(), query={})
+        return plain.render_as_string(hide_password=True)
+
+    @classmethod
+    def from_config(
+        cls, config: StoreConfig, *, config_dir: Path | None = None, should_create: bool = True
+    ) -> SqlStore:
+        """The store an actor config's `store:` describes. A relative SQLite path in its `url`
+        is taken from `config_dir`, the folder of the actor file it was read from (so the
+        store is the same from whatever folder a command runs); without one, from the working
+        directory.
+
+        Raises:
+            ConfigurationError: the URL is not a database URL we support.
+        """
+        url = config.url if config_dir is None else resolve_sqlite_path(config.url, config_dir)
+        return cls(
+            url,
+            history_turns=config.history_turns,
+            retention_days=config.retention_days,
+            lease_s=config.lease_s,
+            should_create=should_create,
+        )
+
     async def open(self) -> None:
-        """Connect and bring the schema up to date. Safe to call again."""
+        """Connect and bring the schema up to date. Safe to call again.
+
+        Raises:
+            ConfigurationError: the database's driver is not installed, or (without
+                `should_create`) the SQLite file does not exist.
+        """
         if self._engine is not None:
             return
         _check_driver(self.url)
+        missing = _sqlite_file(self.url)
+        if not self.should_create and missing is not None and not missing.exists():
+            raise ConfigurationError(
+                f"no store database at {missing.resolve()} (nothing was created)"
+            )
         engine = create_async_engine(self.url, **self._engine_options())
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _tune_sqlite)
@@ -287,13 +360,24 @@ class SqlStore:
         moment = now or _now()
         async with self.engine.begin() as connection:
             await prune_keys(connection, now=moment)
-            if self.retention_days is None:
-                return 0
-            cutoff = moment - timedelta(days=self.retention_days)
-            idle = (sessions.c.updated_at < cutoff) & (sessions.c.running_run_id.is_(None))
-            ids = (await connection.execute(select(sessions.c.id).where(idle))).scalars().all()
+            ids = await self._idle_session_ids(connection, moment)
             await _delete_sessions(connection, sessions.c.id.in_(ids))
         return len(ids)
+
+    async def idle_sessions(self, *, now: datetime | None = None) -> list[str]:
+        """The ids of the sessions `prune()` would remove now, oldest first; it removes
+        nothing. Empty without `retention_days`."""
+        async with self.engine.connect() as connection:
+            return await self._idle_session_ids(connection, now or _now())
+
+    async def _idle_session_ids(self, connection: AsyncConnection, now: datetime) -> list[str]:
+        """Sessions untouched for `retention_days` that no run holds."""
+        if self.retention_days is None:
+            return []
+        cutoff = now - timedelta(days=self.retention_days)
+        idle = (sessions.c.updated_at < cutoff) & (sessions.c.running_run_id.is_(None))
+        query = select(sessions.c.id).where(idle).order_by(sessions.c.updated_at, sessions.c.id)
+        return list((await connection.execute(query)).scalars().all())
 
     # -- idempotency keys (see `cleveractors.store.idempotency`) ----------------------------------
 
