@@ -3,6 +3,7 @@ loaded the test doubles long ago)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -75,3 +76,42 @@ def _then_not_loaded(context: Context, package: str) -> None:
 @then("that interpreter has loaded {package}")
 def _then_loaded(context: Context, package: str) -> None:
     assert package in context.fresh_modules, f"{package} is not among the loaded modules"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a source file imports, by its absolute name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@when("the imports of the modules under {place} are read")
+def _when_imports_read(context: Context, place: str) -> None:
+    root = Path(place)
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    assert files, f"no Python files under {place}"
+    context.imports = {str(path): _imported_modules(path) for path in files}
+
+
+def _from_any(module: str, packages: list[str]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+@then("none of them is from {a}, {b} or {c}")
+def _then_none_from(context: Context, a: str, b: str, c: str) -> None:
+    offending = {
+        path: sorted(m for m in modules if _from_any(m, [a, b, c]))
+        for path, modules in context.imports.items()
+    }
+    assert not any(offending.values()), {path: m for path, m in offending.items() if m}
+
+
+@then("one of them is from {package}")
+def _then_one_from(context: Context, package: str) -> None:
+    assert any(
+        _from_any(module, [package]) for modules in context.imports.values() for module in modules
+    ), context.imports
