@@ -26,6 +26,7 @@ import anyio
 
 __all__ = [
     "RunScope",
+    "current_run_id",
     "current_run_var",
     "finish_despite_cancellation",
     "new_run_id",
@@ -49,6 +50,12 @@ class RunScope:
 
 current_run_var: ContextVar[RunScope | None] = ContextVar("cleveractors_current_run", default=None)
 """The run the current code belongs to; None outside any run."""
+
+
+def current_run_id() -> str:
+    """The id of the run the current code belongs to, for log lines; "-" outside any run."""
+    scope = current_run_var.get()
+    return "-" if scope is None else scope.id
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
+from cleveractors.runs import current_run_id
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
 
@@ -138,7 +139,9 @@ class Bill:
         except asyncio.CancelledError:
             pass  # the run is being cancelled already; that is what it reports
         except Exception as exc:
-            logger.warning("recording the calls of a failed run failed: %r", exc)
+            logger.warning(
+                "run %s: recording the calls of its failure failed: %r", current_run_id(), exc
+            )
 
     def _reported_usage(self, call: InFlightCall, reply: AIMessage) -> TokenUsage:
         """The provider's figures when plausible, else an estimate."""

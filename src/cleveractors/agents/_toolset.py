@@ -30,6 +30,7 @@ from cleveractors.errors import ConfigurationError
 from cleveractors.events import ToolCallFinished, ToolCallSkipped, ToolCallStarted
 from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
 from cleveractors.result import ToolCallRecord, ToolCallStatus
+from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool, ToolHandler, as_tool
 from cleveractors.tools.mcp import McpToolbox
 
@@ -237,8 +238,9 @@ def skip_call(
     """Answer a call that an earlier `ends_turn` call kept from running, so the transcript stays
     valid (every call id answered once)."""
     logger.info(
-        "agent %s: skipped tool %s (call %s): %s (call %s) ended the turn",
+        "agent %s, run %s: skipped tool %s (call %s): %s (call %s) ended the turn",
         agent_name,
+        current_run_id(),
         call.name,
         call.call_id,
         ended_by.name,

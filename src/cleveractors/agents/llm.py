@@ -59,7 +59,7 @@ from cleveractors.result import (
     RunOutcome,
     SynthesisReason,
 )
-from cleveractors.runs import run_scope
+from cleveractors.runs import current_run_id, run_scope
 from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
@@ -467,8 +467,9 @@ class LLMAgent(Agent):
             )
         if len(calls) > 1:
             logger.info(
-                "agent %s: %d tool calls in one reply: %s",
+                "agent %s, run %s: %d tool calls in one reply: %s",
                 self.name,
+                current_run_id(),
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
@@ -505,8 +506,9 @@ class LLMAgent(Agent):
             run.bill.bill_interrupted_call(exc)
             await run.bill.flush_calls()
             logger.warning(
-                "agent %s: condensing output of %s (call %s) failed (%s); truncating",
+                "agent %s, run %s: condensing output of %s (call %s) failed (%s); truncating",
                 self.name,
+                current_run_id(),
                 call.name,
                 call.call_id,
                 exc,
@@ -560,8 +562,9 @@ class LLMAgent(Agent):
             return reply
         run.synthesis_ignored_tool_calls = ignored
         logger.warning(
-            "agent %s: the synthesis reply called %s though tools were forbidden; not run",
+            "agent %s, run %s: the synthesis reply called %s though tools were forbidden; not run",
             self.name,
+            current_run_id(),
             ", ".join(ignored),
         )
         if reply.text.strip():

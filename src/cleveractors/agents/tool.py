@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cleveractors.errors import ToolExecutionError
+from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
 
 __all__ = ["ToolAgent", "ToolCallRequest", "ToolOutcome"]
@@ -65,8 +66,9 @@ class ToolAgent:
             output = await self._invoke(call)
         except ToolExecutionError as error:
             logger.warning(
-                "agent %s: tool %s (call %s) failed: %s",
+                "agent %s, run %s: tool %s (call %s) failed: %s",
                 self._agent_name,
+                current_run_id(),
                 call.name,
                 call.call_id,
                 error,
