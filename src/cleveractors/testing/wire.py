@@ -236,8 +236,8 @@ class ScriptedWireServer(Generic[BilledT]):
     replies out in the order requests arrive; a list with `per_conversation=True` gives every
     conversation its own copy, each request the reply its whole conversation so far has come
     to (`ScriptedOpenAIServer` spells the rule out); a mapping from a first user message
-    (`conversation_of`) to a list gives conversations starting so that list. The script never
-    wraps around: a request it has no reply for gets HTTP 422 `script_exhausted`.
+    (`conversation_of`) to a list gives that list to the conversations that start with it. The
+    script never wraps around: a request it has no reply for gets HTTP 422 `script_exhausted`.
 
     Args:
         script: The replies, one per request, in order; or one list per first user message.
