@@ -1,5 +1,6 @@
 Feature: Tool handlers beside the actor's YAML import from any working directory
-  A handler module next to the actor config (`mytools.py`, or a package folder `mytools/`) is
+  A handler module next to the actor config (`mytools.py`, or a package folder `mytools/`, with
+  or without `__init__.py`) is
   imported from that folder first, whatever the working directory, without putting the folder
   on sys.path for other code. A handler that cannot be imported says where it was looked for
   and how to fix it.
@@ -59,6 +60,55 @@ Feature: Tool handlers beside the actor's YAML import from any working directory
     When the actor is loaded from that config while the working directory is elsewhere
     And the loaded actor is asked "Twice 21?"
     Then the tool twice returned "42"
+
+  Scenario: A folder without __init__.py beside the YAML is a namespace package
+    Given a folder holding the file "myactor/shoptools.py":
+      """
+      from .prices import price
+
+      def quote(item: str) -> str:
+          "The price of an item."
+          return f"{item}: {price(item)} EUR"
+      """
+    And in that folder the file "myactor/prices.py":
+      """
+      def price(item: str) -> int:
+          return len(item)
+      """
+    And in that folder the actor config "actor.yaml":
+      """
+      name: shop
+      agent:
+        provider: stub
+        tools:
+          - {name: quote, handler: "myactor.shoptools:quote"}
+        script:
+          - tool_calls: [{name: quote, args: {item: apple}}]
+          - text: Five euros.
+      """
+    When the actor is loaded from that config while the working directory is elsewhere
+    And the loaded actor is asked "How much is an apple?"
+    Then the tool quote returned "apple: 5 EUR"
+    And the folder of the config is not on sys.path
+    And a plain "import myactor" still fails
+
+  Scenario: A module missing from a folder without __init__.py beside the YAML says where it looked
+    Given a folder holding the file "myactor/prices.py":
+      """
+      def price(item: str) -> int:
+          return len(item)
+      """
+    And in that folder the actor config "actor.yaml":
+      """
+      name: shop
+      agent:
+        provider: stub
+        tools:
+          - {name: quote, handler: "myactor.shoptools:quote"}
+        script: [{text: Hi.}]
+      """
+    When the actor is loaded from that config while the working directory is elsewhere
+    Then loading fails with a ConfigurationError saying "handler 'myactor.shoptools:quote' cannot be imported: ModuleNotFoundError: No module named 'myactor.shoptools' in ; myactor ; beside the actor config (a package without __init__.py): the module must be a file in it"
 
   Scenario: A module beside the YAML that fails to import names its file
     Given a folder holding the file "mytools.py":

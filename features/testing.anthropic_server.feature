@@ -109,10 +109,10 @@ Feature: The scripted Anthropic server streams like the Messages API, checked by
     Then the SDK client failed with APIConnectionError
     And the Anthropic server billed 2 prompt and 0 completion tokens, not completed
 
-  Scenario: Once the script is exhausted every request gets HTTP 500
+  Scenario: Once the script is exhausted every request gets HTTP 422
     When the Anthropic server is asked "Weather in Paris and Rome?" by the sync blocking client with thinking on
     And the Anthropic server is asked "Again?" by the sync blocking client with thinking on
-    Then the SDK client failed with InternalServerError, an api_error saying "ScriptedAnthropicServer: the script is exhausted (request 1)"
+    Then the SDK client failed with UnprocessableEntityError, a script_exhausted saying "ScriptedAnthropicServer: script exhausted for conversation 'Again?' (messages so far: 1; replies in the script: 1, all taken) (request 1)"
 
   Scenario Outline: A request the server cannot read gets a 400 or 404 and uses up no reply (<path>)
     When the Anthropic server is sent POST <path> with the body <body>

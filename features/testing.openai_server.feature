@@ -40,11 +40,11 @@ Feature: The scripted OpenAI server answers like the API, and records what it bi
       | {"messages": [{"role": "assistant", "content": null, "tool_calls": "get_weather"}]} |
       | {"messages": [{"role": "assistant", "content": null, "tool_calls": [{"function": "get_weather"}]}]} |
 
-  Scenario: Once the script is exhausted every request gets HTTP 500, until replies are added
+  Scenario: Once the script is exhausted every request gets HTTP 422, until replies are added
     Given the scripted server is started with the reply "Hello there."
     When the scripted server is sent 2 chat requests
     Then the scripted server answered request 1 with "Hello there."
-    And the scripted server answered 500 with a server_error saying "ScriptedOpenAIServer: the script is exhausted (request 1)"
+    And the scripted server answered 422 with a script_exhausted saying "ScriptedOpenAIServer: script exhausted for conversation 'Question number 2' (messages so far: 1; replies in the script: 1, all taken) (request 1)"
     When the scripted server is given the reply "Back again." and sent 1 chat request
     Then the scripted server answered request 3 with "Back again."
     And the scripted server recorded 3 chat requests

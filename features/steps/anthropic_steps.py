@@ -546,6 +546,7 @@ def _then_answered(context: Context, text: str) -> None:
 
 
 @then('the SDK client failed with {kind}, an {error_type} saying "{message}"')
+@then('the SDK client failed with {kind}, a {error_type} saying "{message}"')
 def _then_sdk_error_body(context: Context, kind: str, error_type: str, message: str) -> None:
     error = context.sdk_error
     assert type(error).__name__ == kind, repr(error)

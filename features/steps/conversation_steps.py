@@ -1,19 +1,26 @@
 """Steps about `ScriptedOpenAIServer` choosing replies per conversation, over real HTTP on
-127.0.0.1 with httpx. Every step text starts with "the conversation server", "the conversation",
-"every conversation" or a count of conversations, so none can shadow the steps of other modules.
+127.0.0.1 with httpx (and an `openai` actor through `ActorExecutor`). Every step text starts with
+"the conversation server", "the conversation", "another conversation", "the other conversation",
+"every conversation", "an openai actor ... against the conversation server" or a count of
+conversations, so none can shadow the steps of other modules.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from behave import given, then, when
 from behave.runner import Context
 
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+from cleveractors import ActorExecutor
+from cleveractors.errors import http_status
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _TIMEOUT_S = 30.0
+_KEY_VARIABLE = "CLEVERACTORS_CONVERSATION_SERVER_KEY"
 
 
 def _start(context: Context, server: ScriptedOpenAIServer) -> None:
@@ -23,10 +30,12 @@ def _start(context: Context, server: ScriptedOpenAIServer) -> None:
     context.answers = {}
 
 
-def _ask(context: Context, first_message: str, turn: int) -> str:
-    """One request of a conversation: its first user message, then (after the first request)
-    as many assistant and user turns as came before. Returns the reply text or the error."""
-    messages = [{"role": "user", "content": first_message}]
+def _ask(context: Context, first_message: str, turn: int, system: str | None = None) -> str:
+    """One request of a conversation: its system prompt when given, its first user message,
+    then (after the first request) as many assistant and user turns as came before. Returns the
+    reply text or the error."""
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    messages.append({"role": "user", "content": first_message})
     for _ in range(turn):
         messages += [
             {"role": "assistant", "content": "..."},
@@ -38,7 +47,8 @@ def _ask(context: Context, first_message: str, turn: int) -> str:
         timeout=_TIMEOUT_S,
     )
     if response.status_code != 200:
-        return f'{response.status_code} saying "{response.json()["error"]["message"]}"'
+        error = response.json()["error"]
+        return f'{response.status_code} {error["type"]} saying "{error["message"]}"'
     return f'"{response.json()["choices"][0]["message"]["content"]}"'
 
 
@@ -50,6 +60,26 @@ def _record(context: Context, first_message: str, answer: str) -> None:
 def per_conversation(context: Context, first: str, second: str) -> None:
     script = [ScriptedReply(text=first), ScriptedReply(text=second)]
     _start(context, ScriptedOpenAIServer(script, per_conversation=True))
+
+
+@given(
+    'the conversation server fails with HTTP {status:d} "{error}" then replies "{text}" '
+    "to every conversation"
+)
+def fault_then_reply(context: Context, status: int, error: str, text: str) -> None:
+    script = [ScriptedReply(error=error, error_status=status), ScriptedReply(text=text)]
+    _start(context, ScriptedOpenAIServer(script, per_conversation=True))
+
+
+@given(
+    "the conversation server replies only with a call of get_weather for Paris "
+    "to every conversation"
+)
+def only_a_tool_call(context: Context) -> None:
+    call = ScriptedToolCall(name="get_weather", args={"city": "Paris"})
+    _start(
+        context, ScriptedOpenAIServer([ScriptedReply(tool_calls=(call,))], per_conversation=True)
+    )
 
 
 @given('the conversation server replies "{first}" then "{second}" in the order requests arrive')
@@ -91,6 +121,88 @@ def _ask_all(context: Context, *, turn: int) -> None:
 def one_conversation(context: Context, first_message: str, count: int) -> None:
     for turn in range(count):
         _record(context, first_message, _ask(context, first_message, turn))
+
+
+@when('another conversation "{first_message}" sends {count:d} requests')
+def another_conversation(context: Context, first_message: str, count: int) -> None:
+    for turn in range(count):
+        _record(context, f"another {first_message}", _ask(context, first_message, turn))
+
+
+@when(
+    'the conversation under the system prompt "{system}" sends {count:d} request starting '
+    '"{first_message}"'
+)
+@when(
+    'the conversation under the system prompt "{system}" sends {count:d} requests starting '
+    '"{first_message}"'
+)
+def under_system_prompt(context: Context, system: str, count: int, first_message: str) -> None:
+    for turn in range(count):
+        _record(context, f"under {system}", _ask(context, first_message, turn, system))
+
+
+@when('the conversation "{first_message}" repeats its first request {count:d} times')
+def repeated_request(context: Context, first_message: str, count: int) -> None:
+    for _ in range(count):
+        _record(context, first_message, _ask(context, first_message, 0))
+
+
+@given(
+    "an openai actor with the tool get_weather, retrying failed calls twice, "
+    "against the conversation server"
+)
+def actor_against_server(context: Context) -> None:
+    os.environ[_KEY_VARIABLE] = "sk-scripted"
+    context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
+    context.conversation_actor = {
+        "name": "weather",
+        "agent": {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "base_url": context.conversation_server.base_url,
+            "api_key_env": _KEY_VARIABLE,
+            "max_retries": 2,
+            "tools": [{"name": "get_weather", "handler": "cleveractors.demo:get_weather"}],
+        },
+    }
+
+
+@when('the conversation server\'s actor is asked "{message}"')
+def actor_asked(context: Context, message: str) -> None:
+    async def run() -> None:
+        async with ActorExecutor.from_config(context.conversation_actor) as executor:
+            await executor.execute(message)
+
+    context.actor_error = None
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # the provider's error, re-raised as the run's failure
+        context.actor_error = exc
+
+
+@then('the conversation server\'s actor failed with HTTP {status:d} saying "{fragment}"')
+def actor_failed(context: Context, status: int, fragment: str) -> None:
+    error = context.actor_error
+    assert error is not None, "the run succeeded"
+    assert http_status(error) == status, f"{type(error).__name__}: {error}"
+    assert fragment in str(error), str(error)
+
+
+@then("the conversation server received {count:d} requests: the tool round and the exhausted one")
+def received(context: Context, count: int) -> None:
+    received = len(context.conversation_server.requests)
+    assert received == count, f"received {received} requests"
+
+
+@then('the other conversation "{first_message}" was answered {answers}')
+def other_answered(context: Context, first_message: str, answers: str) -> None:
+    conversation_answered(context, f"another {first_message}", answers)
+
+
+@then('the conversation under "{system}" was answered {answers}')
+def under_answered(context: Context, system: str, answers: str) -> None:
+    conversation_answered(context, f"under {system}", answers)
 
 
 @then('every conversation was answered "{text}"')

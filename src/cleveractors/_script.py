@@ -85,6 +85,11 @@ class ScriptedReply(BaseModel):
     args_chunk_size: PositiveInt = 8
     """Streamed tool-call arguments are split into pieces of this many characters."""
 
+    @property
+    def fails(self) -> bool:
+        """Whether the reply is a fault (an error, a cut-off) a client would retry."""
+        return self.error is not None or self.cut_off_after_chunks is not None
+
 
 def delay_before_chunk(reply: ScriptedReply, chunk: int) -> float:
     """How long `reply` pauses before its streamed chunk number `chunk` (from 0)."""

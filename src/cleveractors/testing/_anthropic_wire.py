@@ -79,6 +79,11 @@ class ScriptedAnthropicReply(ScriptedReply):
     """Streamed: after that many content-block events, send `event: error` (overloaded_error) and
     end the stream. Blocking: answer HTTP 529, billing nothing."""
 
+    @property
+    def fails(self) -> bool:
+        """Whether the reply is a fault (an error, a cut-off, an error event) a client retries."""
+        return super().fails or self.error_event_after_chunks is not None
+
 
 @dataclass(frozen=True)
 class BilledAnthropicCall(BilledCall):
@@ -325,8 +330,8 @@ def message_payload(
     }
 
 
-def error_payload(status: int, message: str) -> dict[str, Any]:
-    kind = _ERROR_TYPES.get(status, "api_error")
+def error_payload(status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+    kind = kind or _ERROR_TYPES.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 

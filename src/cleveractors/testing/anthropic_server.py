@@ -46,8 +46,8 @@ class _Handler(WireHandler["ScriptedAnthropicServer"]):
     def accepts(self, body: dict[str, Any]) -> bool:
         return is_messages_request(body)
 
-    def error_payload(self, status: int, message: str) -> dict[str, Any]:
-        return error_payload(status, message)
+    def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        return error_payload(status, message, kind)
 
     def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
         exchange = AnthropicExchange.of(index, reply, body)
@@ -124,12 +124,14 @@ class _Handler(WireHandler["ScriptedAnthropicServer"]):
 class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
     """An Anthropic Messages API server on a free local port, replaying a script.
 
-    Each POST to `/v1/messages` consumes the next reply; once the script is exhausted every
-    request gets HTTP 500 (it never wraps around). Streamed replies send the events the API
-    sends: `message_start` (input usage, cache reads and writes), `ping`, per content block
-    `content_block_start` / `content_block_delta` / `content_block_stop` (`thinking_delta` and
-    `signature_delta`, `text_delta` per word, `input_json_delta` split into `args_chunk_size`
-    pieces), `message_delta` (stop reason, cumulative usage) and `message_stop`.
+    Each POST to `/v1/messages` consumes the next reply (or, as `ScriptedOpenAIServer`
+    explains, the one its conversation so far has come to); a request the script has no reply
+    for gets HTTP 422 `script_exhausted` (it never wraps around, and no client retries it).
+    Streamed replies send the events the API sends: `message_start` (input usage, cache reads and
+    writes), `ping`, per content block `content_block_start` / `content_block_delta` /
+    `content_block_stop` (`thinking_delta` and `signature_delta`, `text_delta` per word,
+    `input_json_delta` split into `args_chunk_size` pieces), `message_delta` (stop reason,
+    cumulative usage) and `message_stop`.
 
     Thinking and redacted-thinking blocks are sent only when the request enables thinking, as
     the API does, and each thinking block is signed. As the API does, the server answers HTTP

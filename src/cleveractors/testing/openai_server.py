@@ -2,9 +2,10 @@
 
 For wire-level tests and benchmarks: real HTTP on 127.0.0.1, so the `openai` client and
 `ChatOpenAI` run their own parsing of SSE frames, tool-call fragments and the usage chunk.
-Each POST to `/v1/chat/completions` consumes one `ScriptedReply` (in global order, or per
-conversation); the server records the request bodies, what it billed and when each streamed chunk
-left, so tests can compare our counts and timings with the server's. Standard library only.
+Each POST to `/v1/chat/completions` is answered with one `ScriptedReply` (in global order, or
+the one its conversation so far has come to); the server records the request bodies, what it
+billed and when each streamed chunk left, so tests can compare our counts and timings with the
+server's. Standard library only.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
     def accepts(self, body: dict[str, Any]) -> bool:
         return is_chat_request(body)
 
-    def error_payload(self, status: int, message: str) -> dict[str, Any]:
-        kind = "server_error" if status >= 500 else "invalid_request_error"
+    def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
         return {"error": {"message": message, "type": kind, "code": None}}
 
     def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
@@ -95,18 +96,24 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
 class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     """An OpenAI-compatible Chat Completions server on a free local port, replaying a script.
 
-    Each POST to `/v1/chat/completions` consumes the next `ScriptedReply`; once the script is
-    exhausted every request gets HTTP 500 (it never wraps around).
+    Each POST to `/v1/chat/completions` is answered with a `ScriptedReply`; a request the script
+    has no reply for gets HTTP 422 with the error type `script_exhausted`, saying "script
+    exhausted for conversation ..." (it never wraps around, and no client retries a 422).
 
     Which script, and whose turn it is, depends on how the script is given:
 
     - a list, by default: one script, replies handed out in the order requests arrive, whatever
       conversation they belong to;
     - a list with `per_conversation=True`: every conversation walks its own copy of the list,
-      so concurrent runs each get the whole script. A conversation is identified by its first
-      user message (`conversation_of`): give concurrent runs different first messages;
-    - a mapping from a first user message to a list: that conversation walks that list; a
-      conversation not in the mapping gets HTTP 500. Streamed replies send word
+      so concurrent runs each get the whole script. The reply depends on the whole
+      conversation so far (every message before the reply): a request whose messages extend
+      an earlier request's gets the reply after the one that request got; the same messages
+      again get the same reply (another run asking the same), or the next one after a fault
+      (`error`, `cut_off_after_chunks`: that is the retry); any other request starts a
+      conversation, with the first reply. A conversation whose earlier messages are rewritten
+      (pruned, say) starts over;
+    - a mapping from a first user message to a list: conversations starting with that message
+      walk that list, as above; one not in the mapping gets HTTP 422. Streamed replies send word
     deltas, tool-call fragments (index, id and name on the first fragment only, arguments split
     into `args_chunk_size` pieces) and, when the request asks for it, the usage chunk.
 
@@ -127,8 +134,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
             assert server.billed_total.completion_tokens == 2
 
     Args:
-        script: The replies, one per request, in order; or one list per conversation, keyed by
-            the conversation's first user message.
+        script: The replies, one per request, in order; or one list per first user message.
         per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed content chunk.
         token_interval_s: Server-wide wait between later streamed content chunks.

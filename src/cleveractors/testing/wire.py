@@ -10,8 +10,9 @@ it accepts, its error format and how it answers a scripted reply. Everything els
 - the JSON body of each POST; 404 for any other path or method and 400 for a body the protocol
   does not accept, both in the protocol's error format;
 - the script: each request takes the next `ScriptedReply`, of one shared script or of its
-  conversation's own (`conversation_of`); an exhausted script answers HTTP 500 naming the
-  request, and a reply with `error` answers its `error_status` and `retry_after`;
+  conversation's own (by the conversation so far); a request the script has no reply for is
+  answered HTTP 422 `script_exhausted` naming its conversation and the request (no client
+  retries a 422), and a reply with `error` answers its `error_status` and `retry_after`;
 - the records: request bodies and headers, what each request was billed, and what replies
   issued that later requests must echo unchanged;
 - JSON replies, SSE events over chunked transfer encoding, and a dropped connection.
@@ -25,8 +26,10 @@ Built on the standard library's `http.server`. A sketch of a server for another 
         def accepts(self, body: dict[str, Any]) -> bool:
             return isinstance(body.get("text"), str)
 
-        def error_payload(self, status: int, message: str) -> dict[str, Any]:
-            return {"error": message}
+        def error_payload(
+            self, status: int, message: str, kind: str | None = None
+        ) -> dict[str, Any]:
+            return {"error": message, "type": kind or "error"}
 
         def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
             self.owner.bill(BilledCall(index, 1, 1, streamed=False, completed=True))
@@ -53,6 +56,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 from cleveractors._script import ScriptedReply, delay_before_chunk
 
 __all__ = [
+    "SCRIPT_EXHAUSTED",
     "BilledCall",
     "BilledTotal",
     "Rejection",
@@ -113,6 +117,13 @@ class Rejection:
 
     status: int
     message: str
+    kind: str | None = None
+    """The error `type` to send, when not the one the protocol gives `status`."""
+
+
+SCRIPT_EXHAUSTED = "script_exhausted"
+"""The error `type` of a request the script has no reply for, answered HTTP 422: a status no
+client retries, since asking again cannot help."""
 
 
 BilledT = TypeVar("BilledT", bound=BilledCall)
@@ -120,8 +131,9 @@ ServerT = TypeVar("ServerT", bound="ScriptedWireServer[Any]")
 
 
 def conversation_of(body: Mapping[str, Any]) -> str:
-    """The conversation a chat request belongs to: the text of its first user message (every
-    request of a run repeats it; "" when there is none)."""
+    """The name of the conversation a chat request belongs to: the text of its first user
+    message (every request of a run repeats it; "" when there is none). A script mapping is keyed
+    by it; `per_conversation` tells conversations apart by all their messages."""
     for message in body.get("messages", []):
         if message.get("role") == "user":
             content = message.get("content")
@@ -131,9 +143,27 @@ def conversation_of(body: Mapping[str, Any]) -> str:
     return ""
 
 
+def _history(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """A request's conversation so far, every message before the reply (a top-level `system`
+    first, as the Messages API sends it), one canonical JSON text per message."""
+    system = (body["system"],) if body.get("system") else ()
+    return tuple(
+        json.dumps(message, sort_keys=True) for message in (*system, *body.get("messages", []))
+    )
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The reply a conversation so far was last given: its place in the script, and whether it
+    was a fault its client would retry."""
+
+    position: int
+    failed: bool
+
+
 class _Script:
-    """Which reply a request gets: the next of one shared script (global order), or the next of
-    its conversation's script, each conversation keeping its own place."""
+    """Which reply a request gets: the next of one shared script (global order), or, per
+    conversation, the one its conversation so far has come to."""
 
     def __init__(
         self,
@@ -147,20 +177,47 @@ class _Script:
             self.scripts = {name: list(replies) for name, replies in script.items()}
         else:
             self.shared = list(script)
-        self.positions: dict[str, int] = {}
+        self.position = 0
+        self.taken: dict[tuple[str, ...], _Taken] = {}
 
     def next_reply(self, body: Mapping[str, Any]) -> ScriptedReply | str:
         """The request's reply, or why there is none."""
-        key = conversation_of(body) if self.per_conversation else ""
-        script = self.scripts.get(key) if self.by_conversation else self.shared
+        if not self.per_conversation:
+            if self.position == len(self.shared):
+                return self._exhausted(body, "the script", len(self.shared))
+            self.position += 1
+            return self.shared[self.position - 1]
+        name = conversation_of(body)
+        script = self.scripts.get(name) if self.by_conversation else self.shared
         if script is None:
-            return f"no script for the conversation {key!r}"
-        position = self.positions.get(key, 0)
+            return f"no script for the conversation {name!r}"
+        history = _history(body)
+        position = self._position(history)
         if position == len(script):
-            where = f", conversation {key!r}" if self.per_conversation else ""
-            return f"the script is exhausted{where}"
-        self.positions[key] = position + 1
+            return self._exhausted(body, "its script", len(script))
+        self.taken[history] = _Taken(position, script[position].fails)
         return script[position]
+
+    def _position(self, history: tuple[str, ...]) -> int:
+        """Where in its script a conversation so far is: the same messages again get the same
+        reply (another run asking the same), or the next one after a fault (the retry); messages
+        that extend an earlier request's get the reply after the one it got; else the first."""
+        same = self.taken.get(history)
+        if same is not None:
+            return same.position + 1 if same.failed else same.position
+        for length in range(len(history) - 1, 0, -1):
+            earlier = self.taken.get(history[:length])
+            if earlier is not None:
+                return earlier.position + 1
+        return 0
+
+    @staticmethod
+    def _exhausted(body: Mapping[str, Any], script: str, replies: int) -> str:
+        messages = len(_history(body))
+        return (
+            f"script exhausted for conversation {conversation_of(body)!r} (messages so far: "
+            f"{messages}; replies in {script}: {replies}, all taken)"
+        )
 
     def add(self, replies: Sequence[ScriptedReply]) -> None:
         if self.by_conversation:
@@ -169,7 +226,7 @@ class _Script:
 
     def left(self) -> int:
         """How many replies of the shared script no request has taken (one script only)."""
-        return len(self.shared) - self.positions.get("", 0)
+        return len(self.shared) - self.position
 
 
 class ScriptedWireServer(Generic[BilledT]):
@@ -177,13 +234,13 @@ class ScriptedWireServer(Generic[BilledT]):
 
     Which script, and whose turn it is, depends on how the script is given: a list hands its
     replies out in the order requests arrive; a list with `per_conversation=True` gives every
-    conversation its own copy (a conversation is identified by its first user message, see
-    `conversation_of`); a mapping from a first user message to a list gives that conversation
-    that list, and a conversation not in it gets HTTP 500. The script never wraps around.
+    conversation its own copy, each request the reply its whole conversation so far has come
+    to (`ScriptedOpenAIServer` spells the rule out); a mapping from a first user message
+    (`conversation_of`) to a list gives that list to the conversations that start with it. The
+    script never wraps around: a request it has no reply for gets HTTP 422 `script_exhausted`.
 
     Args:
-        script: The replies, one per request, in order; or one list per conversation, keyed by
-            the conversation's first user message.
+        script: The replies, one per request, in order; or one list per first user message.
         per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed chunk (`delay_before`).
         token_interval_s: Server-wide wait between later streamed chunks.
@@ -346,7 +403,7 @@ class ScriptedWireServer(Generic[BilledT]):
             reply = self._script.next_reply(body)
             if isinstance(reply, str):
                 message = f"{type(self).__name__}: {reply} (request {index})"
-                return index, Rejection(HTTPStatus.INTERNAL_SERVER_ERROR, message)
+                return index, Rejection(HTTPStatus.UNPROCESSABLE_ENTITY, message, SCRIPT_EXHAUSTED)
             return index, reply
 
     def _track(self, connection: socket.socket, *, is_open: bool) -> None:
@@ -414,8 +471,8 @@ class WireHandler(BaseHTTPRequestHandler, Generic[ServerT]):
         a 400, not a handler crash that drops the connection after taking a reply."""
         raise NotImplementedError
 
-    def error_payload(self, status: int, message: str) -> dict[str, Any]:
-        """The protocol's JSON error body for `status`."""
+    def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        """The protocol's JSON error body for `status`, with the error type `kind` when given."""
         raise NotImplementedError
 
     def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
@@ -424,7 +481,10 @@ class WireHandler(BaseHTTPRequestHandler, Generic[ServerT]):
 
     def send_rejection(self, rejection: Rejection) -> None:
         """Answer a request with a `Rejection` (a refusal, or the script exhausted)."""
-        self.send_api_error(rejection.status, rejection.message)
+        self.send_json(
+            rejection.status,
+            self.error_payload(rejection.status, rejection.message, rejection.kind),
+        )
 
     def send_api_error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
         """Answer with the protocol's error body and, when given, its retry-after header."""
