@@ -243,13 +243,16 @@ def _refused(run_id: str, error: BaseException) -> ExecutionResult:
 
 
 def _log_end(outcome: RunOutcome) -> None:
+    if not logger.isEnabledFor(logging.INFO):
+        return  # the totals are sums over the calls: not worth making for nobody
     result = outcome.result
+    usage = result.usage
     logger.info(
         "run %s %s: %d LLM calls, %d prompt + %d completion tokens%s",
         result.run_id,
         result.status,
         result.llm_calls,
-        result.prompt_tokens,
-        result.completion_tokens,
-        " (estimated)" if result.usage_estimated else "",
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        " (estimated)" if usage.estimated else "",
     )
