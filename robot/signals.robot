@@ -38,3 +38,10 @@ An MCP Server That Dies At Start Is Reported With Its Exit Code And Last Lines
     Output Should Contain    (exit code 1)
     Output Should Contain    loading the weather
     Output Should Contain    ModuleNotFoundError: No module named 'weather_xyz'
+
+The Example MCP Server Serves The Example Actor
+    ${result}    Run The Example MCP Actor
+    Exit Code Should Be    0
+    Should Be Equal    ${result}[tool_calls][0][status]    ok
+    Should Be Equal    ${result}[tool_calls][0][output]    Paris: 18°C, light rain
+    README MCP Server Example Should Be The Example File

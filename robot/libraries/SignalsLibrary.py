@@ -190,6 +190,33 @@ class SignalsLibrary:
         self._code, self._screen = completed.returncode, completed.stdout + completed.stderr
         logger.info(f"exit code {self._code}\n{self._screen}")
 
+    @keyword
+    def run_the_example_mcp_actor(self) -> dict[str, Any]:
+        """Runs examples/mcp_weather_actor.yaml from the repo root (`--json`), without the venv
+        on PATH; returns the result."""
+        completed = subprocess.run(
+            [str(COMMAND), "run", "examples/mcp_weather_actor.yaml", "Weather in Paris?", "--json"],
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=TIMEOUT_S,
+            cwd=ROOT,
+        )
+        self._code, self._screen = completed.returncode, completed.stdout + completed.stderr
+        logger.info(f"exit code {self._code}\n{self._screen}")
+        result: dict[str, Any] = json.loads(completed.stdout)
+        return result
+
+    @keyword
+    def readme_mcp_server_example_should_be_the_example_file(self) -> None:
+        """Every line of the Python block in README's MCP section is in the example server."""
+        section = (ROOT / "README.md").read_text(encoding="utf-8").partition("## MCP tools")[2]
+        block = section.partition("```python\n")[2].partition("```")[0]
+        example = (ROOT / "examples" / "mcp_weather_server.py").read_text(encoding="utf-8")
+        missing = [line for line in block.splitlines() if line.strip() and line not in example]
+        if not block.strip() or missing:
+            raise AssertionError(f"README lines not in the example server: {missing or block!r}")
+
     # -- checks ---------------------------------------------------------------------------------
 
     @keyword
