@@ -31,6 +31,20 @@ SIGTERM On Serve Cancels A Stream Past The Grace Period, Bills It Once And Exits
     Ledger Should Bill Tokens    ${actor}    27
     MCP Servers Should Have Exited    ${actor}
 
+SIGTERM On Serve Lets A Stream Within The Grace Period End, Billed Once
+    ${actor}    Actor With A Slow MCP Tool And A Store    seconds=2
+    ${url}    Serve Actor    ${actor}    --graceful-timeout    30
+    Start A Chat Stream    ${url}    Wait, please.
+    Terminate Serving When The MCP Tool Starts    ${actor}
+    Exit Code Should Be    -15
+    ${stream}    Stream
+    Should Contain    ${stream}    event: run_finished
+    Should Contain    ${stream}    Done.
+    ${total}    Streamed Total Tokens
+    Should Be True    ${total} > 27
+    Ledger Should Bill Tokens    ${actor}    ${total}
+    MCP Servers Should Have Exited    ${actor}
+
 An MCP Server That Dies At Start Is Reported With Its Exit Code And Last Lines
     ${actor}    Actor Whose MCP Server Dies At Start
     Validate In Another Path    ${actor}

@@ -52,14 +52,17 @@ class SignalsLibrary:
     # -- setup ----------------------------------------------------------------------------------
 
     @keyword
-    def actor_with_a_slow_mcp_tool_and_a_store(self) -> str:
-        """An actor whose first reply calls the MCP tool `slow` for 30 s (to be stopped), with a
-        SQLite store beside it; its MCP server is started as `python`, whatever PATH holds."""
+    def actor_with_a_slow_mcp_tool_and_a_store(self, seconds: float = 30) -> str:
+        """An actor whose first reply calls the MCP tool `slow` for SECONDS (to be stopped),
+        with a SQLite store beside it; its MCP server is started as `python`, whatever PATH
+        holds."""
         folder = self._new_folder()
         script = [
             {
                 "text": "Waiting.",
-                "tool_calls": [{"name": "slow", "args": {"seconds": 30}, "id": "call_slow"}],
+                "tool_calls": [
+                    {"name": "slow", "args": {"seconds": float(seconds)}, "id": "call_slow"}
+                ],
                 "prompt_tokens": 23,
                 "completion_tokens": 4,
             },
@@ -91,7 +94,9 @@ class SignalsLibrary:
     # -- actions --------------------------------------------------------------------------------
 
     @keyword
-    def terminate_run_in_a_terminal_when_the_mcp_tool_starts(self, actor: str, message: str) -> None:
+    def terminate_run_in_a_terminal_when_the_mcp_tool_starts(
+        self, actor: str, message: str
+    ) -> None:
         """Runs `cleveractors run` in a pseudo-terminal, without the venv on PATH; sends SIGTERM
         once the MCP server logged the call's start; keeps what the terminal showed until the
         exit and, separately, in the second after it."""
@@ -122,7 +127,9 @@ class SignalsLibrary:
         self._after_exit = _clean(bytes(screen[at_exit:]))
         with contextlib.suppress(OSError):
             os.close(controller)
-        logger.info(f"exit code {self._code}\n{self._screen}\n--- after exit ---\n{self._after_exit}")
+        logger.info(
+            f"exit code {self._code}\n{self._screen}\n--- after exit ---\n{self._after_exit}"
+        )
 
     @keyword
     def serve_actor(self, actor: str, *options: str) -> str:
@@ -264,6 +271,14 @@ class SignalsLibrary:
             raise AssertionError(f"ledger: {completed.stdout}")
 
     @keyword
+    def streamed_total_tokens(self) -> int:
+        """The run's total tokens, as the stream's last `usage_recorded` event gave them."""
+        totals = re.findall(r'"total":\{[^}]*"total_tokens":(\d+)\}', self.stream())
+        if not totals:
+            raise AssertionError(f"no usage in the stream:\n{self.stream()}")
+        return int(totals[-1])
+
+    @keyword
     def mcp_servers_should_have_exited(self, actor: str) -> None:
         """Every MCP test server the actor started is gone from /proc, its call cancelled."""
         log = (Path(actor).parent / "mcp.log").read_text(encoding="utf-8")
@@ -304,7 +319,9 @@ def _write(path: Path, config: dict[str, Any]) -> str:
 def _environment() -> dict[str, str]:
     """Our environment without the venv's bin folder on PATH: `python` is not ours there."""
     bin_folder = str(COMMAND.parent)
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_folder)
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_folder
+    )
     return {**os.environ, "PATH": path, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
 
 

@@ -550,6 +550,7 @@ def serve(
         _fail(f"--graceful-timeout must be 0 or more seconds, got {graceful_timeout}", code=2)
     try:
         import uvicorn
+        from sse_starlette.sse import AppStatus
 
         from cleveractors.web.app import create_app
         from cleveractors.web.security import (
@@ -588,10 +589,9 @@ def serve(
     _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
     # On SIGTERM or Ctrl-C uvicorn stops accepting, waits for running requests up to the grace
     # period, cancels the rest, runs the lifespan's end (the MCP servers, the store) and exits
-    # by the signal it got.
-    config_ = uvicorn.Config(
-        app_, host=host, port=port, timeout_graceful_shutdown=graceful_timeout
-    )
+    # by the signal it got. sse-starlette would cut every stream at once: it waits too.
+    AppStatus.enable_automatic_graceful_drain = False  # its disable_...() is untyped
+    config_ = uvicorn.Config(app_, host=host, port=port, timeout_graceful_shutdown=graceful_timeout)
     uvicorn.Server(config_).run(sockets=[listening])
 
 
