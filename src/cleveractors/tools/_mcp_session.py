@@ -12,6 +12,11 @@ client's basic auth, as httpx would make it), every failure is told by `describe
 those values hidden, and while the session is open the loggers that name request URLs (httpx2
 at INFO, the SDK at DEBUG) have them hidden too.
 
+A stdio server's stderr goes through a pipe of ours (`_ServerStderr`): shown on our stderr while
+the session is up, kept for the error of a server that dies at start (with its exit code, read
+from the process the SDK spawned: the one use of an SDK private name, `_remembering`), and
+never reaching the terminal once we have exited.
+
 A connection found lost (the server died, its stream dropped) is reconnected once, on the next
 call. A call whose HTTP session had expired is sent again once on the new session: the server
 never ran it. A call that was running when the connection dropped is not resent; the model
@@ -28,6 +33,7 @@ import os
 import sys
 import threading
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from functools import partial
@@ -453,19 +459,26 @@ class _ServerStderr:
         return tail
 
 
-async def _remember_process(*args: Any, **kwargs: Any) -> Any:
+def _remembering(spawn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """The SDK's spawn, keeping its process for the session that asked (the SDK does not give
     it out, and the exit code of a server that died at start is the first thing to know)."""
-    process = await _sdk_spawn(*args, **kwargs)
-    spawned = _spawned.get()
-    if spawned is not None:
-        spawned.append(process)
-    return process
+
+    async def spawn_and_remember(*args: Any, **kwargs: Any) -> Any:
+        process = await spawn(*args, **kwargs)
+        spawned = _spawned.get()
+        if spawned is not None:
+            spawned.append(process)
+        return process
+
+    return spawn_and_remember
 
 
 _spawned: ContextVar[list[Any] | None] = ContextVar("cleveractors_mcp_spawned", default=None)
-_sdk_spawn = _stdio_module._create_platform_compatible_process
-_stdio_module._create_platform_compatible_process = _remember_process
+# An SDK without this private name gives no exit codes; its stderr lines are still shown.
+_SDK_SPAWN = "_create_platform_compatible_process"
+_sdk_spawn = getattr(_stdio_module, _SDK_SPAWN, None)
+if _sdk_spawn is not None:
+    setattr(_stdio_module, _SDK_SPAWN, _remembering(_sdk_spawn))
 
 
 async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
