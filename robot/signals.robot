@@ -45,6 +45,13 @@ SIGTERM On Serve Lets A Stream Within The Grace Period End, Billed Once
     Ledger Should Bill Tokens    ${actor}    ${total}
     MCP Servers Should Have Exited    ${actor}
 
+SIGTERM Stops Validate While An MCP Server Connects, Without A Traceback
+    ${actor}    Actor Whose MCP Server Never Answers
+    Terminate Validate Once The MCP Server Runs    ${actor}
+    Exit Code Should Be    143
+    Output Should Not Contain    Traceback
+    MCP Servers Should Have Exited    ${actor}
+
 An MCP Server That Dies At Start Is Reported With Its Exit Code And Last Lines
     ${actor}    Actor Whose MCP Server Dies At Start
     Validate In Another Path    ${actor}

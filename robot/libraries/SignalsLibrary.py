@@ -91,6 +91,37 @@ class SignalsLibrary:
         config = {"name": "broken-mcp", "agent": agent}
         return _write(folder / "actor.yaml", config)
 
+    @keyword
+    def actor_whose_mcp_server_never_answers(self) -> str:
+        """An actor whose MCP server logs its pid and then sleeps, never answering."""
+        folder = self._new_folder()
+        code = (
+            "import os, time; log = open(os.environ['MCP_TEST_LOG'], 'a'); "
+            "log.write(f'pid {os.getpid()}\\n'); log.close(); time.sleep(60)"
+        )
+        server = {
+            "name": "silent",
+            "command": ["python", "-c", code],
+            "env": {"MCP_TEST_LOG": str(folder / "mcp.log")},
+        }
+        agent = {"provider": "stub", "mcp_servers": [server], "script": [{"text": "Hi."}]}
+        return _write(folder / "actor.yaml", {"name": "silent-mcp", "agent": agent})
+
+    @keyword
+    def terminate_validate_once_the_mcp_server_runs(self, actor: str) -> None:
+        """Runs `cleveractors validate ACTOR`, sends SIGTERM once its MCP server logged its pid."""
+        process = subprocess.Popen(
+            [str(COMMAND), "validate", actor],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=_environment(),
+        )
+        self._wait_for_log(Path(actor).parent / "mcp.log", "pid ")
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+        self._code, self._screen = process.returncode, output.decode(errors="replace")
+        logger.info(f"exit code {self._code}\n{self._screen}")
+
     # -- actions --------------------------------------------------------------------------------
 
     @keyword
@@ -230,6 +261,11 @@ class SignalsLibrary:
     def exit_code_should_be(self, code: int) -> None:
         if self._code != int(code):
             raise AssertionError(f"exit code {self._code}, expected {code}:\n{self._screen}")
+
+    @keyword
+    def output_should_not_contain(self, text: str) -> None:
+        if text in self._screen:
+            raise AssertionError(f"{text!r} is in the output:\n{self._screen}")
 
     @keyword
     def output_should_contain(self, text: str) -> None:

@@ -471,6 +471,8 @@ def validate(actor: Annotated[Path, _ACTOR_ARGUMENT]) -> None:
     except (ConfigurationError, McpServerError) as exc:
         _err.print(f"INVALID: {exc}", markup=False, highlight=False)
         raise typer.Exit(1) from None
+    except asyncio.CancelledError:  # SIGTERM: the MCP servers are closed, nothing to report
+        raise typer.Exit(_SIGTERM_EXIT) from None
     _out.print(f"OK: {executor.name} ({len(tools)} tools)")
     width = max((len(tool.name) for tool in tools), default=0)
     for tool in tools:
