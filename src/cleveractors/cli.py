@@ -9,7 +9,8 @@
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
 the config failed, or `serve` cannot listen (one line on stderr, never a traceback), 2 wrong
-usage (a bad option or argument) or a missing extra, 130 interrupted.
+usage (a bad option or argument) or a missing extra, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM: stopped as Ctrl-C stops it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import warnings
@@ -71,6 +73,7 @@ _WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}
 _ACTOR_HELP = "The actor's YAML config."
 _ACTOR_ARGUMENT = typer.Argument(help=_ACTOR_HELP, metavar="ACTOR", show_default=False)
 _MAX_PORT = 65535
+_SIGTERM_EXIT = 128 + signal.SIGTERM  # 143, what a shell reports for a process SIGTERM ended
 _Result = TypeVar("_Result")
 _STATES = {
     "ok": ("finished", "green"),
@@ -401,6 +404,9 @@ def run(
     except KeyboardInterrupt:
         _report_spent(executor, as_json=as_json)
         _fail("interrupted; the run was cancelled", code=130)
+    except asyncio.CancelledError:  # only SIGTERM cancels the run's task
+        _report_spent(executor, as_json=as_json)
+        _fail("terminated (SIGTERM); the run was cancelled", code=_SIGTERM_EXIT)
     if as_json:
         _out.file.write(result.model_dump_json(indent=2) + "\n")
         return
@@ -413,8 +419,18 @@ def run(
 
 async def _opened(executor: ActorExecutor, work: Callable[[], Awaitable[_Result]]) -> _Result:
     """Run `work` with the executor open (its MCP servers connected), closing it after."""
+    _cancel_on_sigterm()
     async with executor:
         return await work()
+
+
+def _cancel_on_sigterm() -> None:
+    """SIGTERM (`timeout`, `docker stop`, systemd, Kubernetes) stops the work as Ctrl-C does:
+    the task is cancelled, so the run's usage is settled and the MCP servers are closed; outside
+    the event loop, SIGTERM keeps its default (nothing has run yet)."""
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
 def _check_run_options(
@@ -477,6 +493,8 @@ def validate(actor: Annotated[Path, _ACTOR_ARGUMENT]) -> None:
     except (ConfigurationError, McpServerError) as exc:
         _err.print(f"INVALID: {exc}", markup=False, highlight=False)
         raise typer.Exit(1) from None
+    except asyncio.CancelledError:  # SIGTERM: the MCP servers are closed, nothing to report
+        raise typer.Exit(_SIGTERM_EXIT) from None
     _out.print(f"OK: {executor.name} ({len(tools)} tools)")
     width = max((len(tool.name) for tool in tools), default=0)
     for tool in tools:
@@ -547,6 +565,14 @@ def serve(
             metavar="URL",
         ),
     ] = None,
+    graceful_timeout: Annotated[
+        int,
+        typer.Option(
+            help="On SIGTERM or Ctrl-C, let running requests finish for this many seconds, "
+            "then cancel them (their usage is still billed).",
+            metavar="SECONDS",
+        ),
+    ] = 10,
 ) -> None:
     """Serve ACTOR over HTTP: the chat page at /, /chat (SSE), /v1/chat/completions, /v1/models;
     with a store (`--store URL` or `store:` in the config) also stored sessions.
@@ -556,8 +582,11 @@ def serve(
     """
     if not 1 <= port <= _MAX_PORT:
         _fail(f"--port must be between 1 and {_MAX_PORT}, got {port}", code=2)
+    if graceful_timeout < 0:
+        _fail(f"--graceful-timeout must be 0 or more seconds, got {graceful_timeout}", code=2)
     try:
         import uvicorn
+        from sse_starlette.sse import AppStatus
 
         from cleveractors.web.app import create_app
         from cleveractors.web.security import (
@@ -595,7 +624,12 @@ def serve(
     shown_host = f"[{host}]" if ":" in host else host
     _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
     _out.print(_store_line(executor))
-    uvicorn.Server(uvicorn.Config(app_, host=host, port=port)).run(sockets=[listening])
+    # On SIGTERM or Ctrl-C uvicorn stops accepting, waits for running requests up to the grace
+    # period, cancels the rest, runs the lifespan's end (the MCP servers, the store) and exits
+    # by the signal it got. sse-starlette would cut every stream at once: it waits too.
+    AppStatus.enable_automatic_graceful_drain = False  # its disable_...() is untyped
+    config_ = uvicorn.Config(app_, host=host, port=port, timeout_graceful_shutdown=graceful_timeout)
+    uvicorn.Server(config_).run(sockets=[listening])
 
 
 def _bound_name(host: str) -> list[str]:
