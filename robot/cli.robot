@@ -230,6 +230,23 @@ Run With A Bad Config Lists Its Problems One Per Line, As Validate Does
     Command Should Fail With Exit Code    1
     Error Output Should Be The Problems Of    ${actor}    error:    @{FIVE PROBLEMS}
 
+Serve And Run With A Base URL List Every Problem At Once, As Validate Does
+    [Documentation]    The command line's overrides (--store, --base-url) are put in before the
+    ...    config is checked, so these commands check it in one pass too.
+    ${actor}    Openai Actor With A Bad Field And An Unimportable Handler
+    ${actor_dir}    Evaluate    str(pathlib.Path($actor).parent)    modules=pathlib
+    @{problems}    Create List
+    ...    agent.temperature: Input should be a valid number, unable to parse string as a number (got 'hot')
+    ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
+    Run Cleveractors    validate    ${actor}
+    Error Output Should Be The Problems Of    ${actor}    INVALID:    @{problems}
+    Run Cleveractors    serve    ${actor}    --store    sqlite:///unused.db
+    Command Should Fail With Exit Code    1
+    Error Output Should Be The Problems Of    ${actor}    error:    @{problems}
+    Run Actor    ${actor}    ${MESSAGE}    --base-url    http://127.0.0.1:9/v1
+    Command Should Fail With Exit Code    1
+    Error Output Should Be The Problems Of    ${actor}    error:    @{problems}
+
 Run With A Missing Actor File Fails With One Line
     Run Actor    no-such-actor.yaml    ${MESSAGE}
     Command Should Fail With Exit Code    1

@@ -229,6 +229,20 @@ class CliLibrary:
         return self._write_stub_actor(script, tools=tools, temperature="hot", colour="blue")
 
     @keyword
+    def openai_actor_with_a_bad_field_and_an_unimportable_handler(self) -> str:
+        """Writes an `openai` actor with a mistyped temperature and a tool whose handler cannot
+        be imported: two problems the fields alone do not show together."""
+        agent = {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "PATH",
+            "temperature": "hot",
+            "tools": [{"name": "get_weather", "handler": "nowhere.weather:get_weather"}],
+        }
+        return self._write_actor({"name": "two-problems", "agent": agent})
+
+    @keyword
     def actor_with_the_old_name_of_max_tool_rounds(self) -> str:
         """Writes an actor that sets `tool_max_rounds`, the deprecated name of `max_tool_rounds`."""
         return self._write_stub_actor([{"text": "Hi."}], tool_max_rounds=2)

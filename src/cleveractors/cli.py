@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
@@ -50,7 +50,7 @@ except ImportError as _missing:  # the console script is installed even without 
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
 from cleveractors import events as ev
-from cleveractors.config import ActorConfig, StoreConfig, load_actor_config
+from cleveractors.config import ActorConfig, StoreConfig, load_actor_config, read_actor_source
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
@@ -317,18 +317,52 @@ def _fail_configured(exc: ConfigurationError) -> NoReturn:
 # -- run ---------------------------------------------------------------------------------------
 
 
-def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
-    if base_url is None:
-        return ActorExecutor.from_config(actor)
-    config = load_actor_config(actor)
-    if config.agent.provider != "openai":
-        raise ConfigurationError(
-            f"--base-url: actor {config.name!r} uses provider {config.agent.provider!r}; "
-            "a base URL applies to provider 'openai' only"
-        )
-    agent = config.agent.model_copy(update={"base_url": base_url})
-    config = config.model_copy(update={"agent": agent})
-    return ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
+def _build_executor(
+    actor: Path, *, base_url: str | None = None, store_url: str | None = None
+) -> ActorExecutor:
+    """ACTOR's executor, with what the command line overrides, checked in one pass (every
+    problem of the file at once, as `validate` reports them)."""
+    source = _actor_source(actor, base_url=base_url, store_url=store_url)
+    return ActorExecutor.from_config(source, origin=str(actor), config_dir=actor.parent)
+
+
+def _actor_source(
+    actor: Path, *, base_url: str | None, store_url: str | None
+) -> Path | dict[str, Any]:
+    """ACTOR's raw config, with `--base-url` and `--store` put in before it is checked."""
+    if base_url is None and store_url is None:
+        return actor
+    raw = read_actor_source(actor)
+    if not isinstance(raw, Mapping):
+        return actor  # the check reports a file that is no mapping as such
+    source = dict(raw)
+    if base_url is not None:
+        agent = source.get("agent")
+        agent = agent if isinstance(agent, Mapping) else {}
+        provider = agent.get("provider")
+        if provider != "openai":
+            raise ConfigurationError(
+                f"--base-url: actor {source.get('name')!r} uses provider {provider!r}; "
+                "a base URL applies to provider 'openai' only"
+            )
+        source["agent"] = {**agent, "base_url": base_url}
+    if store_url is not None:
+        store = source.get("store")
+        source["store"] = {
+            **(store if isinstance(store, Mapping) else {}),
+            "url": _typed_store_url(store_url),
+        }
+    return source
+
+
+def _typed_store_url(url: str) -> str:
+    """A relative SQLite path typed on the command line is from the working directory, like any
+    path typed there (one in the file is from the file's folder)."""
+    try:
+        from cleveractors.store import resolve_sqlite_path
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"--store: {exc}") from None
+    return resolve_sqlite_path(url, Path.cwd())
 
 
 async def _run_live(
@@ -386,7 +420,7 @@ def run(
     _show_library_logs(verbose)
     executor: ActorExecutor | None = None
     try:
-        executor = _build_executor(actor, base_url)
+        executor = _build_executor(actor, base_url=base_url)
         opened = executor
         if events:
             asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
@@ -606,8 +640,7 @@ def serve(
             code=2,
         )
     try:
-        config = _with_store(actor, store)
-        executor = ActorExecutor.from_config(config, origin=str(actor), config_dir=actor.parent)
+        executor = _build_executor(actor, store_url=store)
     except ConfigurationError as exc:
         _fail_configured(exc)
     app_ = create_app(
@@ -671,18 +704,11 @@ def _store_line(executor: ActorExecutor) -> str:
 
 
 def _with_store(actor: Path, url: str | None) -> ActorConfig:
-    """ACTOR's config, its store at URL when one is given. A relative SQLite path typed on the
-    command line is from the working directory, like any path typed there (one in the file is
-    from the file's folder)."""
+    """ACTOR's config, its store at URL when one is given."""
     config = load_actor_config(actor)
     if url is None:
         return config
-    try:
-        from cleveractors.store import resolve_sqlite_path
-    except ModuleNotFoundError as exc:
-        raise ConfigurationError(f"--store: {exc}") from None
-    url = resolve_sqlite_path(url, Path.cwd())
-    store = (config.store or StoreConfig()).model_copy(update={"url": url})
+    store = (config.store or StoreConfig()).model_copy(update={"url": _typed_store_url(url)})
     return config.model_copy(update={"store": store})
 
 
