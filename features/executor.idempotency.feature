@@ -22,6 +22,25 @@ Feature: A request sent again under its idempotency key is answered once
       | blocking | postgresql |
       | events   | postgresql |
 
+  Scenario: A replay's log lines name the first run alone, and bill nothing
+    Given an actor answering "Sunny in Paris." with a fresh sqlite store
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    Then the second worker logged only that it replayed the first run, naming no other run
+
+  Scenario: A different cap on the output is a different request
+    Given an actor answering "Sunny in Paris." with a fresh sqlite store
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1", its output capped at 5 tokens
+    Then the second request failed with IdempotencyKeyMismatchError naming the first run
+    And the second worker's model was never asked
+
+  Scenario: A run that loses its key's claim to another run is stopped, and what it spent is billed
+    Given an actor answering "Sunny in Paris." slowly with a fresh sqlite store leasing for 0.3 seconds
+    When while a worker answers "Weather in Paris?" under key "k-1", another run takes the key over
+    Then the first run was stopped: cancelled, its call billed in the ledger
+    And the run logged that it lost its claim to another run
+
   Scenario: A replayed stream is the stored answer as one text delta between run_started and run_finished
     Given an actor answering "Sunny in Paris." with a fresh sqlite store
     When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode

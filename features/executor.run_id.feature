@@ -45,3 +45,15 @@ Feature: One id for a run, everywhere it is named
     Then the result has a run id
     And the run_failed event names the result's run id, and no run_started came
     And the store has no runs row for the result's run id
+
+  Scenario Outline: A run whose store cannot be opened fails with StoreError, and still names its id (<mode>)
+    Given an actor whose run will end answered, kept in an unreachable sqlite ledger
+    When the actor is asked "Weather in Paris?" in <mode> mode, and the run ends refused
+    Then the result has a run id
+    And the result's error is a StoreError naming the store
+    And the run_failed event names the result's run id, and no run_started came
+
+    Examples:
+      | mode     |
+      | blocking |
+      | events   |

@@ -91,7 +91,7 @@ Feature: A start that fails leaves nothing running; an executor dropped open say
     The store opens first: a database that cannot be reached costs no server process.
     Given the actor keeps its store in a folder that does not exist
     When the executor is started by <start>, which fails
-    Then starting failed with OperationalError "unable to open database file"
+    Then starting failed with StoreError "cannot open sqlite:///"
     And no MCP server process was started
     And dropping the executor then warned of nothing
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import logging
+import re
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +26,13 @@ _ANSWER = {"prompt_tokens": 30, "completion_tokens": 5}
 class _Caller:
     """A target that asks as one caller under one key (the harness's target protocol)."""
 
-    def __init__(self, executor: ActorExecutor, key: str, caller: str | None = None) -> None:
+    def __init__(
+        self, executor: ActorExecutor, key: str, caller: str | None = None, cap: int | None = None
+    ) -> None:
         self.executor = executor
         self.key = key
         self.caller = caller
+        self.cap = cap
 
     @property
     def last_result(self) -> ExecutionResult | None:
@@ -33,7 +40,11 @@ class _Caller:
 
     async def execute(self, message: str, history: Any = None) -> ExecutionResult:
         return await self.executor.execute(
-            message, history, idempotency_key=self.key, caller=self.caller
+            message,
+            history,
+            idempotency_key=self.key,
+            caller=self.caller,
+            max_output_tokens=self.cap,
         )
 
     def execute_events(self, message: str, history: Any = None) -> Any:
@@ -75,6 +86,17 @@ def _given_slow_actor(context: Context, text: str, database: str) -> None:
     _actor(context, [{"text": text, "chunk_delay_s": 0.3, **_ANSWER}], database)
 
 
+@given(
+    'an actor answering "{text}" slowly with a fresh {database} store leasing for {seconds:g} '
+    "seconds"
+)
+def _given_slow_actor_short_lease(
+    context: Context, text: str, database: str, seconds: float
+) -> None:
+    _given_slow_actor(context, text, database)
+    context.keys_actor["store"]["lease_s"] = seconds
+
+
 @given('an actor whose first answer fails, then answers "{text}", with a fresh {database} store')
 def _given_failing_actor(context: Context, text: str, database: str) -> None:
     # Each worker's model plays its own script: the first worker's fails, the second's answers.
@@ -89,23 +111,68 @@ def _given_storeless_actor(context: Context, text: str) -> None:
 
 
 async def _ask(
-    executor: ActorExecutor, key: str, message: str, mode: str, caller: str | None = None
+    executor: ActorExecutor,
+    key: str,
+    message: str,
+    mode: str,
+    caller: str | None = None,
+    target: Callable[[ActorExecutor], Any] | None = None,
 ) -> Consumption:
     async with executor:
-        return await consume(_Caller(executor, key, caller), message, mode=mode)
+        asker = _Caller(executor, key, caller) if target is None else target(executor)
+        return await consume(asker, message, mode=mode)
+
+
+class _LogLines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _logged(context: Context) -> Iterator[None]:
+    """Collect what the library logs at INFO and above meanwhile, into `context.log_lines`."""
+    lines = _LogLines()
+    logger = logging.getLogger("cleveractors")
+    level = logger.level
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+        context.log_lines = lines.lines
 
 
 def _ask_fresh(
-    context: Context, message: str, key: str, mode: str, caller: str | None = None
+    context: Context,
+    message: str,
+    key: str,
+    mode: str,
+    caller: str | None = None,
+    target: Callable[[ActorExecutor], Any] | None = None,
 ) -> None:
     executor = _fresh(context)
-    context.asked.append((executor, run_guarded(_ask(executor, key, message, mode, caller))))
+    with _logged(context):
+        consumed = run_guarded(_ask(executor, key, message, mode, caller, target))
+    context.asked.append((executor, consumed))
 
 
 @when('a worker is asked "{message}" under key "{key}" in {mode} mode')
 @when('another worker is asked "{message}" under key "{key}" in {mode} mode')
 def _when_asked(context: Context, message: str, key: str, mode: str) -> None:
     _ask_fresh(context, message, key, mode)
+
+
+@when('another worker is asked "{message}" under key "{key}", its output capped at {cap:d} tokens')
+def _when_asked_capped(context: Context, message: str, key: str, cap: int) -> None:
+    _ask_fresh(
+        context, message, key, "blocking", target=lambda executor: _Caller(executor, key, cap=cap)
+    )
 
 
 @when('caller "{caller}" asks "{message}" under key "{key}"')
@@ -234,3 +301,57 @@ def _then_storeless_refused(context: Context, key: str, words: str) -> None:
         error = exc
     assert error is not None, "a key without a store was accepted"
     assert words in str(error), error
+
+
+@when('while a worker answers "{message}" under key "{key}", another run takes the key over')
+def _when_key_taken_over(context: Context, message: str, key: str) -> None:
+    from sqlalchemy import update
+
+    from cleveractors.store.schema import idempotency_keys
+
+    worker = _fresh(context)
+
+    async def take_over() -> Consumption:
+        async with worker:
+            going = asyncio.create_task(consume(_Caller(worker, key), message, mode="events"))
+            assert await wait_until(lambda: bool(worker.agent.model.requests)), "never asked"
+            assert worker.store is not None
+            async with worker.store.engine.begin() as connection:
+                await connection.execute(
+                    update(idempotency_keys)
+                    .where(idempotency_keys.c.key == key)
+                    .values(run_id="run_" + "f" * 24)
+                )
+            return await going
+
+    with _logged(context):
+        context.asked.append((worker, run_guarded(take_over())))
+
+
+@then("the first run was stopped: cancelled, its call billed in the ledger")
+def _then_stopped(context: Context) -> None:
+    ((_worker, consumed),) = context.asked
+    result = consumed.result
+    assert result is not None, consumed
+    assert result.cancelled, result
+    assert [call.status for call in result.usage_by_call] == ["cancelled"], result.usage_by_call
+    rows = asyncio.run(_ledger_run_ids(context))
+    assert rows == [result.run_id], rows
+
+
+@then("the run logged that it lost its claim to another run")
+def _then_logged_lost(context: Context) -> None:
+    ((_worker, consumed),) = context.asked
+    assert consumed.result is not None
+    lost = [line for line in context.log_lines if "lost its claim" in line]
+    assert lost, context.log_lines
+    assert str(consumed.result.run_id) in lost[0], lost
+
+
+@then("the second worker logged only that it replayed the first run, naming no other run")
+def _then_replay_logged(context: Context) -> None:
+    first, _second = _first_and_second(context)
+    ids = {run_id for line in context.log_lines for run_id in re.findall(r"run_[0-9a-f]{24}", line)}
+    assert ids == {first.run_id}, context.log_lines
+    assert any("replayed" in line for line in context.log_lines), context.log_lines
+    assert not any("answered" in line for line in context.log_lines), context.log_lines

@@ -55,6 +55,8 @@ def _store_url(context: Context, storage: str) -> str | None:
         return None
     if "postgresql" in storage:
         return str(context.postgres.new_database())
+    if "unreachable" in storage:
+        return "sqlite:////proc/no-such-folder/store.db"  # /proc takes no new folder or file
     folder = Path(tempfile.mkdtemp(prefix="cleveractors-ids-"))
     return f"sqlite:///{folder / 'store.db'}"
 
@@ -73,6 +75,9 @@ def _given_actor(context: Context, ending: str, storage: str) -> None:
     if context.store_url is not None:
         actor["store"] = {"url": context.store_url}
     context.in_session = storage.endswith("session")
+    # An executor whose store cannot open is used without `async with` (which would fail first):
+    # its first run opens the store.
+    context.opens_first = "unreachable" not in storage
     context.ids_actor = actor
 
 
@@ -111,8 +116,10 @@ def _when_asked(context: Context, message: str, mode: str, ending: str) -> None:
     logger.setLevel(logging.INFO)
 
     async def ask() -> Consumption:
+        stop = _stop(ending, mode, executor)
+        if not context.opens_first:
+            return await consume(_target(context, executor), message, mode=mode, stop=stop)
         async with executor:
-            stop = _stop(ending, mode, executor)
             return await consume(_target(context, executor), message, mode=mode, stop=stop)
 
     try:
@@ -169,8 +176,18 @@ def _then_events_name_it(context: Context) -> None:
     _then_end_names_it(context)
 
 
+@then("the result's error is a StoreError naming the store")
+def _then_store_error(context: Context) -> None:
+    error = context.result.error
+    assert error is not None, context.result
+    assert (error.type, "no-such-folder" in error.message) == ("StoreError", True), error
+    assert type(context.consumed.error).__name__ == "StoreError", repr(context.consumed.error)
+
+
 @then("the run_failed event names the result's run id, and no run_started came")
 def _then_refusal_names_it(context: Context) -> None:
+    if context.consumed.mode == "blocking":
+        return  # a blocking caller sees no events: the result is all it has
     events = context.consumed.events
     assert not any(isinstance(event, RunStarted) for event in events), events
     assert isinstance(events[-1], RunFailed), events

@@ -67,9 +67,8 @@ async def run_turn(
     """Run `request` through `agent` as run `run_id`. Never raises for a failed run: the outcome
     carries the result (every token spent, the run's id) and the error; only a cancellation
     that came before the run began gets through."""
-    logger.info("run %s started (session %s)", run_id, request.session_id or "none")
     if store is None:
-        sink(RunStarted(run_id=run_id))
+        _open(run_id, request, sink)
         outcome = await agent.run(
             request.message,
             history=request.history,
@@ -86,6 +85,12 @@ async def run_turn(
     return outcome
 
 
+def _open(run_id: str, request: TurnRequest, sink: Callable[[Event], None]) -> None:
+    """The run is open: its session held, its key claimed. Said once, to the events and the log."""
+    sink(RunStarted(run_id=run_id, session_id=request.session_id))
+    logger.info("run %s started (session %s)", run_id, request.session_id or "none")
+
+
 async def _run_stored(
     agent: Agent,
     store: SqlStore,
@@ -97,35 +102,51 @@ async def _run_stored(
 ) -> RunOutcome:
     """The stored turn, under its idempotency key when it has one: a request answered before is
     replayed, one still running or another request's key is refused, before anything is spent."""
-    await store.open()
+    try:
+        await store.open()
+    except (ConfigurationError, StoreError) as exc:
+        return RunOutcome(_refused(run_id, exc), exc)
     key = request.idempotency_key
     if key is None:
         return await _run_in_ledger(
             agent, store, request, run_id=run_id, sink=sink, streaming=streaming
         )
+    # The store extra is installed: this executor has a store.
     from cleveractors.store.idempotency import Replay, request_digest
 
-    digest = request_digest(request.message, request.history, request.session_id)
+    digest = request_digest(
+        request.message,
+        request.history,
+        request.session_id,
+        max_output_tokens=request.max_output_tokens,
+    )
+    claiming = store.claim_idempotency_key(
+        caller=request.caller, key=key, request_digest=digest, run_id=run_id
+    )
     try:
-        claim = await store.claim_idempotency_key(
-            caller=request.caller, key=key, request_digest=digest, run_id=run_id
-        )
+        claim, is_cancelled = await finish_despite_cancellation(claiming)
     except (IdempotencyError, ConfigurationError, StoreError) as exc:  # a key it cannot serve
         return RunOutcome(_refused(run_id, exc), exc)
     if isinstance(claim, Replay):
+        if is_cancelled:
+            raise asyncio.CancelledError
         return _replay(claim.result, request, sink)
     try:
+        if is_cancelled:
+            raise asyncio.CancelledError  # the claim was made as the caller left: free it
         async with _holding_key(store, request.caller, key, run_id):
             outcome = await _run_in_ledger(
                 agent, store, request, run_id=run_id, sink=sink, streaming=streaming
             )
-    except BaseException as exc:  # a cancellation before the run began: the key is free again
+    except BaseException as exc:  # cancelled before the run began: the key is free again
         await finish_despite_cancellation(
             _settle_key(store, request, run_id, _refused(run_id, exc))
         )
         raise
-    await finish_despite_cancellation(_settle_key(store, request, run_id, outcome.result))
-    return outcome
+    _, is_cancelled = await finish_despite_cancellation(
+        _settle_key(store, request, run_id, outcome.result)
+    )
+    return _cancelled_after(outcome) if is_cancelled else outcome
 
 
 async def _run_in_ledger(
@@ -140,23 +161,30 @@ async def _run_in_ledger(
     """The session's history in, one ledger row per LLM call as it ends, the new turn appended
     when the run answered. A busy, foreign or unwritable store refuses the run before anything
     is spent."""
+    beginning = store.begin_run(run_id=run_id, session_id=request.session_id, caller=request.caller)
     try:
-        held = await store.begin_run(
-            run_id=run_id, session_id=request.session_id, caller=request.caller
-        )
+        held, is_cancelled = await finish_despite_cancellation(beginning)
     except (SessionBusyError, SessionNotFoundError, StoreError) as exc:
         return RunOutcome(_refused(run_id, exc), exc)
-    sink(RunStarted(run_id=run_id, session_id=request.session_id))
+    if is_cancelled:  # the session was claimed as the caller left: free it at once
+        await finish_despite_cancellation(held.abort(asyncio.CancelledError()))
+        raise asyncio.CancelledError
+    _open(run_id, request, sink)
     history = request.history if request.session_id is None else held.history
-    outcome = await _run_holding(agent, held, request, history, sink, streaming)
+    outcome = await _run_holding_session(agent, held, request, history, sink, streaming)
     settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
-    if is_cancelled and settled.error is None:
-        # Answered, billed and stored; the caller left while that was written.
-        return RunOutcome(settled.result, asyncio.CancelledError(), settled.turn)
-    return settled
+    return _cancelled_after(settled) if is_cancelled else settled
 
 
-async def _run_holding(
+def _cancelled_after(outcome: RunOutcome) -> RunOutcome:
+    """The outcome of a run whose caller left while it was being settled: an answer stays
+    answered, billed and stored, and the cancellation still reaches the caller."""
+    if outcome.error is not None:
+        return outcome
+    return RunOutcome(outcome.result, asyncio.CancelledError(), outcome.turn)
+
+
+async def _run_holding_session(
     agent: Agent,
     held: StoreRun,
     request: TurnRequest,
@@ -164,6 +192,7 @@ async def _run_holding(
     sink: Callable[[Event], None],
     streaming: bool,
 ) -> RunOutcome:
+    """The agent's run, each LLM call recorded in the ledger as it ends."""
     recorder: CallRecorder = held.record_call
     try:
         return await agent.run(
@@ -190,6 +219,7 @@ def _replay(
     delta, its result marked `replayed`. Nothing runs; nothing is billed."""
     assert stored.run_id is not None, "a stored result names its run"
     sink(RunStarted(run_id=stored.run_id, session_id=request.session_id, replayed=True))
+    logger.info("run %s replayed for a repeated idempotency key: nothing ran", stored.run_id)
     if stored.text:
         sink(TextDelta(round=max(stored.rounds, 1), text=stored.text))
     return RunOutcome(stored.model_copy(update={"replayed": True}))
@@ -200,41 +230,54 @@ async def _holding_key(
     store: SqlStore, caller: str | None, key: str, run_id: str
 ) -> AsyncIterator[None]:
     """Renew the run's claim on its key every third of the store's lease while the run goes,
-    as the run's hold on its session is renewed: a claim left to run out is a dead run's."""
+    as the run's hold on its session is renewed: a claim left to run out is a dead run's. A run
+    that lost its claim (the database was out of reach for a whole lease, and another worker
+    took the key over) is stopped: the request now runs there, and must not be paid for twice."""
+    running = asyncio.current_task()
 
     async def renew() -> None:
         while True:
             await asyncio.sleep(store.lease_s / 3)
             try:
-                if not await store.renew_idempotency_key(caller=caller, key=key, run_id=run_id):
-                    logger.warning("run %s lost its claim on idempotency key %r", run_id, key)
-                    return
-            except StoreError:  # the next renewal may succeed; the claim holds until then
-                logger.warning("run %s: renewing idempotency key %r failed", run_id, key)
+                is_held = await store.renew_idempotency_key(caller=caller, key=key, run_id=run_id)
+            except Exception as exc:  # the next renewal may succeed; the claim holds until then
+                logger.warning("run %s: renewing idempotency key %r failed: %r", run_id, key, exc)
+                continue
+            if not is_held:
+                logger.warning(
+                    "run %s lost its claim on idempotency key %r to another run; stopping it",
+                    run_id,
+                    key,
+                )
+                if running is not None:
+                    running.cancel()
+                return
 
     renewal = asyncio.create_task(renew())
     try:
         yield
     finally:
         renewal.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewal
+        await asyncio.wait({renewal})  # its end, not its cancellation, is what we wait for
 
 
 async def _settle_key(
     store: SqlStore, request: TurnRequest, run_id: str, result: ExecutionResult
 ) -> None:
     """Keep an answer for the key's repeats, or free the key of a run that failed. The run's
-    outcome stands either way: a key that cannot be settled only costs its repeats a rerun."""
-    assert request.idempotency_key is not None
+    outcome stands either way: a key that cannot be settled is free again once its lease runs
+    out, and costs its repeats a rerun (said in the log)."""
+    key = request.idempotency_key
+    assert key is not None
     try:
-        await store.settle_idempotency_key(
-            caller=request.caller, key=request.idempotency_key, run_id=run_id, result=result
+        is_settled = await store.settle_idempotency_key(
+            caller=request.caller, key=key, run_id=run_id, result=result
         )
     except StoreError as exc:
-        logger.warning(
-            "run %s: settling idempotency key %r failed: %s", run_id, request.idempotency_key, exc
-        )
+        logger.warning("run %s: settling idempotency key %r failed: %s", run_id, key, exc)
+        return
+    if not is_settled:
+        logger.warning("run %s no longer held idempotency key %r when it settled", run_id, key)
 
 
 def _refused(run_id: str, error: BaseException) -> ExecutionResult:
@@ -243,9 +286,9 @@ def _refused(run_id: str, error: BaseException) -> ExecutionResult:
 
 
 def _log_end(outcome: RunOutcome) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return  # the totals are sums over the calls: not worth making for nobody
     result = outcome.result
+    if result.replayed or not logger.isEnabledFor(logging.INFO):
+        return  # a replay ran nothing; the totals are sums over the calls, made for nobody else
     usage = result.usage
     logger.info(
         "run %s %s: %d LLM calls, %d prompt + %d completion tokens%s",

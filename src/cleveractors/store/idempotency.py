@@ -88,18 +88,23 @@ def request_digest(
     message: str,
     history: Sequence[BaseMessage | dict[str, object]] | None,
     session_id: str | None,
+    *,
+    max_output_tokens: int | None = None,
 ) -> str:
     """The sha256 (hex) of a request's canonical JSON: what an idempotency key is checked against.
 
     Dicts are taken as they are (their key order does not matter) and LangChain messages as
     `messages_to_dict` writes them, so a request sent again in the same form has the same
-    digest; no history and an empty one are the same request.
+    digest; no history and an empty one are the same request. A cap on the output changes the
+    answer, so it is part of the request when given.
     """
     turns = [
         messages_to_dict([turn])[0] if isinstance(turn, BaseMessage) else turn
         for turn in history or ()
     ]
-    request = {"message": message, "history": turns, "session_id": session_id}
+    request: dict[str, object] = {"message": message, "history": turns, "session_id": session_id}
+    if max_output_tokens is not None:
+        request["max_output_tokens"] = max_output_tokens
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -205,6 +205,7 @@ class SqlStore:
         Raises:
             ConfigurationError: the database's driver is not installed, or (without
                 `should_create`) the SQLite file does not exist.
+            StoreError: the database cannot be reached or written.
         """
         if self._engine is not None:
             return
@@ -220,6 +221,9 @@ class SqlStore:
         try:
             async with engine.begin() as connection:
                 await migrate(connection)
+        except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's refused connection
+            await engine.dispose()
+            raise StoreError(f"store: cannot open {self.shown_url} ({type(exc).__name__})") from exc
         except BaseException:
             await engine.dispose()
             raise
@@ -624,8 +628,7 @@ class StoreRun:
         """Stop renewing the lease; a run not committed is marked and its session freed."""
         if self._lease is not None:
             self._lease.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lease
+            await asyncio.wait({self._lease})  # its end; a cancellation of ours still reaches us
         if self.is_committed:
             return
         values: dict[str, object] = {"status": status, "finished_at": _now()}

@@ -445,7 +445,11 @@ async def _open_request_run(
     )
     opened = await _open_run(stream, runs.on_usage)
     first = opened.first
-    if isinstance(first, RunFailed) and (status := _KEY_REFUSALS.get(first.error.type)):
+    if (
+        key is not None
+        and isinstance(first, RunFailed)
+        and (status := _KEY_REFUSALS.get(first.error.type)) is not None
+    ):
         await stream.aclose()
         # Named by its header: the client knows the key by the header it sent.
         message = f"{_IDEMPOTENCY_HEADER}: {first.error.message}"
