@@ -23,6 +23,7 @@ import socket
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
@@ -56,7 +57,7 @@ from cleveractors.errors import (
     redact_url,
 )
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ExecutionResult, ToolCallRecord
+from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool
 from cleveractors.usage import TokenUsage
 
@@ -76,6 +77,7 @@ _STATES = {
     "ok": ("finished", "green"),
     "error": ("failed", "red"),
     "skipped": ("skipped", "yellow"),
+    "cancelled": ("cancelled", "yellow"),
 }
 
 
@@ -168,6 +170,7 @@ class EventRenderer:
         self._labels: dict[str, str] = {}
         self._running: dict[str, str] = {}
         self._status: Status | None = None
+        self._spinning = ""
         self._at_line_start = True
 
     def show(self, event: ev.Event) -> None:
@@ -205,6 +208,26 @@ class EventRenderer:
             self._console.print()
             self._at_line_start = True
 
+    def cancel(self) -> None:
+        """The run was stopped: the tools still running never finish, so say so."""
+        for label in self._running.values():
+            self._line(_tool_line(label, *_STATES["cancelled"]))
+        self._running.clear()
+        self.close()
+
+    def write_above(self, write: Callable[[], None]) -> None:
+        """Run `write` (a log line on stderr) without splitting a line of text or the spinner
+        where both show (a terminal, or `2>&1`): the line is ended first, the spinner comes
+        back after. Where stderr goes elsewhere, the text is left as it is."""
+        if not (self._console.is_terminal or _same_file(self._console.file, sys.stderr)):
+            write()
+            return
+        spinning = self._spinning
+        self.close()
+        write()
+        if spinning:
+            self._spin(spinning)
+
     def _line(self, text: Text) -> None:
         self.close()
         self._console.print(text)
@@ -220,11 +243,20 @@ class EventRenderer:
             self.close()
             self._status = self._console.status(label)
             self._status.start()
+            self._spinning = label
 
     def _stop_spinner(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+            self._spinning = ""
+
+
+def _same_file(first: TextIO, second: TextIO) -> bool:
+    try:
+        return os.path.sameopenfile(first.fileno(), second.fileno())
+    except (OSError, ValueError):  # a stream without a file descriptor (a test's buffer)
+        return False
 
 
 # Token columns after "prompt" / "completion"; the detail ones only when a run has any.
@@ -274,14 +306,6 @@ def _money(cost: Decimal | None) -> str:
     return "n/a" if cost is None else f"{cost:.6f}"
 
 
-def _show_tool_records(records: tuple[ToolCallRecord, ...]) -> None:
-    for record in records:
-        took = "" if record.status == "skipped" else f" in {record.duration_s:.2f}s"
-        _out.print(
-            _tool_line(_call_label(record.name, record.arguments), *_STATES[record.status], took)
-        )
-
-
 def _one_line(message: str) -> str:
     return "; ".join(line.strip() for line in message.splitlines() if line.strip())
 
@@ -309,16 +333,15 @@ def _build_executor(actor: Path, base_url: str | None) -> ActorExecutor:
 
 
 async def _run_live(
-    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+    executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
 ) -> ExecutionResult:
-    renderer = EventRenderer(_out)
-    try:
-        async with executor.execute_events(message, session_id=session) as events:
-            async for event in events:
-                if show:
-                    renderer.show(event)
-    finally:
-        renderer.close()
+    """Stream the turn, its events shown as they come."""
+    async with executor.execute_events(
+        turn.message, turn.history, session_id=turn.session
+    ) as events:
+        async for event in events:
+            if view is not None:
+                view.show(event)
     # A stream that ended without raising has settled its result.
     return cast(ExecutionResult, events.result)
 
@@ -331,12 +354,43 @@ async def _print_events(executor: ActorExecutor, message: str, session: str | No
 
 
 async def _run_blocking(
-    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+    executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
 ) -> ExecutionResult:
-    if not (show and _out.is_terminal):
-        return await executor.execute(message, session_id=session)
-    with _out.status("thinking"):
-        return await executor.execute(message, session_id=session)
+    """Run the turn without streaming the model: each reply's text is shown whole, in its place
+    among the tool lines."""
+    return await executor.execute(
+        turn.message,
+        turn.history,
+        session_id=turn.session,
+        on_event=None if view is None else view.show,
+    )
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One message to the actor, with what it follows: the earlier turns, or a stored session."""
+
+    message: str
+    history: list[dict[str, object]] | None = None
+    session: str | None = None
+
+
+_Runner = Callable[[ActorExecutor, _Turn, EventRenderer | None], Awaitable[ExecutionResult]]
+
+
+async def _shown_turn(
+    runner: _Runner, executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
+) -> ExecutionResult:
+    """Run the turn with its view; a stopped turn marks its running tools cancelled."""
+    try:
+        return await runner(executor, turn, view)
+    except asyncio.CancelledError:
+        if view is not None:
+            view.cancel()
+        raise
+    finally:
+        if view is not None:
+            view.close()
 
 
 @app.command(cls=_Command, short_help="Send a message; see the answer and its tokens.")
@@ -359,7 +413,8 @@ def run(
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
     _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
-    _show_library_logs(verbose)
+    view = None if as_json or events else EventRenderer(_out)
+    _show_library_logs(verbose, view)
     executor: ActorExecutor | None = None
     try:
         executor = _build_executor(actor, base_url)
@@ -368,9 +423,8 @@ def run(
             asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
             return
         runner = _run_blocking if no_stream else _run_live
-        result = asyncio.run(
-            _opened(opened, lambda: runner(opened, message, show=not as_json, session=session))
-        )
+        turn = _Turn(message, session=session)
+        result = asyncio.run(_opened(opened, lambda: _shown_turn(runner, opened, turn, view)))
     except _RUN_ERRORS as exc:
         _report_spent(executor, as_json=as_json)
         _fail(_run_error_line(exc, actor, base_url))
@@ -380,9 +434,6 @@ def run(
     if as_json:
         _out.file.write(result.model_dump_json(indent=2) + "\n")
         return
-    if no_stream:
-        _show_tool_records(result.tool_calls)
-        _out.print(result.text)
     _out.print()
     _print_unsqueezed(_out, usage_table(result))
 
@@ -407,18 +458,30 @@ def _check_run_options(
             _fail(f"--base-url must be an http:// or https:// URL, got {base_url!r}", code=2)
 
 
-def _show_library_logs(verbose: bool) -> None:
+def _show_library_logs(verbose: bool, view: EventRenderer | None) -> None:
     """The live output already shows what the log says (a tool failed, a call was skipped), so
-    the library's log lines appear only with --verbose; without a handler of its own, Python
-    would print every WARNING a second time."""
-    library = logging.getLogger("cleveractors")
+    the library's log lines appear only with --verbose, on stderr, written around the view."""
     if not verbose:
-        library.addHandler(logging.NullHandler())
         return
-    handler = logging.StreamHandler(sys.stderr)
+    library = logging.getLogger("cleveractors")
+    handler = _LogAroundView(view)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     library.addHandler(handler)
     library.setLevel(logging.INFO)
+
+
+class _LogAroundView(logging.StreamHandler[TextIO]):
+    """Writes log records to stderr, never into the middle of a streamed line of text."""
+
+    def __init__(self, view: EventRenderer | None) -> None:
+        super().__init__(sys.stderr)
+        self._view = view
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._view is None:
+            super().emit(record)
+        else:
+            self._view.write_above(lambda: super(_LogAroundView, self).emit(record))
 
 
 def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> str:

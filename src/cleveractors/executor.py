@@ -236,6 +236,7 @@ class ActorExecutor:
         session_id: str | None = None,
         caller: str | None = None,
         idempotency_key: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
 
@@ -248,6 +249,9 @@ class ActorExecutor:
                 caller with the same message, history and session, gets the first run's result
                 back (`replayed=True`) instead of running and billing again. A run that failed
                 or was cancelled frees its key; keys expire with the store's `retention_days`.
+            on_event: Called with each event of the run as it happens, to show progress
+                (`execute_events()` has the same events, a reply's text as one `TextDelta`
+                here, since the model is not streamed). It must not block.
 
         Raises:
             ConfigurationError: the message or history is malformed, a session or an
@@ -261,7 +265,7 @@ class ActorExecutor:
         turn = self._turn(
             message, history, session_id=session_id, caller=caller, idempotency_key=idempotency_key
         )
-        outcome = await turn(discard_event, streaming=False)
+        outcome = await turn(on_event or discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
     def execute_events(

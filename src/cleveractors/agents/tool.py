@@ -64,13 +64,8 @@ class ToolAgent:
         try:
             output = await self._invoke(call)
         except ToolExecutionError as error:
-            logger.warning(
-                "agent %s: tool %s (call %s) failed: %s",
-                self._agent_name,
-                call.name,
-                call.call_id,
-                error,
-            )
+            # The error names the tool and the call already.
+            logger.warning("agent %s: %s", self._agent_name, error)
             return ToolOutcome(
                 output=f"Error: {error}", duration_s=time.perf_counter() - started, error=error
             )
