@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
 
 try:
@@ -252,7 +252,7 @@ class EventRenderer:
             self._spinning = ""
 
 
-def _same_file(first: TextIO, second: TextIO) -> bool:
+def _same_file(first: IO[str], second: IO[str]) -> bool:
     try:
         return os.path.sameopenfile(first.fileno(), second.fileno())
     except (OSError, ValueError):  # a stream without a file descriptor (a test's buffer)
