@@ -15,15 +15,17 @@ usage (a bad option or argument) or a missing extra, 130 interrupted.
 from __future__ import annotations
 
 import asyncio
+import copy
 import ipaddress
 import json
 import logging
 import os
 import socket
 import sys
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
@@ -59,7 +61,7 @@ from cleveractors.errors import (
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool
-from cleveractors.usage import TokenUsage
+from cleveractors.usage import LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:  # the store extra is imported when a command needs it
     from cleveractors.store import SqlStore, UsageReport
@@ -505,6 +507,158 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
         _print_unsqueezed(_err, usage_table(spent))
 
 
+# -- chat --------------------------------------------------------------------------------------
+
+_CHAT_HELP = (
+    "/usage: tokens and cost so far; /new: a fresh conversation; /exit (or Ctrl-D): leave; "
+    "Ctrl-C stops an answer"
+)
+
+
+@dataclass
+class _Chat:
+    """What a chat keeps between turns: the conversation so far, and every call it paid for."""
+
+    session: str | None
+    history: list[dict[str, object]] = field(default_factory=list)
+    calls: list[LLMCallUsage] = field(default_factory=list)
+    turns: int = 0
+
+    def next_turn(self, message: str) -> _Turn:
+        if self.session is not None:  # the store holds the history
+            return _Turn(message, session=self.session)
+        return _Turn(message, history=list(self.history))
+
+    def answered(self, message: str, result: ExecutionResult) -> None:
+        self.paid(result)
+        if self.session is None:
+            self.history.append({"role": "user", "content": message})
+            self.history.append({"role": "assistant", "content": result.text})
+
+    def paid(self, result: ExecutionResult) -> None:
+        """Count a turn's calls, numbered on from the chat's earlier ones."""
+        self.turns += 1
+        first = len(self.calls) + 1
+        self.calls += [
+            call.model_copy(update={"index": first + offset})
+            for offset, call in enumerate(result.usage_by_call)
+        ]
+
+    def fresh(self) -> str:
+        """Forget the conversation (not what it cost); a stored chat moves to a new session."""
+        self.history.clear()
+        if self.session is None:
+            return "a fresh conversation"
+        self.session = f"chat-{uuid.uuid4().hex[:12]}"
+        return f"a fresh conversation, in session {self.session}"
+
+    def so_far(self) -> ExecutionResult:
+        """Every call of the chat, as one result: its totals are the chat's."""
+        return ExecutionResult(text="", usage_by_call=tuple(self.calls))
+
+
+@app.command(cls=_Command, short_help="Chat with an actor, turn after turn, in the terminal.")
+def chat(
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
+    ] = False,
+    session: Annotated[
+        str | None,
+        typer.Option(help="Keep the conversation in this stored session; needs `store:`."),
+    ] = None,
+) -> None:
+    """Chat with ACTOR: each answer streams live as in `run`, then the tokens and cost of the
+    turn and of the chat so far. The conversation is kept in memory (in the store with
+    --session). /usage shows every call so far, /new starts a fresh conversation, /exit or
+    Ctrl-D leaves; Ctrl-C stops the current answer, and at the prompt leaves."""
+    _check_run_options("chat", base_url, events=False, as_json=False, no_stream=False)
+    view = EventRenderer(_out)
+    _show_library_logs(verbose, view)
+    try:
+        executor = _build_executor(actor, base_url)
+        if session is not None and executor.store is None:
+            raise ConfigurationError(
+                f"{actor}: --session needs a store: add `store:` to its config"
+            )
+        with asyncio.Runner() as loop:
+            loop.run(executor.open())
+            try:
+                _chat_loop(loop, executor, view, _Chat(session))
+            finally:
+                loop.run(executor.aclose())
+    except _RUN_ERRORS as exc:
+        _fail(_run_error_line(exc, actor, base_url))
+    except KeyboardInterrupt:  # while connecting or closing: nothing was said yet
+        _fail("interrupted", code=130)
+
+
+def _chat_loop(
+    loop: asyncio.Runner, executor: ActorExecutor, view: EventRenderer, chat: _Chat
+) -> None:
+    _out.print(Text(f"Chatting with {executor.name}. {_CHAT_HELP}", style="dim"))
+    while (line := _read_message()) is not None:
+        message = line.strip()
+        if message == "/exit":
+            return
+        if message == "/usage":
+            _print_unsqueezed(_out, usage_table(chat.so_far()))
+        elif message == "/new":
+            _out.print(Text(chat.fresh(), style="dim"))
+        elif message.startswith("/"):
+            _out.print(Text(f"unknown command {message}; {_CHAT_HELP}", style="yellow"))
+        elif message:
+            _chat_turn(loop, executor, view, chat, line)
+
+
+def _read_message() -> str | None:
+    """The next line the user types; None when they leave (Ctrl-D, or Ctrl-C at the prompt)."""
+    try:
+        return _out.input(Text("you> ", style="bold"))
+    except (EOFError, KeyboardInterrupt):
+        _out.print()
+        return None
+
+
+def _chat_turn(
+    loop: asyncio.Runner, executor: ActorExecutor, view: EventRenderer, chat: _Chat, message: str
+) -> None:
+    """One turn, shown as `run` shows it. A stopped or failed turn is counted (it was paid
+    for) but not kept in the conversation."""
+    before = executor.last_result
+    try:
+        result = loop.run(_shown_turn(_run_live, executor, chat.next_turn(message), view))
+    except (KeyboardInterrupt, *_RUN_ERRORS) as exc:
+        if executor.last_result is not None and executor.last_result is not before:
+            chat.paid(executor.last_result)
+        reason = "stopped" if isinstance(exc, KeyboardInterrupt) else _one_line(str(exc))
+        _err.print(Text(f"{reason}; this turn is not kept, the chat goes on", style="yellow"))
+        _out.print(_chat_totals(chat))
+        return
+    chat.answered(message, result)
+    _out.print(_chat_totals(chat, result))
+
+
+def _chat_totals(chat: _Chat, turn: ExecutionResult | None = None) -> Text:
+    """One line after each turn: what it cost, and the chat so far."""
+    so_far = chat.so_far()
+    this = (
+        ""
+        if turn is None
+        else f"this turn {turn.total_tokens} tokens (USD {_money(turn.cost_usd)}); "
+    )
+    plural = "" if chat.turns == 1 else "s"
+    return Text(
+        f"{this}chat so far {so_far.total_tokens} tokens in {chat.turns} turn{plural} "
+        f"(USD {_money(so_far.cost_usd)})",
+        style="dim",
+    )
+
+
 # -- validate and serve ------------------------------------------------------------------------
 
 
@@ -623,7 +777,29 @@ def serve(
     listening = _listen(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
-    uvicorn.Server(uvicorn.Config(app_, host=host, port=port)).run(sockets=[listening])
+    config_ = uvicorn.Config(app_, host=host, port=port, log_config=_serve_log_config())
+    uvicorn.Server(config_).run(sockets=[listening])
+
+
+def _serve_log_config() -> dict[str, Any]:
+    """uvicorn's logging with the time on every line, the library's lines among them: a
+    server's log is read later, so each line says when and how bad (`INFO:`, `WARNING:`)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    config["formatters"]["library"] = {
+        **config["formatters"]["default"],
+        "fmt": "%(asctime)s %(levelprefix)s %(name)s: %(message)s",
+    }
+    config["handlers"]["library"] = {**config["handlers"]["default"], "formatter": "library"}
+    config["loggers"]["cleveractors"] = {
+        "handlers": ["library"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
 
 
 def _bound_name(host: str) -> list[str]:
