@@ -471,6 +471,26 @@ Chat Keeps The Conversation, Shows Usage, Starts Afresh And Survives Ctrl-C
     Chat Should Exit With Code    0
     [Teardown]    Stop Chat
 
+Chat With A Session Keeps The Conversation In The Store
+    ${actor}    Demo Actor With A Store
+    Start Chat In A Terminal    ${actor}    --session    s-chat
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    in 1 turn
+    Chat Should Prompt Again
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    in 2 turns
+    Chat Should Prompt Again
+    Type In Chat    /usage
+    ${shown}    Chat Should Prompt Again
+    ${table}    Chat Usage Table Should Have Calls    ${shown}    4
+    Prompt Tokens Of Call Should Be    ${table}    3    greater than    1
+    Type In Chat    /exit
+    Chat Should Exit With Code    0
+    Run Cleveractors    usage    ${actor}    --session    s-chat
+    Command Should Succeed
+    Output Should Show A Line Matching    \\s*total\\s+4 calls\\s.*
+    [Teardown]    Stop Chat
+
 Ctrl-C At The Chat Prompt Leaves The Chat
     ${demo}    Demo Actor Without Delays
     Start Chat In A Terminal    ${demo}

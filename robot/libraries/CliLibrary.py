@@ -275,6 +275,13 @@ class CliLibrary:
         return self._write_stub_actor(replies)
 
     @keyword
+    def demo_actor_with_a_store(self) -> str:
+        """Writes the demo actor, without delays, with a SQLite store of its own."""
+        config = _read_yaml(self.demo_actor_without_delays())
+        database = self._output_folder("cli-stores") / f"store-{time.time_ns()}.db"
+        return self._write_actor({**config, "store": {"url": f"sqlite:///{database}"}})
+
+    @keyword
     def actor_with_text_before_a_failing_tool(self) -> str:
         """Writes an actor that says a sentence, then makes a tool call that fails (arguments
         that are not JSON)."""
