@@ -249,9 +249,10 @@ class ActorExecutor:
                 caller with the same message, history and session, gets the first run's result
                 back (`replayed=True`) instead of running and billing again. A run that failed
                 or was cancelled frees its key; keys expire with the store's `retention_days`.
-            on_event: Called with each event of the run as it happens, to show progress
-                (`execute_events()` has the same events, a reply's text as one `TextDelta`
-                here, since the model is not streamed). It must not block.
+            on_event: Called with each event of the run as it happens, to show progress:
+                those of `execute_events()`, each reply's text as one `TextDelta` (the model
+                is not streamed), and no `RunFinished` / `RunFailed` (the return value or the
+                exception says how the run ended). It must not block.
 
         Raises:
             ConfigurationError: the message or history is malformed, a session or an
