@@ -1,6 +1,7 @@
 """The `cleveractors` command: run an actor from a terminal, check its config, or serve it.
 
     cleveractors run actor.yaml "What's the weather in Paris?"   # live answer, tools, usage
+    cleveractors chat actor.yaml                                   # turn after turn, /usage, /new
     cleveractors validate actor.yaml
     cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
     cleveractors run actor.yaml "And tomorrow?" --session s-1      # a stored session
