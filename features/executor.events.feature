@@ -44,6 +44,30 @@ Feature: execute_events() yields typed events, in order, that serialise to JSON
     And the last event is run_finished with the run's result
     And every event survives a JSON round trip through event_adapter
 
+  Scenario: A blocking run shows its events as it goes, each reply's text before its tool calls
+    The run's end is execute()'s return (or its exception), not an event.
+    Given the actor's model replies:
+      | text                         | tool calls                                                             |
+      | Checking both cities.        | get_weather#w1 {"city": "Paris"} ; get_weather#w2 {"city": "Rome"}     |
+      | Rainy in Paris, sunny in Rome. |                                                                      |
+    When the actor is asked "Weather in Paris and Rome?" blocking, watching its events
+    Then the event kinds are, a run of text deltas counted once:
+      | kind                |
+      | run_started         |
+      | round_started       |
+      | text_delta          |
+      | usage_recorded      |
+      | tool_call_requested |
+      | tool_call_requested |
+      | tool_call_started   |
+      | tool_call_finished  |
+      | tool_call_started   |
+      | tool_call_finished  |
+      | round_started       |
+      | text_delta          |
+      | usage_recorded      |
+    And the stream yielded the chunks "Checking both cities." and "Rainy in Paris, sunny in Rome."
+
   Scenario: A failing tool call finishes with its error, and the run goes on
     Given the actor's model replies:
       | text                  | tool calls                          |

@@ -116,6 +116,14 @@ The Chat Page Asks For The API Key Once, When The Server Wants One
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
     Alert Should Not Be Present    timeout=0.5s
 
+The Empty Chat Page Says What To Do Until The First Message
+    Open Chat Page In Chromium    ${URL}
+    Element Should Be Visible    id:empty-hint
+    Element Should Contain    id:empty-hint    answers stream in, tools show as cards
+    Input Text    id:message    What's the weather in Paris?
+    Click Button    id:send
+    Wait Until Element Is Not Visible    id:empty-hint
+
 
 *** Keywords ***
 Start Chat Page Server

@@ -283,6 +283,7 @@ Ctrl-C Cancels The Run And Shows The Usage Spent
     Interrupt Actor Run When A Tool Starts    ${actor}    ${MESSAGE}
     Command Should Fail With Exit Code    130
     Error Output Should Be    interrupted; the run was cancelled
+    Output Should Show Line    tool wait(delay=60) cancelled
     ${spent}    Scripted Tokens Before Failure    ${actor}
     Usage Table Total Should Be    ${spent}    stream=stderr
 
@@ -344,6 +345,7 @@ The README's First Snippet Runs Against The Demo Actor, Calling It Three Times
     ${answer}    Scripted Answer Of    ${demo}
     Output Should Contain Times    ${answer}    2
     Output Should Contain Times    run_finished    1
+    Output Should Show A Line Matching    \\d+
 
 Serve On The Demo Actor Answers 20 Requests In A Row
     ${demo}    Demo Actor Without Delays
@@ -484,6 +486,113 @@ Every Command's Help Names Its Values Plainly
     Output Should Show Line    --session ID Only this session's calls.
     Run Cleveractors    serve    --help
     Output Should Show Line    --insecure-no-auth Serve a non-loopback address without API keys
+No Stream Shows The Text Before Its Tool Calls And A Failed Call With Its Error
+    ${actor}    Actor With Text Before A Failing Tool
+    Run Actor    ${actor}    ${MESSAGE}    --no-stream
+    Command Should Succeed
+    Output Lines Should Start In Order
+    ...    Let me look that up.
+    ...    tool get_weather({"city": ) started
+    ...    tool get_weather({"city": ) failed in
+    ...    I could not look it up.
+    Output Should Show A Line Matching
+    ...    tool get_weather\\(\\{"city": \\) failed in \\d+\\.\\d\\ds: tool 'get_weather' \\(call \\w+\\) arguments are not valid JSON .*
+
+With Verbose In A Terminal Log Lines Never Split The Streamed Text
+    ${actor}    Actor With Text Before A Failing Tool
+    Run Actor In A Terminal    ${actor}    ${MESSAGE}    --verbose
+    Command Should Succeed
+    Output Should Show Line    Let me look that up.
+    Log Lines Should Stand On Their Own    WARNING
+    Log Lines Should Stand On Their Own    INFO
+    Output Should Show A Line Matching
+    ...    WARNING cleveractors.agents.tool: agent cli-test: tool 'get_weather' \\(call \\w+\\) arguments are not valid JSON .*
+
+A Library Script Without Logging Configured Prints Nothing Of Ours
+    ${actor}    Actor With A Failing Tool
+    Run Library Script Without Logging    ${actor}
+    Command Should Succeed
+    Output Should Be    I could not look it up.
+    Error Output Should Be Empty
+
+Serve Logs Each Line With Its Time And Level
+    ${demo}    Demo Actor Without Delays
+    ${url}    Start Serving Actor    ${demo}
+    ${answer}    Scripted Answer Of    ${demo}
+    Served Actor Should Answer Requests In A Row    ${url}    1    ${answer}
+    Stop Serving
+    Served Output Should Have A Line Matching
+    ...    ^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d,\\d{3} INFO: +cleveractors\\.executor: run run_\\w+ started
+    Served Output Should Have A Line Matching
+    ...    ^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d,\\d{3} INFO: +Application startup complete\\.$
+    [Teardown]    Stop Serving
+
+Chat Keeps The Conversation, Shows Usage, Starts Afresh And Survives Ctrl-C
+    [Documentation]    The stub counts the words of each request as its prompt tokens: a turn
+    ...    that reads the earlier ones reads more than the first did.
+    ${demo}    Demo Actor
+    Start Chat In A Terminal    ${demo}
+    Type In Chat    ${MESSAGE}
+    ${answer}    Scripted Answer Of    ${demo}
+    Chat Should Show    ${answer}
+    Chat Should Show    chat so far
+    Chat Should Show    in 1 turn
+    Chat Should Prompt Again
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    ${answer}
+    Chat Should Show    in 2 turns
+    Chat Should Prompt Again
+    Type In Chat    /usage
+    ${shown}    Chat Should Prompt Again
+    ${table}    Chat Usage Table Should Have Calls    ${shown}    4
+    Prompt Tokens Of Call Should Be    ${table}    3    greater than    1
+    Type In Chat    /new
+    Chat Should Show    a fresh conversation
+    Chat Should Prompt Again
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    tool get_weather(city="Paris") started
+    Press Ctrl-C In Chat
+    Chat Should Show    tool get_weather(city="Paris") cancelled
+    Chat Should Show    stopped; this turn is not kept, the chat goes on
+    Chat Should Prompt Again
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    ${answer}
+    Chat Should Show    in 4 turns
+    Chat Should Prompt Again
+    Type In Chat    /usage
+    ${shown}    Chat Should Prompt Again
+    ${table}    Chat Usage Table Should Have Calls    ${shown}    7
+    Prompt Tokens Of Call Should Be    ${table}    6    equal to    1
+    Type In Chat    /exit
+    Chat Should Exit With Code    0
+    [Teardown]    Stop Chat
+
+Chat With A Session Keeps The Conversation In The Store
+    ${actor}    Demo Actor With A Store
+    Start Chat In A Terminal    ${actor}    --session    s-chat
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    in 1 turn
+    Chat Should Prompt Again
+    Type In Chat    ${MESSAGE}
+    Chat Should Show    in 2 turns
+    Chat Should Prompt Again
+    Type In Chat    /usage
+    ${shown}    Chat Should Prompt Again
+    ${table}    Chat Usage Table Should Have Calls    ${shown}    4
+    Prompt Tokens Of Call Should Be    ${table}    3    greater than    1
+    Type In Chat    /exit
+    Chat Should Exit With Code    0
+    Run Cleveractors    usage    ${actor}    --session    s-chat
+    Command Should Succeed
+    Output Should Show A Line Matching    \\s*total\\s+4 calls\\s.*
+    [Teardown]    Stop Chat
+
+Ctrl-C At The Chat Prompt Leaves The Chat
+    ${demo}    Demo Actor Without Delays
+    Start Chat In A Terminal    ${demo}
+    Press Ctrl-C In Chat
+    Chat Should Exit With Code    0
+    [Teardown]    Stop Chat
 
 Help Reads Cleanly In A Terminal
     Run Cleveractors In A Terminal    run    --help

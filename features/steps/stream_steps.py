@@ -21,13 +21,21 @@ from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessageChunk
 from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
+from support.harness import Consumption, run_guarded
 
 from cleveractors import ActorExecutor
 from cleveractors import events as event_module
 from cleveractors.agents.fold import ReplyFold, ToolCallAssembler
 from cleveractors.agents.stream import ROUND_SEPARATOR
 from cleveractors.errors import ScriptExhaustedError
-from cleveractors.events import Event, RunFailed, RunFinished, UsageRecorded, event_adapter
+from cleveractors.events import (
+    Event,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    UsageRecorded,
+    event_adapter,
+)
 from cleveractors.testing import ScriptedChatModel
 from cleveractors.testing.tables import scripted_reply
 
@@ -101,6 +109,23 @@ def _then_same_counts(context: Context) -> None:
     fields = ("prompt_tokens", "completion_tokens", "llm_calls", "usage_by_call", "text")
     for name in fields:
         assert getattr(blocking.result, name) == getattr(streamed.result, name), name
+
+
+# -- When: a blocking run watched -------------------------------------------------------------
+
+
+@when('the actor is asked "{message}" blocking, watching its events')
+def _when_blocking_watched(context: Context, message: str) -> None:
+    executor = ActorExecutor.from_config(context.actor)
+    context.model = executor.agent.model
+    seen: list[Event] = []
+
+    async def ask() -> Consumption:
+        result = await executor.execute(message, on_event=seen.append)
+        chunks = [event.text for event in seen if isinstance(event, TextDelta)]
+        return Consumption("blocking", result=result, events=seen, chunks=chunks)
+
+    context.outcome = run_guarded(ask())
 
 
 # -- Then: events ------------------------------------------------------------------------------

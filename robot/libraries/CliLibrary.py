@@ -13,6 +13,7 @@ import json
 import os
 import pty
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -80,6 +81,7 @@ class CliLibrary:
         self._written = 0
         self._held: list[socket.socket] = []
         self._served_output = ""
+        self._terminal: _TerminalSession | None = None
 
     # -- setup (never asserts) ------------------------------------------------------------------
 
@@ -334,6 +336,39 @@ class CliLibrary:
             {"text": "I could not look it up."},
         ]
         return self._write_stub_actor(replies)
+
+    @keyword
+    def demo_actor_with_a_store(self) -> str:
+        """Writes the demo actor, without delays, with a SQLite store of its own."""
+        config = _read_yaml(self.demo_actor_without_delays())
+        database = self._output_folder("cli-stores") / f"store-{time.time_ns()}.db"
+        return self._write_actor({**config, "store": {"url": f"sqlite:///{database}"}})
+
+    @keyword
+    def actor_with_text_before_a_failing_tool(self) -> str:
+        """Writes an actor that says a sentence, then makes a tool call that fails (arguments
+        that are not JSON)."""
+        replies = [
+            {
+                "text": "Let me look that up.",
+                "tool_calls": [{"name": "get_weather", "args": '{"city": '}],
+            },
+            {"text": "I could not look it up."},
+        ]
+        return self._write_stub_actor(replies)
+
+    @keyword
+    def run_library_script_without_logging(self, actor: str) -> None:
+        """Runs a Python script that uses the library on ACTOR and configures no logging."""
+        code = (
+            "import asyncio\n"
+            "from cleveractors import ActorExecutor\n"
+            "async def main() -> None:\n"
+            f"    async with ActorExecutor.from_config({actor!r}) as executor:\n"
+            "        print((await executor.execute('Weather in Paris?')).answer)\n"
+            "asyncio.run(main())\n"
+        )
+        self._completed = _run([sys.executable, "-c", code])
 
     @keyword
     def openai_actor_with_base_url(self, base_url: str) -> str:
@@ -813,6 +848,40 @@ class CliLibrary:
             raise AssertionError(f"expected one line about the failed {name} call:\n{shown}")
 
     @keyword
+    def output_lines_should_start_in_order(self, *starts: str) -> None:
+        """Standard output has lines starting with each of STARTS, in this order."""
+        lines = iter(self._last().stdout.splitlines())
+        for start in starts:
+            if not any(line.startswith(start) for line in lines):
+                raise AssertionError(
+                    f"no line starting {start!r} in order in:\n{self._last().stdout}"
+                )
+
+    @keyword
+    def output_should_show_a_line_matching(self, pattern: str) -> None:
+        """Standard output has a whole line matching the regular expression PATTERN."""
+        self._should_show_line(pattern, is_pattern=True)
+
+    @keyword
+    def log_lines_should_stand_on_their_own(self, level: str) -> None:
+        """Every line showing LEVEL (e.g. WARNING) on the terminal starts with it: no streamed
+        text before it on its line."""
+        lines = [line for line in self._last().stdout.splitlines() if f"{level} " in line]
+        if not lines or any(not line.startswith(f"{level} ") for line in lines):
+            raise AssertionError(f"{level} lines split the text:\n{self._last().stdout}")
+
+    @keyword
+    def served_output_should_have_a_line_matching(self, pattern: str) -> None:
+        """What `cleveractors serve` printed has a line matching PATTERN (a regular expression)."""
+        if re.search(pattern, self._served_output, re.MULTILINE) is None:
+            raise AssertionError(f"no line matches {pattern!r} in:\n{self._served_output}")
+
+    @keyword
+    def error_output_should_be_empty(self) -> None:
+        if self._last().stderr:
+            raise AssertionError(f"standard error is not empty:\n{self._last().stderr}")
+
+    @keyword
     def error_output_should_contain(self, text: str) -> None:
         """Standard error (or the terminal) contains TEXT."""
         if text not in self._last().stderr:
@@ -851,6 +920,74 @@ class CliLibrary:
         assert lines[0] == first_line, f"first line was {lines[0]!r}"
         listed = [" ".join(line.split("]")[0].split()) + "]" for line in lines[1:]]
         assert listed == list(tools), f"tools listed: {listed}"
+
+    # -- a chat in a terminal ------------------------------------------------------------------
+
+    @keyword
+    def start_chat_in_a_terminal(self, actor: str, *options: str) -> None:
+        """Starts `cleveractors chat ACTOR` on a pseudo-terminal of its own (its controlling
+        terminal: Ctrl-C there is the user's key press), and waits for its first prompt."""
+        self._terminal = _TerminalSession([str(COMMAND), "chat", actor, *options])
+        self._terminal.expect(_PROMPT)
+
+    @keyword
+    def type_in_chat(self, line: str) -> None:
+        """Types LINE and Enter at the prompt."""
+        self._chat().send(line + "\r")
+
+    @keyword
+    def chat_should_show(self, text: str) -> str:
+        """Waits until the chat shows TEXT after what was already read; returns what the chat
+        showed up to and including it."""
+        return self._chat().expect(text)
+
+    @keyword
+    def chat_should_prompt_again(self) -> str:
+        """Waits for the next prompt; returns what the chat showed before it."""
+        return self._chat().expect(_PROMPT)
+
+    @keyword("Press Ctrl-C In Chat")
+    def press_ctrl_c_in_chat(self) -> None:
+        """Presses Ctrl-C on the chat's terminal (the terminal sends SIGINT)."""
+        self._chat().send("\x03")
+
+    @keyword
+    def chat_should_exit_with_code(self, code: int) -> None:
+        returned = self._chat().wait()
+        if returned != int(code):
+            raise AssertionError(f"chat exited with {returned}, not {code}")
+
+    @keyword
+    def stop_chat(self) -> None:
+        """Ends the chat process, if it still runs (a teardown)."""
+        if self._terminal is not None:
+            self._terminal.kill()
+
+    @keyword
+    def chat_usage_table_should_have_calls(self, shown: str, count: int) -> UsageTable:
+        """The usage table in SHOWN has COUNT call rows that add up to its total row."""
+        table = parse_usage_table(shown)
+        _table_should_add_up(table)
+        if len(table.calls) != int(count):
+            raise AssertionError(f"the chat's usage table has {len(table.calls)} calls:\n{shown}")
+        return table
+
+    @keyword
+    def prompt_tokens_of_call_should_be(
+        self, table: UsageTable, call: int, relation: str, other: int
+    ) -> None:
+        """Compares the prompt tokens of two calls of TABLE (numbered from 1): RELATION is
+        `greater than` or `equal to`."""
+        first, second = table.calls[int(call) - 1].prompt, table.calls[int(other) - 1].prompt
+        holds = first > second if relation == "greater than" else first == second
+        if not holds:
+            raise AssertionError(
+                f"call {call} read {first} prompt tokens, call {other} {second}: not {relation}"
+            )
+
+    def _chat(self) -> _TerminalSession:
+        assert self._terminal is not None, "no chat was started"
+        return self._terminal
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -1009,6 +1146,72 @@ def _run_in_terminal(command: list[str]) -> subprocess.CompletedProcess[str]:
     )
     _log(completed)
     return completed
+
+
+_PROMPT = "you> "
+
+
+class _TerminalSession:
+    """A command on a pseudo-terminal that is its controlling terminal, as in a shell: what it
+    shows is read as it comes (escape codes removed), keys are typed into it."""
+
+    def __init__(self, command: list[str]) -> None:
+        environment = {**_environment(), "TERM": "xterm-256color", "COLUMNS": "200"}
+        self._pid, self._fd = pty.fork()
+        if self._pid == 0:  # the child: the terminal is its own now
+            os.execve(command[0], command, environment)
+        self._raw = b""
+        self._screen = ""
+        self._read = 0
+        self._status: int | None = None
+
+    def send(self, keys: str) -> None:
+        os.write(self._fd, keys.encode())
+
+    def expect(self, text: str) -> str:
+        """What was shown from the last match up to TEXT, once it is shown."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while (found := self._screen.find(text, self._read)) < 0:
+            if time.monotonic() > deadline or not self._read_more():
+                logger.info(f"the terminal showed:\n{self._screen}")
+                raise AssertionError(
+                    f"the chat did not show {text!r}:\n{self._screen[self._read :]}"
+                )
+        shown, self._read = self._screen[self._read : found + len(text)], found + len(text)
+        logger.info(shown)
+        return shown
+
+    def wait(self) -> int:
+        deadline = time.monotonic() + TIMEOUT_S
+        while self._read_more():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the chat did not exit:\n{self._screen[self._read :]}")
+        logger.info(f"the terminal showed:\n{self._screen}")
+        _, status = os.waitpid(self._pid, 0)
+        self._status = os.waitstatus_to_exitcode(status)
+        os.close(self._fd)
+        return self._status
+
+    def kill(self) -> None:
+        if self._status is None:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(self._pid, signal.SIGKILL)
+                self.wait()
+
+    def _read_more(self) -> bool:
+        """Read what the terminal shows next (waits up to a second); False once it is closed."""
+        ready, _, _ = select.select([self._fd], [], [], 1.0)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self._fd, 4096)
+        except OSError:  # EIO: the command exited and closed the terminal
+            return False
+        # Cleaned whole each time: an escape code may come in two chunks.
+        self._raw += chunk
+        text = self._raw.decode("utf-8", errors="replace")
+        self._screen = _ESCAPE.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+        return bool(chunk)
 
 
 def _log(completed: subprocess.CompletedProcess[str]) -> None:

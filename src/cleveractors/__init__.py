@@ -1,5 +1,7 @@
 """cleveractors: run LLM agents with tools, blocking or streaming, and bill every token."""
 
+import logging
+
 from cleveractors.agents import (
     EventStream,
     LLMAgent,
@@ -59,3 +61,7 @@ __all__ = [
     "load_actor_config",
     "tool_from_callable",
 ]
+
+# A library never decides where its log lines go: without this, Python's last-resort handler
+# prints every WARNING (a failed tool call) of a script that configured no logging.
+logging.getLogger("cleveractors").addHandler(logging.NullHandler())

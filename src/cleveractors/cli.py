@@ -1,6 +1,7 @@
 """The `cleveractors` command: run an actor from a terminal, check its config, or serve it.
 
     cleveractors run actor.yaml "What's the weather in Paris?"   # live answer, tools, usage
+    cleveractors chat actor.yaml                                   # turn after turn, /usage, /new
     cleveractors validate actor.yaml
     cleveractors serve actor.yaml --port 8000                      # needs cleveractors[web]
     cleveractors run actor.yaml "And tomorrow?" --session s-1      # a stored session
@@ -16,6 +17,7 @@ usage (a bad option or argument) or a missing extra, 130 interrupted (Ctrl-C), 1
 from __future__ import annotations
 
 import asyncio
+import copy
 import ipaddress
 import json
 import logging
@@ -23,13 +25,15 @@ import os
 import signal
 import socket
 import sys
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
 
 try:
@@ -58,9 +62,9 @@ from cleveractors.errors import (
     redact_url,
 )
 from cleveractors.executor import ActorExecutor
-from cleveractors.result import ExecutionResult, ToolCallRecord
+from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool
-from cleveractors.usage import TokenUsage
+from cleveractors.usage import LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:  # the store extra is imported when a command needs it
     from cleveractors.store import SqlStore, UsageReport
@@ -79,6 +83,7 @@ _STATES = {
     "ok": ("finished", "green"),
     "error": ("failed", "red"),
     "skipped": ("skipped", "yellow"),
+    "cancelled": ("cancelled", "yellow"),
 }
 
 
@@ -184,6 +189,7 @@ class EventRenderer:
         self._labels: dict[str, str] = {}
         self._running: dict[str, str] = {}
         self._status: Status | None = None
+        self._spinning = ""
         self._at_line_start = True
 
     def show(self, event: ev.Event) -> None:
@@ -221,6 +227,26 @@ class EventRenderer:
             self._console.print()
             self._at_line_start = True
 
+    def cancel(self) -> None:
+        """The run was stopped: the tools still running never finish, so say so."""
+        for label in self._running.values():
+            self._line(_tool_line(label, *_STATES["cancelled"]))
+        self._running.clear()
+        self.close()
+
+    def write_above(self, write: Callable[[], None]) -> None:
+        """Run `write` (a log line on stderr) without splitting a line of text or the spinner
+        where both show (a terminal, or `2>&1`): the line is ended first, the spinner comes
+        back after. Where stderr goes elsewhere, the text is left as it is."""
+        if not (self._console.is_terminal or _same_file(self._console.file, sys.stderr)):
+            write()
+            return
+        spinning = self._spinning
+        self.close()
+        write()
+        if spinning:
+            self._spin(spinning)
+
     def _line(self, text: Text) -> None:
         self.close()
         self._console.print(text)
@@ -236,11 +262,20 @@ class EventRenderer:
             self.close()
             self._status = self._console.status(label)
             self._status.start()
+            self._spinning = label
 
     def _stop_spinner(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+            self._spinning = ""
+
+
+def _same_file(first: IO[str], second: IO[str]) -> bool:
+    try:
+        return os.path.sameopenfile(first.fileno(), second.fileno())
+    except (OSError, ValueError):  # a stream without a file descriptor (a test's buffer)
+        return False
 
 
 # Token columns after "prompt" / "completion"; the detail ones only when a run has any.
@@ -288,14 +323,6 @@ def _counts(usage: TokenUsage, details: list[tuple[str, str]]) -> list[str]:
 
 def _money(cost: Decimal | None) -> str:
     return "n/a" if cost is None else f"{cost:.6f}"
-
-
-def _show_tool_records(records: tuple[ToolCallRecord, ...]) -> None:
-    for record in records:
-        took = "" if record.status == "skipped" else f" in {record.duration_s:.2f}s"
-        _out.print(
-            _tool_line(_call_label(record.name, record.arguments), *_STATES[record.status], took)
-        )
 
 
 def _one_line(message: str) -> str:
@@ -366,16 +393,15 @@ def _typed_store_url(url: str) -> str:
 
 
 async def _run_live(
-    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+    executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
 ) -> ExecutionResult:
-    renderer = EventRenderer(_out)
-    try:
-        async with executor.execute_events(message, session_id=session) as events:
-            async for event in events:
-                if show:
-                    renderer.show(event)
-    finally:
-        renderer.close()
+    """Stream the turn, its events shown as they come."""
+    async with executor.execute_events(
+        turn.message, turn.history, session_id=turn.session
+    ) as events:
+        async for event in events:
+            if view is not None:
+                view.show(event)
     # A stream that ended without raising has settled its result.
     return cast(ExecutionResult, events.result)
 
@@ -388,12 +414,43 @@ async def _print_events(executor: ActorExecutor, message: str, session: str | No
 
 
 async def _run_blocking(
-    executor: ActorExecutor, message: str, *, show: bool, session: str | None = None
+    executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
 ) -> ExecutionResult:
-    if not (show and _out.is_terminal):
-        return await executor.execute(message, session_id=session)
-    with _out.status("thinking"):
-        return await executor.execute(message, session_id=session)
+    """Run the turn without streaming the model: each reply's text is shown whole, in its place
+    among the tool lines."""
+    return await executor.execute(
+        turn.message,
+        turn.history,
+        session_id=turn.session,
+        on_event=None if view is None else view.show,
+    )
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One message to the actor, with what it follows: the earlier turns, or a stored session."""
+
+    message: str
+    history: list[dict[str, object]] | None = None
+    session: str | None = None
+
+
+_Runner = Callable[[ActorExecutor, _Turn, EventRenderer | None], Awaitable[ExecutionResult]]
+
+
+async def _shown_turn(
+    runner: _Runner, executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
+) -> ExecutionResult:
+    """Run the turn with its view; a stopped turn marks its running tools cancelled."""
+    try:
+        return await runner(executor, turn, view)
+    except asyncio.CancelledError:
+        if view is not None:
+            view.cancel()
+        raise
+    finally:
+        if view is not None:
+            view.close()
 
 
 @app.command(cls=_Command, short_help="Send a message; see the answer and its tokens.")
@@ -417,7 +474,8 @@ def run(
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
     _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
-    _show_library_logs(verbose)
+    view = None if as_json or events else EventRenderer(_out)
+    _show_library_logs(verbose, view)
     executor: ActorExecutor | None = None
     try:
         executor = _build_executor(actor, base_url=base_url)
@@ -426,9 +484,8 @@ def run(
             asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
             return
         runner = _run_blocking if no_stream else _run_live
-        result = asyncio.run(
-            _opened(opened, lambda: runner(opened, message, show=not as_json, session=session))
-        )
+        turn = _Turn(message, session=session)
+        result = asyncio.run(_opened(opened, lambda: _shown_turn(runner, opened, turn, view)))
     except ConfigurationError as exc:
         _report_spent(executor, as_json=as_json)
         _fail_configured(exc)
@@ -444,9 +501,6 @@ def run(
     if as_json:
         _out.file.write(result.model_dump_json(indent=2) + "\n")
         return
-    if no_stream:
-        _show_tool_records(result.tool_calls)
-        _out.print(result.text)
     _out.print()
     _print_unsqueezed(_out, usage_table(result))
 
@@ -481,18 +535,30 @@ def _check_run_options(
             _fail(f"--base-url must be an http:// or https:// URL, got {base_url!r}", code=2)
 
 
-def _show_library_logs(verbose: bool) -> None:
+def _show_library_logs(verbose: bool, view: EventRenderer | None) -> None:
     """The live output already shows what the log says (a tool failed, a call was skipped), so
-    the library's log lines appear only with --verbose; without a handler of its own, Python
-    would print every WARNING a second time."""
-    library = logging.getLogger("cleveractors")
+    the library's log lines appear only with --verbose, on stderr, written around the view."""
     if not verbose:
-        library.addHandler(logging.NullHandler())
         return
-    handler = logging.StreamHandler(sys.stderr)
+    library = logging.getLogger("cleveractors")
+    handler = _LogAroundView(view)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     library.addHandler(handler)
     library.setLevel(logging.INFO)
+
+
+class _LogAroundView(logging.StreamHandler[TextIO]):
+    """Writes log records to stderr, never into the middle of a streamed line of text."""
+
+    def __init__(self, view: EventRenderer | None) -> None:
+        super().__init__(sys.stderr)
+        self._view = view
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._view is None:
+            super().emit(record)
+        else:
+            self._view.write_above(lambda: super(_LogAroundView, self).emit(record))
 
 
 def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> str:
@@ -512,6 +578,158 @@ def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
         _out.file.write(spent.model_dump_json(indent=2) + "\n")
     elif spent is not None:
         _print_unsqueezed(_err, usage_table(spent))
+
+
+# -- chat --------------------------------------------------------------------------------------
+
+_CHAT_HELP = (
+    "/usage: tokens and cost so far; /new: a fresh conversation; /exit (or Ctrl-D): leave; "
+    "Ctrl-C stops an answer"
+)
+
+
+@dataclass
+class _Chat:
+    """What a chat keeps between turns: the conversation so far, and every call it paid for."""
+
+    session: str | None
+    history: list[dict[str, object]] = field(default_factory=list)
+    calls: list[LLMCallUsage] = field(default_factory=list)
+    turns: int = 0
+
+    def next_turn(self, message: str) -> _Turn:
+        if self.session is not None:  # the store holds the history
+            return _Turn(message, session=self.session)
+        return _Turn(message, history=list(self.history))
+
+    def answered(self, message: str, result: ExecutionResult) -> None:
+        self.paid(result)
+        if self.session is None:
+            self.history.append({"role": "user", "content": message})
+            self.history.append({"role": "assistant", "content": result.text})
+
+    def paid(self, result: ExecutionResult) -> None:
+        """Count a turn's calls, numbered on from the chat's earlier ones."""
+        self.turns += 1
+        first = len(self.calls) + 1
+        self.calls += [
+            call.model_copy(update={"index": first + offset})
+            for offset, call in enumerate(result.usage_by_call)
+        ]
+
+    def fresh(self) -> str:
+        """Forget the conversation (not what it cost); a stored chat moves to a new session."""
+        self.history.clear()
+        if self.session is None:
+            return "a fresh conversation"
+        self.session = f"chat-{uuid.uuid4().hex[:12]}"
+        return f"a fresh conversation, in session {self.session}"
+
+    def so_far(self) -> ExecutionResult:
+        """Every call of the chat, as one result: its totals are the chat's."""
+        return ExecutionResult(text="", usage_by_call=tuple(self.calls))
+
+
+@app.command(cls=_Command, short_help="Chat with an actor, turn after turn, in the terminal.")
+def chat(
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
+    ] = False,
+    session: Annotated[
+        str | None,
+        typer.Option(help="Keep the conversation in this stored session; needs `store:`."),
+    ] = None,
+) -> None:
+    """Chat with ACTOR: each answer streams live as in `run`, then the tokens and cost of the
+    turn and of the chat so far. The conversation is kept in memory (in the store with
+    --session). /usage shows every call so far, /new starts a fresh conversation, /exit or
+    Ctrl-D leaves; Ctrl-C stops the current answer, and at the prompt leaves."""
+    _check_run_options("chat", base_url, events=False, as_json=False, no_stream=False)
+    view = EventRenderer(_out)
+    _show_library_logs(verbose, view)
+    try:
+        executor = _build_executor(actor, base_url=base_url)
+        if session is not None and executor.store is None:
+            raise ConfigurationError(
+                f"{actor}: --session needs a store: add `store:` to its config"
+            )
+        with asyncio.Runner() as loop:
+            loop.run(executor.open())
+            try:
+                _chat_loop(loop, executor, view, _Chat(session))
+            finally:
+                loop.run(executor.aclose())
+    except _RUN_ERRORS as exc:
+        _fail(_run_error_line(exc, actor, base_url))
+    except KeyboardInterrupt:  # while connecting or closing: nothing was said yet
+        _fail("interrupted", code=130)
+
+
+def _chat_loop(
+    loop: asyncio.Runner, executor: ActorExecutor, view: EventRenderer, chat: _Chat
+) -> None:
+    _out.print(Text(f"Chatting with {executor.name}. {_CHAT_HELP}", style="dim"))
+    while (line := _read_message()) is not None:
+        message = line.strip()
+        if message == "/exit":
+            return
+        if message == "/usage":
+            _print_unsqueezed(_out, usage_table(chat.so_far()))
+        elif message == "/new":
+            _out.print(Text(chat.fresh(), style="dim"))
+        elif message.startswith("/"):
+            _out.print(Text(f"unknown command {message}; {_CHAT_HELP}", style="yellow"))
+        elif message:
+            _chat_turn(loop, executor, view, chat, line)
+
+
+def _read_message() -> str | None:
+    """The next line the user types; None when they leave (Ctrl-D, or Ctrl-C at the prompt)."""
+    try:
+        return _out.input(Text("you> ", style="bold"))
+    except (EOFError, KeyboardInterrupt):
+        _out.print()
+        return None
+
+
+def _chat_turn(
+    loop: asyncio.Runner, executor: ActorExecutor, view: EventRenderer, chat: _Chat, message: str
+) -> None:
+    """One turn, shown as `run` shows it. A stopped or failed turn is counted (it was paid
+    for) but not kept in the conversation."""
+    before = executor.last_result
+    try:
+        result = loop.run(_shown_turn(_run_live, executor, chat.next_turn(message), view))
+    except (KeyboardInterrupt, *_RUN_ERRORS) as exc:
+        if executor.last_result is not None and executor.last_result is not before:
+            chat.paid(executor.last_result)
+        reason = "stopped" if isinstance(exc, KeyboardInterrupt) else _one_line(str(exc))
+        _err.print(Text(f"{reason}; this turn is not kept, the chat goes on", style="yellow"))
+        _out.print(_chat_totals(chat))
+        return
+    chat.answered(message, result)
+    _out.print(_chat_totals(chat, result))
+
+
+def _chat_totals(chat: _Chat, turn: ExecutionResult | None = None) -> Text:
+    """One line after each turn: what it cost, and the chat so far."""
+    so_far = chat.so_far()
+    this = (
+        ""
+        if turn is None
+        else f"this turn {turn.total_tokens} tokens (USD {_money(turn.cost_usd)}); "
+    )
+    plural = "" if chat.turns == 1 else "s"
+    return Text(
+        f"{this}chat so far {so_far.total_tokens} tokens in {chat.turns} turn{plural} "
+        f"(USD {_money(so_far.cost_usd)})",
+        style="dim",
+    )
 
 
 # -- validate and serve ------------------------------------------------------------------------
@@ -661,8 +879,35 @@ def serve(
     # period, cancels the rest, runs the lifespan's end (the MCP servers, the store) and exits
     # by the signal it got. sse-starlette would cut every stream at once: it waits too.
     AppStatus.enable_automatic_graceful_drain = False  # its disable_...() is untyped
-    config_ = uvicorn.Config(app_, host=host, port=port, timeout_graceful_shutdown=graceful_timeout)
+    config_ = uvicorn.Config(
+        app_,
+        host=host,
+        port=port,
+        timeout_graceful_shutdown=graceful_timeout,
+        log_config=_serve_log_config(),
+    )
     uvicorn.Server(config_).run(sockets=[listening])
+
+
+def _serve_log_config() -> dict[str, Any]:
+    """uvicorn's logging with the time on every line, the library's lines among them: a
+    server's log is read later, so each line says when and how bad (`INFO:`, `WARNING:`)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    config["formatters"]["library"] = {
+        **config["formatters"]["default"],
+        "fmt": "%(asctime)s %(levelprefix)s %(name)s: %(message)s",
+    }
+    config["handlers"]["library"] = {**config["handlers"]["default"], "formatter": "library"}
+    config["loggers"]["cleveractors"] = {
+        "handlers": ["library"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
 
 
 def _bound_name(host: str) -> list[str]:

@@ -254,6 +254,7 @@ class ActorExecutor:
         caller: str | None = None,
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
 
@@ -269,6 +270,10 @@ class ActorExecutor:
             max_output_tokens: A cap on the output tokens of each LLM call of this run (a
                 client's `max_tokens`), bound on the model for the run; never above the model's
                 own `max_tokens`. None leaves the model's.
+            on_event: Called with each event of the run as it happens, to show progress:
+                those of `execute_events()`, each reply's text as one `TextDelta` (the model
+                is not streamed), and no `RunFinished` / `RunFailed` (the return value or the
+                exception says how the run ended). It must not block.
 
         Raises:
             ConfigurationError: the message or history is malformed, a session or an
@@ -287,7 +292,7 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
         )
-        outcome = await turn(discard_event, streaming=False)
+        outcome = await turn(on_event or discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
     def execute_events(

@@ -220,9 +220,10 @@ class _Run:
     """This run's cap on each LLM call's output, bound on the model for every call."""
 
     def show_text(self, text: str) -> None:
-        """Text the user sees (a reply's, or an `ends_turn` tool's output): streamed by a
-        streaming run, and part of the result's text either way."""
-        if self.streaming and text:
+        """Text the user sees (a reply's, or an `ends_turn` tool's output): one event (a
+        blocking run's sink sees each reply's text in its place among the tool events), and
+        part of the result's text."""
+        if text:
             self.sink(TextDelta(round=self.round, text=text))
         self.shown.add(self.round, text)
 

@@ -65,14 +65,8 @@ class ToolAgent:
         try:
             output = await self._invoke(call)
         except ToolExecutionError as error:
-            logger.warning(
-                "agent %s, run %s: tool %s (call %s) failed: %s",
-                self._agent_name,
-                current_run_id(),
-                call.name,
-                call.call_id,
-                error,
-            )
+            # The error names the tool and the call already.
+            logger.warning("agent %s, run %s: %s", self._agent_name, current_run_id(), error)
             return ToolOutcome(
                 output=f"Error: {error}", duration_s=time.perf_counter() - started, error=error
             )
