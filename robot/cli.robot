@@ -476,7 +476,7 @@ Store Prune Without Retention Days Has Nothing To Prune
     END
 
 Every Command's Help Names Its Values Plainly
-    FOR    ${command}    IN    run    validate    serve    usage    store prune    store    ${EMPTY}
+    FOR    ${command}    IN    run    chat    validate    serve    usage    store prune    store    ${EMPTY}
         Run Cleveractors    @{command.split()}    --help
         Command Should Succeed
         Help Should Use Plain Metavars

@@ -642,7 +642,9 @@ def chat(
     ] = False,
     session: Annotated[
         str | None,
-        typer.Option(help="Keep the conversation in this stored session; needs `store:`."),
+        typer.Option(
+            help="Keep the conversation in this stored session; needs `store:`.", metavar="ID"
+        ),
     ] = None,
 ) -> None:
     """Chat with ACTOR: each answer streams live as in `run`, then the tokens and cost of the
