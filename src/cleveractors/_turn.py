@@ -140,11 +140,11 @@ async def _run_stored(
             )
     except BaseException as exc:  # cancelled before the run began: the key is free again
         await finish_despite_cancellation(
-            _settle_key(store, request, run_id, _refused(run_id, exc))
+            _settle_key(store, request.caller, key, run_id, _refused(run_id, exc))
         )
         raise
     _, is_cancelled = await finish_despite_cancellation(
-        _settle_key(store, request, run_id, outcome.result)
+        _settle_key(store, request.caller, key, run_id, outcome.result)
     )
     return _cancelled_after(outcome) if is_cancelled else outcome
 
@@ -217,9 +217,9 @@ def _replay(
 ) -> RunOutcome:
     """The answer of the run that first served this request, given again: its text as one
     delta, its result marked `replayed`. Nothing runs; nothing is billed."""
-    assert stored.run_id is not None, "a stored result names its run"
-    sink(RunStarted(run_id=stored.run_id, session_id=request.session_id, replayed=True))
-    logger.info("run %s replayed for a repeated idempotency key: nothing ran", stored.run_id)
+    run_id = stored.run_id or ""  # a stored answer names its run: it was the run's own result
+    sink(RunStarted(run_id=run_id, session_id=request.session_id, replayed=True))
+    logger.info("run %s replayed for a repeated idempotency key: nothing ran", run_id)
     if stored.text:
         sink(TextDelta(round=max(stored.rounds, 1), text=stored.text))
     return RunOutcome(stored.model_copy(update={"replayed": True}))
@@ -262,16 +262,14 @@ async def _holding_key(
 
 
 async def _settle_key(
-    store: SqlStore, request: TurnRequest, run_id: str, result: ExecutionResult
+    store: SqlStore, caller: str | None, key: str, run_id: str, result: ExecutionResult
 ) -> None:
     """Keep an answer for the key's repeats, or free the key of a run that failed. The run's
     outcome stands either way: a key that cannot be settled is free again once its lease runs
     out, and costs its repeats a rerun (said in the log)."""
-    key = request.idempotency_key
-    assert key is not None
     try:
         is_settled = await store.settle_idempotency_key(
-            caller=request.caller, key=key, run_id=run_id, result=result
+            caller=caller, key=key, run_id=run_id, result=result
         )
     except StoreError as exc:
         logger.warning("run %s: settling idempotency key %r failed: %s", run_id, key, exc)

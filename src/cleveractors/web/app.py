@@ -150,7 +150,8 @@ def create_app(
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Routing's refusals (no such route: 404, another method: 405) in OpenAI's error format
     under `/v1/`, which OpenAI clients read; FastAPI's `{"detail": ...}` elsewhere."""
-    assert isinstance(exc, HTTPException)  # registered for HTTPException alone
+    if not isinstance(exc, HTTPException):  # registered for HTTPException alone
+        raise exc
     if not request.url.path.startswith(_OPENAI_PREFIX):
         return await http_exception_handler(request, exc)
     problem = error_response(str(exc.detail), type="invalid_request_error")
