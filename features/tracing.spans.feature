@@ -96,3 +96,23 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     When the actor runs "Look up the Louvre" in events mode
     Then the traced run answered
     And the ledger rows name no trace and no span
+
+  Scenario: A run in a session names it as gen_ai.conversation.id
+    Given a traced actor over a scripted OpenAI server whose first reply calls slow_lookup and whose second answers
+    When the actor runs "Look up the Louvre" in events mode in session "visit-1"
+    Then the traced run answered
+    And the run span has gen_ai.conversation.id "visit-1"
+
+  Scenario: A tool call cancelled by a stop is an ERROR span
+    Given a traced actor over a scripted OpenAI server whose first reply calls slow_lookup and whose second answers slowly
+    When the traced run is stopped at the tool started
+    Then the tool span ended with status ERROR and error.type "CancelledError"
+    And every span was ended exactly once, and all share one trace
+
+  Scenario: A ledger made before spans were recorded gains their columns
+    Given a ledger database at schema version 2, made before spans were recorded
+    And a traced actor over a scripted OpenAI server using that ledger, whose first reply calls slow_lookup and whose second answers
+    When the actor runs "Look up the Louvre" in blocking mode
+    Then the traced run answered
+    And each ledger row names the trace and the span of its chat span
+    And the ledger database is at the current schema version

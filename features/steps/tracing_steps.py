@@ -20,10 +20,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
-from support.harness import NAMED_POSITIONS, Consumption, Stop, consume, run_guarded
+from sqlalchemy import select, text, update
+from support.harness import NAMED_POSITIONS, Consumption, InSession, Stop, consume, run_guarded
 
 from cleveractors import ActorExecutor
+from cleveractors.store import SqlStore
 from cleveractors.store.records import LedgerRow
+from cleveractors.store.schema import SCHEMA_VERSION, llm_calls, schema_version
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _API_KEY_ENV = "CLEVERACTORS_TRACING_TEST_KEY"
@@ -96,14 +99,20 @@ def _lookup_then_answer(*, slow: bool = False) -> list[ScriptedReply]:
 
 
 def _executor(
-    context: Context, script: list[ScriptedReply], *, traced: bool = True, retries: int = 0
+    context: Context,
+    script: list[ScriptedReply],
+    *,
+    traced: bool = True,
+    retries: int = 0,
+    database: Path | None = None,
 ) -> None:
     server = ScriptedOpenAIServer(script)
     server.start()
     context.add_cleanup(server.stop)
     context.server = server
     os.environ[_API_KEY_ENV] = "sk-tracing-test"
-    folder = Path(tempfile.mkdtemp(prefix="cleveractors-tracing-"))
+    if database is None:
+        database = Path(tempfile.mkdtemp(prefix="cleveractors-tracing-")) / "ledger.db"
     config = {
         "name": "museum-guide",
         "agent": {
@@ -117,7 +126,7 @@ def _executor(
             "retry_backoff_s": 0.01,
             "tools": [{"name": "slow_lookup", "handler": "cleveractors.demo:slow_lookup"}],
         },
-        "store": {"url": f"sqlite:///{folder / 'ledger.db'}"},
+        "store": {"url": f"sqlite:///{database}"},
     }
     providers: dict[str, Any] = {}
     if traced:
@@ -170,6 +179,30 @@ def _given_untraced(context: Context) -> None:
     _executor(context, _lookup_then_answer(), traced=False)
 
 
+@given("a ledger database at schema version 2, made before spans were recorded")
+def _given_old_ledger(context: Context) -> None:
+    context.database = Path(tempfile.mkdtemp(prefix="cleveractors-tracing-")) / "old.db"
+
+    async def downgrade() -> None:
+        store = SqlStore(f"sqlite+aiosqlite:///{context.database}")
+        await store.open()
+        async with store.engine.begin() as connection:
+            for column in ("trace_id", "span_id"):
+                await connection.execute(text(f"ALTER TABLE {llm_calls.name} DROP COLUMN {column}"))
+            await connection.execute(update(schema_version).values(version=2))
+        await store.aclose()
+
+    run_guarded(downgrade())
+
+
+@given(
+    "a traced actor over a scripted OpenAI server using that ledger, whose first reply calls "
+    "slow_lookup and whose second answers"
+)
+def _given_actor_on_old_ledger(context: Context) -> None:
+    _executor(context, _lookup_then_answer(), database=context.database)
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -183,6 +216,13 @@ async def _consume_and_read_ledger(context: Context, consuming: Any) -> Consumpt
 @when('the actor runs "{message}" in {mode} mode')
 def _when_runs(context: Context, message: str, mode: str) -> None:
     consuming = consume(context.executor, message, mode=mode)
+    context.outcome = run_guarded(_consume_and_read_ledger(context, consuming))
+
+
+@when('the actor runs "{message}" in {mode} mode in session "{session_id}"')
+def _when_runs_in_session(context: Context, message: str, mode: str, session_id: str) -> None:
+    target = InSession(context.executor, session_id)
+    consuming = consume(target, message, mode=mode)
     context.outcome = run_guarded(_consume_and_read_ledger(context, consuming))
 
 
@@ -373,6 +413,34 @@ def _then_run_error(context: Context, outcome: str) -> None:
     assert span.status.status_code == StatusCode.ERROR, span.status
     assert attributes["cleveractors.run.outcome"] == outcome, attributes
     assert attributes["error.type"], attributes
+
+
+@then('the run span has gen_ai.conversation.id "{session_id}"')
+def _then_conversation(context: Context, session_id: str) -> None:
+    (run_span,) = _named(context, "invoke_agent ")
+    assert _attributes(run_span)["gen_ai.conversation.id"] == session_id, run_span.attributes
+
+
+@then('the tool span ended with status ERROR and error.type "{kind}"')
+def _then_tool_error(context: Context, kind: str) -> None:
+    (span,) = _named(context, "execute_tool ")
+    assert span.status.status_code == StatusCode.ERROR, span.status
+    assert _attributes(span)["error.type"] == kind, span.attributes
+
+
+@then("the ledger database is at the current schema version")
+def _then_current_schema(context: Context) -> None:
+    async def read() -> int:
+        store = SqlStore(f"sqlite+aiosqlite:///{context.database}")
+        await store.open()
+        try:
+            async with store.engine.connect() as connection:
+                version = await connection.execute(select(schema_version.c.version))
+                return int(version.scalar_one())
+        finally:
+            await store.aclose()
+
+    assert run_guarded(read()) == SCHEMA_VERSION
 
 
 # -- Then: the bill ----------------------------------------------------------------------------
