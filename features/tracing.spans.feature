@@ -88,6 +88,7 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     Then the metric gen_ai.client.operation.duration has 2 measurements with the conventions' buckets
     And the metric gen_ai.client.token.usage sums to the result's prompt tokens as input and its completion tokens as output
     And the metric gen_ai.client.operation.time_to_first_chunk has 2 measurements
+    And the metric gen_ai.client.operation.time_per_output_chunk has 2 measurements
     And the metric cleveractors.client.cost sums to the result's cost
     And no metric attribute names a run, a session or a user
 
@@ -116,3 +117,10 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     Then the traced run answered
     And each ledger row names the trace and the span of its chat span
     And the ledger database is at the current schema version
+
+  Scenario: An exception the loop does not catch still ends every span, as an ERROR
+    Given a traced actor built in code whose model raises a BaseException of its own
+    When the actor runs "Hello" in blocking mode, and the BaseException escapes
+    Then every span was ended exactly once, and all share one trace
+    And chat span 1 is an ERROR with error.type "_Escape"
+    And the run span ended with status ERROR, cleveractors.run.outcome "failed" and an error.type

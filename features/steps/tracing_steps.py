@@ -14,6 +14,9 @@ from typing import Any
 
 from behave import given, then, when
 from behave.runner import Context
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -23,7 +26,7 @@ from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_tra
 from sqlalchemy import select, text, update
 from support.harness import NAMED_POSITIONS, Consumption, InSession, Stop, consume, run_guarded
 
-from cleveractors import ActorExecutor
+from cleveractors import ActorExecutor, LLMAgent
 from cleveractors.store import SqlStore
 from cleveractors.store.records import LedgerRow
 from cleveractors.store.schema import SCHEMA_VERSION, llm_calls, schema_version
@@ -203,6 +206,32 @@ def _given_actor_on_old_ledger(context: Context) -> None:
     _executor(context, _lookup_then_answer(), database=context.database)
 
 
+class _Escape(BaseException):
+    """Not an `Exception`: the loop lets it through, as it does `KeyboardInterrupt`."""
+
+
+class _EscapingModel(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "escaping"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        raise AssertionError("only ainvoke is called")
+
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> Any:
+        # Raised here: langchain-core's own generate path would turn it into an Exception.
+        raise _Escape
+
+
+@given("a traced actor built in code whose model raises a BaseException of its own")
+def _given_escaping_model(context: Context) -> None:
+    context.executor = ActorExecutor(
+        LLMAgent(_EscapingModel(), name="escaper"),
+        tracer_provider=context.tracer_provider,
+        meter_provider=context.meter_provider,
+    )
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -226,6 +255,18 @@ def _when_runs_in_session(context: Context, message: str, mode: str, session_id:
     context.outcome = run_guarded(_consume_and_read_ledger(context, consuming))
 
 
+@when('the actor runs "{message}" in blocking mode, and the BaseException escapes')
+def _when_escapes(context: Context, message: str) -> None:
+    async def run() -> None:
+        try:
+            await context.executor.execute(message)
+        except _Escape:
+            return
+        raise AssertionError("the BaseException did not escape")
+
+    run_guarded(run())
+
+
 @when("the traced run is stopped at the {position}")
 def _when_stops(context: Context, position: str) -> None:
     stop = Stop("break", at=NAMED_POSITIONS[position])
@@ -242,7 +283,8 @@ def _spans(context: Context) -> list[ReadableSpan]:
 
 
 def _named(context: Context, prefix: str) -> list[ReadableSpan]:
-    return [span for span in _spans(context) if span.name.startswith(prefix)]
+    # A chat span whose model is unknown is named `chat` alone.
+    return [span for span in _spans(context) if f"{span.name} ".startswith(prefix)]
 
 
 def _attributes(span: ReadableSpan) -> dict[str, Any]:
@@ -384,6 +426,13 @@ def _then_chat_refused(
     assert attributes["gen_ai.response.finish_reasons"] == (finish,), attributes
     assert attributes["gen_ai.usage.input_tokens"] == prompt, attributes
     assert attributes["gen_ai.usage.output_tokens"] == completion, attributes
+
+
+@then('chat span {number:d} is an ERROR with error.type "{kind}"')
+def _then_chat_error(context: Context, number: int, kind: str) -> None:
+    span = _chat_span(context, number)
+    assert span.status.status_code == StatusCode.ERROR, span.status
+    assert _attributes(span)["error.type"] == kind, span.attributes
 
 
 @then("chat span {number:d} ended with status UNSET")

@@ -80,8 +80,9 @@ async def run_turn(
         outcome = await _run_turn(
             agent, store, request, run_id=run_id, sink=sink, streaming=streaming
         )
-    except BaseException as exc:  # a cancellation before the run began
-        run_trace.end("cancelled", prompt_tokens=0, completion_tokens=0, cost_usd=None, error=exc)
+    except BaseException as exc:  # a cancellation before the run began, or an escape
+        status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+        run_trace.end(status, prompt_tokens=0, completion_tokens=0, cost_usd=None, error=exc)
         raise
     finally:
         current_trace_var.reset(token)

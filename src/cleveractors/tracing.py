@@ -64,6 +64,9 @@ _DURATION_BUCKETS = (
 _TOKEN_BUCKETS = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
+_PER_CHUNK_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+)  # fmt: skip
 _FIRST_CHUNK_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 )  # fmt: skip
@@ -118,6 +121,7 @@ class Telemetry:
         "_cost",
         "_duration",
         "_first_chunk",
+        "_per_chunk",
         "_tokens",
         "actor_name",
         "content",
@@ -154,6 +158,12 @@ class Telemetry:
             description="Time to receive the first chunk of a streamed response",
             explicit_bucket_boundaries_advisory=_FIRST_CHUNK_BUCKETS,
         )
+        self._per_chunk = meter.create_histogram(
+            "gen_ai.client.operation.time_per_output_chunk",
+            unit="s",
+            description="Mean time between the chunks of a streamed response after the first",
+            explicit_bucket_boundaries_advisory=_PER_CHUNK_BUCKETS,
+        )
         self._cost = meter.create_counter(
             "cleveractors.client.cost", unit="USD", description="Cost of the LLM calls"
         )
@@ -180,15 +190,19 @@ class Telemetry:
             attributes["gen_ai.response.model"] = record.model
         if error_type is not None:
             attributes["error.type"] = error_type
-        self._duration.record(time.perf_counter() - chat.started, attributes)
+        ended = time.perf_counter()
+        self._duration.record(ended - chat.started, attributes)
         self._tokens.record(
             record.usage.prompt_tokens, {**attributes, "gen_ai.token.type": "input"}
         )
         self._tokens.record(
             record.usage.completion_tokens, {**attributes, "gen_ai.token.type": "output"}
         )
-        if chat.first_chunk_at is not None:
-            self._first_chunk.record(chat.first_chunk_at - chat.started, attributes)
+        first = chat.first_chunk_at
+        if first is not None:
+            self._first_chunk.record(first - chat.started, attributes)
+            if chat.chunks > 1:  # once per call, the mean: no work per chunk
+                self._per_chunk.record((ended - first) / (chat.chunks - 1), attributes)
         if record.cost_usd is not None:
             self._cost.add(float(record.cost_usd), attributes)
 
@@ -196,13 +210,16 @@ class Telemetry:
 class RunTrace:
     """The trace of one run: its span, the parent of its chat and tool spans."""
 
-    __slots__ = ("_context", "_ended", "span", "telemetry")
+    __slots__ = ("_context", "_ended", "_open", "span", "telemetry")
 
     def __init__(self, telemetry: Telemetry, span: Span) -> None:
         self.telemetry = telemetry
         self.span = span
         self._context: Context = trace.set_span_in_context(span)
         self._ended = False
+        self._open: set[Span] = set()
+        """Child spans started and not yet ended: the run's end ends any an escaping
+        exception (one the loop does not catch) left open."""
 
     def start_chat(
         self,
@@ -217,7 +234,7 @@ class RunTrace:
     ) -> ChatSpan:
         """Start the span of one LLM call attempt, as it is sent."""
         name = "chat" if request_model is None else f"chat {request_model}"
-        span = self.telemetry.tracer.start_span(name, self._context, kind=SpanKind.CLIENT)
+        span = self._child(name, SpanKind.CLIENT)
         provider_name = None if provider is None else _PROVIDER_NAMES.get(provider, provider)
         if span.is_recording():
             span.set_attribute("gen_ai.operation.name", "chat")
@@ -231,13 +248,11 @@ class RunTrace:
             span.set_attribute("cleveractors.call.attempt", attempt)
             if self.telemetry.content.enabled:
                 _set_input_content(span, messages, self.telemetry.content)
-        return ChatSpan(self.telemetry, span, provider_name, request_model, time.perf_counter())
+        return ChatSpan(self, span, provider_name, request_model, time.perf_counter())
 
     def start_tool(self, name: str, call_id: str, arguments: object) -> ToolSpan:
         """Start the span of one tool call, as it runs."""
-        span = self.telemetry.tracer.start_span(
-            f"execute_tool {name}", self._context, kind=SpanKind.INTERNAL
-        )
+        span = self._child(f"execute_tool {name}", SpanKind.INTERNAL)
         if span.is_recording():
             span.set_attribute("gen_ai.operation.name", "execute_tool")
             span.set_attribute("gen_ai.tool.name", name)
@@ -246,7 +261,16 @@ class RunTrace:
             content = self.telemetry.content
             if content.enabled:
                 span.set_attribute("gen_ai.tool.call.arguments", content.capped(_json(arguments)))
-        return ToolSpan(self.telemetry.content, span)
+        return ToolSpan(self, span)
+
+    def _child(self, name: str, kind: SpanKind) -> Span:
+        span = self.telemetry.tracer.start_span(name, self._context, kind=kind)
+        if span.is_recording():
+            self._open.add(span)
+        return span
+
+    def _ended_child(self, span: Span) -> None:
+        self._open.discard(span)
 
     def end(
         self,
@@ -261,6 +285,10 @@ class RunTrace:
         if self._ended:
             return
         self._ended = True
+        for child in tuple(self._open):
+            _set_error(child, "run ended" if error is None else error_type(error))
+            child.end()
+        self._open.clear()
         span = self.span
         if span.is_recording():
             span.set_attribute("cleveractors.run.outcome", status)
@@ -277,12 +305,15 @@ class RunTrace:
 class ChatSpan:
     """The span of one LLM call attempt, carried on the call in flight until it is recorded."""
 
-    telemetry: Telemetry
+    run: RunTrace
     span: Span
     provider: str | None
     request_model: str | None
     started: float
     first_chunk_at: float | None = None
+    """When the first chunk of a streamed reply arrived (`time.perf_counter()`)."""
+    chunks: int = 0
+    """How many chunks a streamed reply had."""
     ended: bool = False
 
     @property
@@ -303,6 +334,7 @@ class ChatSpan:
         if self.ended:
             return
         self.ended = True
+        telemetry = self.run.telemetry
         failure = None if cause is None else error_type(cause)
         span = self.span
         if span.is_recording():
@@ -316,19 +348,20 @@ class ChatSpan:
             finish = "error" if failure is not None else _finish_reason(metadata)
             if finish is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", (finish,))
-            if reply is not None and self.telemetry.content.enabled:
-                _set_output_content(span, reply, self.telemetry.content)
+            if reply is not None and telemetry.content.enabled:
+                _set_output_content(span, reply, telemetry.content)
             if failure is not None:
                 _set_error(span, failure)
+            self.run._ended_child(span)
         span.end()
-        self.telemetry._record_call(self, record, failure)
+        telemetry._record_call(self, record, failure)
 
 
 @dataclass(slots=True)
 class ToolSpan:
     """The span of one tool call."""
 
-    content: ContentCapture
+    run: RunTrace
     span: Span
     ended: bool = False
 
@@ -339,10 +372,12 @@ class ToolSpan:
         self.ended = True
         span = self.span
         if span.is_recording():
-            if output is not None and self.content.enabled:
-                span.set_attribute("gen_ai.tool.call.result", self.content.capped(output))
+            content = self.run.telemetry.content
+            if output is not None and content.enabled:
+                span.set_attribute("gen_ai.tool.call.result", content.capped(output))
             if error is not None:
                 _set_error(span, error_type(error))
+            self.run._ended_child(span)
         span.end()
 
 

@@ -200,6 +200,7 @@ class Bill:
         if span is not None:
             if call.fold is not None:
                 span.first_chunk_at = call.fold.first_chunk_at
+                span.chunks = call.fold.chunks_received
             span.end(record, reply, cause)
         self._sink(UsageRecorded(call=record, total=self.ledger.total))
 
