@@ -124,3 +124,10 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     Then every span was ended exactly once, and all share one trace
     And chat span 1 is an ERROR with error.type "_Escape"
     And the run span ended with status ERROR, cleveractors.run.outcome "failed" and an error.type
+
+  Scenario: A call kept from running by an ends_turn call is a skipped ERROR span
+    Given a traced actor whose slow_lookup ends the turn, over a scripted OpenAI server whose reply calls it twice
+    When the actor runs "Look up the Louvre and the Orsay" in events mode
+    Then the traced run answered
+    And tool span 1 ended with status UNSET and tool span 2 with status ERROR and error.type "skipped"
+    And every span was ended exactly once, and all share one trace

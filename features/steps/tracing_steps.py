@@ -108,6 +108,7 @@ def _executor(
     traced: bool = True,
     retries: int = 0,
     database: Path | None = None,
+    ends_turn: bool = False,
 ) -> None:
     server = ScriptedOpenAIServer(script)
     server.start()
@@ -127,7 +128,13 @@ def _executor(
             "system_prompt": "You are a museum guide who knows every room of every museum.",
             "max_retries": retries,
             "retry_backoff_s": 0.01,
-            "tools": [{"name": "slow_lookup", "handler": "cleveractors.demo:slow_lookup"}],
+            "tools": [
+                {
+                    "name": "slow_lookup",
+                    "handler": "cleveractors.demo:slow_lookup",
+                    "ends_turn": ends_turn,
+                }
+            ],
         },
         "store": {"url": f"sqlite:///{database}"},
     }
@@ -180,6 +187,18 @@ def _given_cut_off(context: Context, chunks: int) -> None:
 )
 def _given_untraced(context: Context) -> None:
     _executor(context, _lookup_then_answer(), traced=False)
+
+
+@given(
+    "a traced actor whose slow_lookup ends the turn, over a scripted OpenAI server whose reply "
+    "calls it twice"
+)
+def _given_ends_turn(context: Context) -> None:
+    calls = tuple(
+        ScriptedToolCall(name="slow_lookup", id=name, args={"query": name, "seconds": 0})
+        for name in ("louvre", "orsay")
+    )
+    _executor(context, [ScriptedReply(tool_calls=calls)], ends_turn=True)
 
 
 @given("a ledger database at schema version 2, made before spans were recorded")
@@ -475,6 +494,20 @@ def _then_tool_error(context: Context, kind: str) -> None:
     (span,) = _named(context, "execute_tool ")
     assert span.status.status_code == StatusCode.ERROR, span.status
     assert _attributes(span)["error.type"] == kind, span.attributes
+
+
+@then(
+    "tool span {first:d} ended with status UNSET and tool span {second:d} with status ERROR and "
+    'error.type "{kind}"'
+)
+def _then_tool_statuses(context: Context, first: int, second: int, kind: str) -> None:
+    tools = _named(context, "execute_tool ")
+    assert len(tools) == 2, [span.name for span in tools]
+    assert tools[first - 1].status.status_code == StatusCode.UNSET, tools[first - 1].status
+    skipped = tools[second - 1]
+    assert skipped.status.status_code == StatusCode.ERROR, skipped.status
+    assert _attributes(skipped)["error.type"] == kind, skipped.attributes
+    assert _attributes(skipped)["gen_ai.tool.call.id"] == "orsay", skipped.attributes
 
 
 @then("the ledger database is at the current schema version")

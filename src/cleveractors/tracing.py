@@ -250,18 +250,31 @@ class RunTrace:
                 _set_input_content(span, messages, self.telemetry.content)
         return ChatSpan(self, span, provider_name, request_model, time.perf_counter())
 
-    def start_tool(self, name: str, call_id: str, arguments: object) -> ToolSpan:
-        """Start the span of one tool call, as it runs."""
+    def start_tool(
+        self, name: str, call_id: str, arguments: object, *, source: str | None = None
+    ) -> ToolSpan:
+        """Start the span of one tool call, as it runs. `source` names where a tool that is not
+        a Python function comes from (``mcp server 'files'``)."""
         span = self._child(f"execute_tool {name}", SpanKind.INTERNAL)
         if span.is_recording():
             span.set_attribute("gen_ai.operation.name", "execute_tool")
             span.set_attribute("gen_ai.tool.name", name)
             span.set_attribute("gen_ai.tool.call.id", call_id)
             span.set_attribute("gen_ai.tool.type", "function")
+            if source is not None and source != "python":
+                span.set_attribute("cleveractors.tool.source", source)
             content = self.telemetry.content
-            if content.enabled:
+            if content.enabled and arguments is not None:
                 span.set_attribute("gen_ai.tool.call.arguments", content.capped(_json(arguments)))
         return ToolSpan(self, span)
+
+    def skipped_tool(self, name: str, call_id: str) -> None:
+        """The span of a call an earlier `ends_turn` call kept from running: an ERROR
+        `skipped`, so it is never mistaken for one that ran."""
+        tool = self.start_tool(name, call_id, None)
+        if tool.span.is_recording():
+            _set_error(tool.span, "skipped")
+        tool.end(None, None)
 
     def _child(self, name: str, kind: SpanKind) -> Span:
         span = self.telemetry.tracer.start_span(name, self._context, kind=kind)

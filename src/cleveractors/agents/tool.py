@@ -66,7 +66,8 @@ class ToolAgent:
         run_trace = current_trace()
         if run_trace is None:
             return await self._run(call)
-        span = run_trace.start_tool(call.name, call.call_id, call.arguments)
+        source = None if self._tool is None else self._tool.source
+        span = run_trace.start_tool(call.name, call.call_id, call.arguments, source=source)
         try:
             outcome = await self._run(call)
         except BaseException as exc:  # cancelled (or broken) mid-call: the span still ends
