@@ -131,3 +131,10 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     Then the traced run answered
     And tool span 1 ended with status UNSET and tool span 2 with status ERROR and error.type "skipped"
     And every span was ended exactly once, and all share one trace
+
+  Scenario: Streamed runs stopped at random positions log nothing and end every span once
+    Given a traced actor over a scripted OpenAI server, each conversation of which calls slow_lookup and then answers
+    When 200 streamed runs are each stopped after a random number of events
+    Then every span was ended exactly once, in one trace per run
+    And nothing was logged about a context that could not be detached
+    And each run's chat spans' usage equals its result's

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import tempfile
 from collections import Counter
 from decimal import Decimal
@@ -24,7 +25,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
 from sqlalchemy import select, text, update
-from support.harness import NAMED_POSITIONS, Consumption, InSession, Stop, consume, run_guarded
+from support.harness import (
+    NAMED_POSITIONS,
+    Consumption,
+    InSession,
+    Stop,
+    after_items,
+    consume,
+    run_guarded,
+)
 
 from cleveractors import ActorExecutor, LLMAgent
 from cleveractors.store import SqlStore
@@ -56,6 +65,15 @@ class _Lifecycle(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         assert span.context is not None
         self.ended[span.context.span_id] += 1
+
+
+class _AllLogs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 class _WarningLog(logging.Handler):
@@ -109,8 +127,9 @@ def _executor(
     retries: int = 0,
     database: Path | None = None,
     ends_turn: bool = False,
+    per_conversation: bool = False,
 ) -> None:
-    server = ScriptedOpenAIServer(script)
+    server = ScriptedOpenAIServer(script, per_conversation=per_conversation)
     server.start()
     context.add_cleanup(server.stop)
     context.server = server
@@ -201,6 +220,19 @@ def _given_ends_turn(context: Context) -> None:
     _executor(context, [ScriptedReply(tool_calls=calls)], ends_turn=True)
 
 
+@given(
+    "a traced actor over a scripted OpenAI server, each conversation of which calls slow_lookup "
+    "and then answers"
+)
+def _given_per_conversation(context: Context) -> None:
+    call = ScriptedToolCall(name="slow_lookup", id="louvre", args={"query": "Louvre", "seconds": 0})
+    script = [
+        ScriptedReply(text="Let me look that up.", tool_calls=(call,)),
+        ScriptedReply(text=" ".join(f"fact{n}" for n in range(12))),
+    ]
+    _executor(context, script, per_conversation=True)
+
+
 @given("a ledger database at schema version 2, made before spans were recorded")
 def _given_old_ledger(context: Context) -> None:
     context.database = Path(tempfile.mkdtemp(prefix="cleveractors-tracing-")) / "old.db"
@@ -284,6 +316,26 @@ def _when_escapes(context: Context, message: str) -> None:
         raise AssertionError("the BaseException did not escape")
 
     run_guarded(run())
+
+
+@when("{count:d} streamed runs are each stopped after a random number of events")
+def _when_random_stops(context: Context, count: int) -> None:
+    chooser = random.Random(19)
+    everything = _AllLogs()
+    logging.getLogger().addHandler(everything)
+    context.add_cleanup(logging.getLogger().removeHandler, everything)
+    context.all_logs = everything
+
+    async def runs() -> list[Consumption]:
+        async with context.executor:
+            consumed = []
+            for number in range(count):
+                stop = Stop("break", at=after_items(chooser.randint(1, 14)))
+                message = f"Run {number}: look up the Louvre"
+                consumed.append(await consume(context.executor, message, mode="events", stop=stop))
+            return consumed
+
+    context.runs = run_guarded(runs())
 
 
 @when("the traced run is stopped at the {position}")
@@ -508,6 +560,44 @@ def _then_tool_statuses(context: Context, first: int, second: int, kind: str) ->
     assert skipped.status.status_code == StatusCode.ERROR, skipped.status
     assert _attributes(skipped)["error.type"] == kind, skipped.attributes
     assert _attributes(skipped)["gen_ai.tool.call.id"] == "orsay", skipped.attributes
+
+
+@then("every span was ended exactly once, in one trace per run")
+def _then_ended_once_per_run(context: Context) -> None:
+    lifecycle = context.lifecycle
+    assert lifecycle.started == lifecycle.ended, (lifecycle.started, lifecycle.ended)
+    assert set(lifecycle.ended.values()) == {1}, lifecycle.ended
+    assert not context.otel_warnings.messages, context.otel_warnings.messages
+    runs = _named(context, "invoke_agent ")
+    assert len(runs) == len(context.runs), len(runs)
+    assert len({span.context.trace_id for span in runs if span.context is not None}) == len(runs)
+
+
+@then("nothing was logged about a context that could not be detached")
+def _then_no_detach(context: Context) -> None:
+    detached = [line for line in context.all_logs.messages if "detach" in line.lower()]
+    assert not detached, detached
+
+
+@then("each run's chat spans' usage equals its result's")
+def _then_usage_per_run(context: Context) -> None:
+    trace_of = {
+        _attributes(span)["cleveractors.run.id"]: span.context.trace_id
+        for span in _named(context, "invoke_agent ")
+        if span.context is not None
+    }
+    for consumed in context.runs:
+        result = consumed.result
+        assert result is not None, consumed
+        trace_id = trace_of[result.run_id]
+        chats = [
+            span
+            for span in _named(context, "chat ")
+            if span.context is not None and span.context.trace_id == trace_id
+        ]
+        usage = [_span_usage(span)[:2] for span in chats]
+        records = [(c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call]
+        assert usage == records, (result.run_id, usage, records)
 
 
 @then("the ledger database is at the current schema version")
