@@ -138,3 +138,11 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     Then every span was ended exactly once, in one trace per run
     And nothing was logged about a context that could not be detached
     And each run's chat spans' usage equals its result's
+
+  Scenario: Pruning and synthesis calls are chat spans of their purpose
+    Given a traced actor that condenses tool outputs over 1 token and allows 1 tool round, over a scripted OpenAI server whose model calls slow_lookup twice
+    When the actor runs "Look up the Louvre" in events mode
+    Then the traced run answered
+    And the chat spans' purposes are round, pruning, round, synthesis, each a child of the run span
+    And the chat spans' usage and cost equal the result's calls and totals
+    And each ledger row names the trace and the span of its chat span

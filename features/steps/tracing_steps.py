@@ -128,6 +128,7 @@ def _executor(
     database: Path | None = None,
     ends_turn: bool = False,
     per_conversation: bool = False,
+    limits: dict[str, int] | None = None,
 ) -> None:
     server = ScriptedOpenAIServer(script, per_conversation=per_conversation)
     server.start()
@@ -147,6 +148,7 @@ def _executor(
             "system_prompt": "You are a museum guide who knows every room of every museum.",
             "max_retries": retries,
             "retry_backoff_s": 0.01,
+            **(limits or {}),
             "tools": [
                 {
                     "name": "slow_lookup",
@@ -231,6 +233,21 @@ def _given_per_conversation(context: Context) -> None:
         ScriptedReply(text=" ".join(f"fact{n}" for n in range(12))),
     ]
     _executor(context, script, per_conversation=True)
+
+
+@given(
+    "a traced actor that condenses tool outputs over 1 token and allows 1 tool round, over a "
+    "scripted OpenAI server whose model calls slow_lookup twice"
+)
+def _given_pruning_and_synthesis(context: Context) -> None:
+    call = ScriptedToolCall(name="slow_lookup", id="louvre", args={"query": "Louvre", "seconds": 0})
+    script = [
+        ScriptedReply(tool_calls=(call,)),
+        ScriptedReply(text="Louvre: a museum."),
+        ScriptedReply(tool_calls=(call,)),
+        ScriptedReply(text="The Louvre is a museum in Paris."),
+    ]
+    _executor(context, script, limits={"tool_output_max_tokens": 1, "max_tool_rounds": 1})
 
 
 @given("a ledger database at schema version 2, made before spans were recorded")
@@ -504,6 +521,18 @@ def _then_chat_error(context: Context, number: int, kind: str) -> None:
     span = _chat_span(context, number)
     assert span.status.status_code == StatusCode.ERROR, span.status
     assert _attributes(span)["error.type"] == kind, span.attributes
+
+
+@then("the chat spans' purposes are round, pruning, round, synthesis, each a child of the run span")
+def _then_purposes(context: Context) -> None:
+    (run_span,) = _named(context, "invoke_agent ")
+    chats = _named(context, "chat ")
+    purposes = [_attributes(span)["cleveractors.call.purpose"] for span in chats]
+    assert purposes == ["round", "pruning", "round", "synthesis"], purposes
+    assert run_span.context is not None
+    for span in chats:
+        assert span.parent is not None, span.name
+        assert span.parent.span_id == run_span.context.span_id, span.parent
 
 
 @then("chat span {number:d} ended with status UNSET")
