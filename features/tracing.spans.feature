@@ -19,7 +19,7 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
       | invoke_agent museum-guide   | INTERNAL | (none)                      |
     And every span was ended exactly once, and all share one trace
     And the run span has cleveractors.run.outcome "answered", the run's id and the run's totals, and no gen_ai.usage attribute
-    And each chat span has gen_ai.operation.name "chat", gen_ai.provider.name "openai", gen_ai.request.model "gpt-4o-mini", gen_ai.request.stream <stream>, a response model, <response id> and a finish reason
+    And each chat span has gen_ai.operation.name "chat", gen_ai.provider.name "openai", gen_ai.request.model "gpt-4o-mini", gen_ai.request.stream <stream>, the server's address and port, a response model, <response id> and a finish reason
     And the chat spans are rounds 1 and 2, attempt 1, purpose "round"
     And the tool span has gen_ai.tool.name "slow_lookup", gen_ai.tool.call.id "louvre" and gen_ai.tool.type "function"
     And the chat spans' usage and cost equal the result's calls and totals

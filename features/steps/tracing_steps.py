@@ -458,6 +458,8 @@ def _then_chat_attributes(
         assert attributes["gen_ai.provider.name"] == provider, attributes
         assert attributes["gen_ai.request.model"] == model, attributes
         assert attributes["gen_ai.request.stream"] is (stream == "true"), attributes
+        assert attributes["server.address"] == "127.0.0.1", attributes
+        assert f":{attributes['server.port']}/" in context.server.base_url, attributes
         assert str(attributes["gen_ai.response.model"]).startswith(model), attributes
         if response_id == "a response id":
             assert str(attributes["gen_ai.response.id"]).startswith("chatcmpl-"), attributes

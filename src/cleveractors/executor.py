@@ -143,7 +143,10 @@ class ActorExecutor:
         self.name = name or agent.name
         self.store = store
         self._telemetry = Telemetry(
-            self.name, tracer_provider=tracer_provider, meter_provider=meter_provider
+            self.name,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            chat_model=getattr(agent, "model", None),
         )
         self.last_result: ExecutionResult | None = None
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream

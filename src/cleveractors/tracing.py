@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -115,6 +116,8 @@ class Telemetry:
         tracer_provider: Where spans go; the global provider when None.
         meter_provider: Where metrics go; the global provider when None.
         content: Whether content is captured; read from the environment when None.
+        chat_model: The agent's chat model, read once for the server its calls go to
+            (`server.address`, `server.port`).
     """
 
     __slots__ = (
@@ -125,6 +128,7 @@ class Telemetry:
         "_tokens",
         "actor_name",
         "content",
+        "server",
         "tracer",
     )
 
@@ -135,8 +139,10 @@ class Telemetry:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
         content: ContentCapture | None = None,
+        chat_model: object = None,
     ) -> None:
         self.actor_name = actor_name
+        self.server = server_of(chat_model)
         self.tracer = trace.get_tracer("cleveractors", tracer_provider=tracer_provider)
         meter = metrics.get_meter("cleveractors", meter_provider=meter_provider)
         self.content = ContentCapture.from_env() if content is None else content
@@ -243,6 +249,9 @@ class RunTrace:
             if request_model is not None:
                 span.set_attribute("gen_ai.request.model", request_model)
             span.set_attribute("gen_ai.request.stream", stream)
+            if (server := self.telemetry.server) is not None:
+                span.set_attribute("server.address", server[0])
+                span.set_attribute("server.port", server[1])
             span.set_attribute("cleveractors.call.purpose", purpose)
             span.set_attribute("cleveractors.call.round", round)
             span.set_attribute("cleveractors.call.attempt", attempt)
@@ -392,6 +401,33 @@ class ToolSpan:
                 _set_error(span, error_type(error))
             self.run._ended_child(span)
         span.end()
+
+
+# Where LangChain's integrations keep the URL they send to, and their default when unset.
+_BASE_URL_FIELDS = ("openai_api_base", "anthropic_api_url", "base_url")
+_DEFAULT_URLS = {
+    "ChatOpenAI": "https://api.openai.com",
+    "ChatAnthropic": "https://api.anthropic.com",
+}
+
+
+def server_of(chat_model: object) -> tuple[str, int] | None:
+    """The host and port a chat model's calls go to, when its integration says."""
+    url: object = None
+    for field in _BASE_URL_FIELDS:
+        url = getattr(chat_model, field, None)
+        if url:
+            break
+    if not url:
+        url = _DEFAULT_URLS.get(type(chat_model).__name__)
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return (parts.hostname, port) if parts.hostname else None
 
 
 current_trace_var: ContextVar[RunTrace | None] = ContextVar(
