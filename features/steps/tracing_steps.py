@@ -443,8 +443,8 @@ def _then_run_span(context: Context, outcome: str) -> None:
 
 @then(
     'each chat span has gen_ai.operation.name "chat", gen_ai.provider.name "{provider}", '
-    'gen_ai.request.model "{model}", gen_ai.request.stream {stream}, a response model, '
-    "{response_id} and a finish reason"
+    'gen_ai.request.model "{model}", gen_ai.request.stream {stream}, the server\'s address '
+    "and port, a response model, {response_id} and a finish reason"
 )
 def _then_chat_attributes(
     context: Context, provider: str, model: str, stream: str, response_id: str
