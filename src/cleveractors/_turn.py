@@ -28,6 +28,7 @@ from cleveractors.errors import (
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
 from cleveractors.runs import finish_despite_cancellation
+from cleveractors.tracing import RunTrace, Telemetry, current_trace_var
 from cleveractors.usage import CallRecorder
 
 if TYPE_CHECKING:
@@ -63,10 +64,57 @@ async def run_turn(
     run_id: str,
     sink: Callable[[Event], None],
     streaming: bool,
+    telemetry: Telemetry | None = None,
 ) -> RunOutcome:
     """Run `request` through `agent` as run `run_id`. Never raises for a failed run: the outcome
     carries the result (every token spent, the run's id) and the error; only a cancellation
-    that came before the run began gets through."""
+    that came before the run began gets through.
+
+    With `telemetry`, the run is an `invoke_agent` span, the parent of its calls' spans; it
+    ends here on every path."""
+    if telemetry is None:
+        return await _run_turn(agent, store, request, run_id=run_id, sink=sink, streaming=streaming)
+    run_trace = telemetry.start_run(run_id, request.session_id)
+    token = current_trace_var.set(run_trace)
+    try:
+        outcome = await _run_turn(
+            agent, store, request, run_id=run_id, sink=sink, streaming=streaming
+        )
+    except BaseException as exc:  # a cancellation before the run began, or an escape
+        status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+        run_trace.end(status, prompt_tokens=0, completion_tokens=0, cost_usd=None, error=exc)
+        raise
+    finally:
+        current_trace_var.reset(token)
+    _end_trace(run_trace, outcome)
+    return outcome
+
+
+def _end_trace(run_trace: RunTrace, outcome: RunOutcome) -> None:
+    result = outcome.result
+    if result.replayed:  # nothing ran: its tokens are on the first run's span, not twice
+        run_trace.end(
+            result.status, prompt_tokens=0, completion_tokens=0, cost_usd=None, error=None
+        )
+        return
+    run_trace.end(
+        result.status,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cost_usd=result.cost_usd,
+        error=outcome.error,
+    )
+
+
+async def _run_turn(
+    agent: Agent,
+    store: SqlStore | None,
+    request: TurnRequest,
+    *,
+    run_id: str,
+    sink: Callable[[Event], None],
+    streaming: bool,
+) -> RunOutcome:
     if store is None:
         _open(run_id, request, sink)
         outcome = await agent.run(

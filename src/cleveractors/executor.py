@@ -50,8 +50,12 @@ from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
+from cleveractors.tracing import Telemetry
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from cleveractors.store import SqlStore
 
 __all__ = ["ActorExecutor"]
@@ -121,14 +125,29 @@ class ActorExecutor:
         agent: The agent to run, e.g. an `LLMAgent` built in code.
         name: The actor's name, for logs and UIs.
         store: Where sessions and the usage ledger are kept (`cleveractors.store.SqlStore`).
+        tracer_provider: Where the runs' OpenTelemetry spans go (`cleveractors.tracing`); the
+            global provider when None (a no-op unless an SDK is configured).
+        meter_provider: Where the runs' OpenTelemetry metrics go; the global one when None.
     """
 
     def __init__(
-        self, agent: Agent, *, name: str | None = None, store: SqlStore | None = None
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        store: SqlStore | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.agent = agent
         self.name = name or agent.name
         self.store = store
+        self._telemetry = Telemetry(
+            self.name,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            chat_model=getattr(agent, "model", None),
+        )
         self.last_result: ExecutionResult | None = None
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
@@ -212,6 +231,8 @@ class ActorExecutor:
         *,
         origin: str | None = None,
         config_dir: Path | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> ActorExecutor:
         """Build an executor from a YAML file path, a plain dict or a validated `ActorConfig`.
 
@@ -243,7 +264,13 @@ class ActorExecutor:
             problems.append(str(exc))
         if problems or agent is None:
             raise ConfigurationError(describe_problems(origin, problems)) from None
-        return cls(agent, name=config.name, store=_build_store(config.store, config_dir))
+        return cls(
+            agent,
+            name=config.name,
+            store=_build_store(config.store, config_dir),
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        )
 
     async def execute(
         self,
@@ -373,7 +400,7 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
         )
-        return _BoundTurn(self.agent, self.store, request, new_run_id())
+        return _BoundTurn(self.agent, self.store, request, new_run_id(), self._telemetry)
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -387,10 +414,17 @@ class _BoundTurn:
     store: SqlStore | None
     request: TurnRequest
     run_id: str
+    telemetry: Telemetry
 
     def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
         return run_turn(
-            self.agent, self.store, self.request, run_id=self.run_id, sink=sink, streaming=streaming
+            self.agent,
+            self.store,
+            self.request,
+            run_id=self.run_id,
+            sink=sink,
+            streaming=streaming,
+            telemetry=self.telemetry,
         )
 
 

@@ -133,6 +133,10 @@ class LLMCallUsage(BaseModel):
     """`ok`, `failed` or `cancelled`. A failed attempt refused with an HTTP error status costs 0
     (the provider did no work); one that may have been billed (cut off, timed out, dropped after
     sending) carries an estimate, flagged `estimated`."""
+    trace_id: str | None = None
+    """The trace of the call's `chat` span (32 hex digits), when a tracer recorded one."""
+    span_id: str | None = None
+    """The call's `chat` span (16 hex digits), so a line of the bill links to its trace."""
 
 
 class UsageLedger:
@@ -156,6 +160,8 @@ class UsageLedger:
         cost_usd: Decimal | None = None,
         attempt: int = 1,
         status: AttemptStatus = "ok",
+        trace_id: str | None = None,
+        span_id: str | None = None,
     ) -> LLMCallUsage:
         call = LLMCallUsage(
             index=len(self._calls) + 1,
@@ -167,6 +173,8 @@ class UsageLedger:
             cost_usd=cost_usd,
             attempt=attempt,
             status=status,
+            trace_id=trace_id,
+            span_id=span_id,
         )
         self._calls.append(call)
         self._total += usage

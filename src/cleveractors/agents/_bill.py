@@ -13,7 +13,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -24,6 +24,7 @@ from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
+from cleveractors.tracing import ChatSpan, RunTrace, current_trace
 from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
 
 __all__ = ["Bill", "InFlightCall"]
@@ -45,6 +46,8 @@ class InFlightCall:
     """The fold of its chunks when the call streams; None for an `ainvoke`."""
     streams_text: bool = False
     """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
+    span: ChatSpan | None = None
+    """The attempt's `chat` span, from its sending to its record (the bill starts and ends it)."""
 
     @property
     def has_shown_text(self) -> bool:
@@ -71,7 +74,7 @@ class Bill:
         in_flight: The call sent and not yet recorded, if any.
     """
 
-    __slots__ = ("_recorded", "_recorder", "_sink", "in_flight", "ledger", "pricer")
+    __slots__ = ("_recorded", "_recorder", "_sink", "_trace", "in_flight", "ledger", "pricer")
 
     def __init__(
         self,
@@ -87,17 +90,33 @@ class Bill:
         self._recorder = recorder
         self._recorded = 0
         """How many of the ledger's calls the recorder has been given."""
+        self._trace: RunTrace | None = current_trace()
+        """The run's trace, when an executor traces it: each attempt is a span of it."""
 
     def begin_call(self, call: InFlightCall) -> None:
-        """A call is about to be sent: from now on it is billed, whatever becomes of it."""
+        """A call is about to be sent: from now on it is billed, whatever becomes of it (and
+        traced: its span starts here and ends with its record)."""
+        if self._trace is not None:
+            call = replace(call, span=self._start_span(self._trace, call))
         self.in_flight = call
+
+    def _start_span(self, run_trace: RunTrace, call: InFlightCall) -> ChatSpan:
+        return run_trace.start_chat(
+            provider=self.pricer.provider,
+            request_model=self.pricer.model,
+            purpose=call.purpose,
+            round=call.round,
+            attempt=call.attempt,
+            stream=call.fold is not None,
+            messages=call.messages,
+        )
 
     def record_reply(self, reply: AIMessage) -> None:
         """Record the call in flight, completed by `reply`."""
         call = self.in_flight
         if call is None:
             raise RuntimeError("a reply was recorded for no call in flight")
-        self._record(call, self._reported_usage(call, reply), reply, status="ok")
+        self._record(call, self._reported_usage(call, reply), reply, status="ok", cause=None)
 
     def bill_interrupted_call(self, cause: BaseException) -> None:
         """Record an in-flight call that failed or was cut off (every attempt is a record). The
@@ -114,12 +133,13 @@ class Bill:
         if fold is not None and fold.has_usage:
             # The provider's figures arrived before the cut: exact, never an estimate.
             reply = fold.message()
-            self._record(call, self._reported_usage(call, reply), reply, status=status)
+            self._record(call, self._reported_usage(call, reply), reply, status=status, cause=cause)
         elif (fold is not None and fold.received_any) or may_have_been_billed(cause):
             partial = fold.message() if fold is not None else None
-            self._record(call, _estimate(call.messages, partial), partial, status=status)
+            usage = _estimate(call.messages, partial)
+            self._record(call, usage, partial, status=status, cause=cause)
         else:
-            self._record(call, TokenUsage(), None, status=status)
+            self._record(call, TokenUsage(), None, status=status, cause=cause)
 
     async def flush_calls(self) -> None:
         """Hand the recorder every call recorded since the last flush."""
@@ -159,8 +179,11 @@ class Bill:
         reply: AIMessage | None,
         *,
         status: AttemptStatus,
+        cause: BaseException | None,
     ) -> None:
         model = self.pricer.answering_model(reply)
+        span = call.span
+        trace_id, span_id = (None, None) if span is None else span.ids
         record = self.ledger.record(
             purpose=call.purpose,
             round=call.round,
@@ -170,8 +193,15 @@ class Bill:
             provider=self.pricer.provider,
             model=model,
             cost_usd=self.pricer.cost(usage, model),
+            trace_id=trace_id,
+            span_id=span_id,
         )
         self.in_flight = None
+        if span is not None:
+            if call.fold is not None:
+                span.first_chunk_at = call.fold.first_chunk_at
+                span.chunks = call.fold.chunks_received
+            span.end(record, reply, cause)
         self._sink(UsageRecorded(call=record, total=self.ledger.total))
 
 

@@ -33,6 +33,7 @@ from cleveractors.result import ToolCallRecord, ToolCallStatus
 from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool, ToolHandler, as_tool
 from cleveractors.tools.mcp import McpToolbox
+from cleveractors.tracing import current_trace
 
 __all__ = ["Dispatched", "ToolDispatcher", "ToolSet", "answer_call", "skip_call"]
 
@@ -249,6 +250,8 @@ def skip_call(
     reason = _SKIPPED.format(tool=ended_by.name, call_id=ended_by.call_id)
     run.transcript.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
     _record(run, call, status="skipped", output=reason, duration_s=0.0)
+    if (run_trace := current_trace()) is not None:
+        run_trace.skipped_tool(call.name, call.call_id)
     run.sink(ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason))
 
 

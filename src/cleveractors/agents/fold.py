@@ -21,6 +21,7 @@ a provider bills as output, for estimating a call the provider sent no usage for
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -134,12 +135,14 @@ class ReplyFold:
     is the reply as it is.
     """
 
-    __slots__ = ("_chunks", "_has_usage", "_whole")
+    __slots__ = ("_chunks", "_has_usage", "_whole", "first_chunk_at")
 
     def __init__(self) -> None:
         self._chunks: list[AIMessageChunk] = []
         self._whole: AIMessage | None = None
         self._has_usage = False
+        self.first_chunk_at: float | None = None
+        """When the first piece arrived (`time.perf_counter()`), for the time to first chunk."""
 
     def add(self, piece: BaseMessage) -> str:
         """Take one streamed piece; returns the text a reader should see (never thinking).
@@ -156,9 +159,12 @@ class ReplyFold:
 
     def _keep(self, piece: BaseMessage) -> AIMessage:
         if isinstance(piece, AIMessageChunk) and self._whole is None:
+            if not self._chunks:
+                self.first_chunk_at = time.perf_counter()
             self._chunks.append(piece)
             return piece
         if isinstance(piece, AIMessage) and not self.received_any:
+            self.first_chunk_at = time.perf_counter()
             self._whole = piece
             return piece
         raise TypeError(

@@ -12,6 +12,7 @@ from typing import Any
 from cleveractors.errors import ToolExecutionError
 from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
+from cleveractors.tracing import current_trace
 
 __all__ = ["ToolAgent", "ToolCallRequest", "ToolOutcome"]
 
@@ -61,6 +62,21 @@ class ToolAgent:
         self._available = available
 
     async def run(self, call: ToolCallRequest) -> ToolOutcome:
+        """Run the call, inside its `execute_tool` span when the run is traced."""
+        run_trace = current_trace()
+        if run_trace is None:
+            return await self._run(call)
+        source = None if self._tool is None else self._tool.source
+        span = run_trace.start_tool(call.name, call.call_id, call.arguments, source=source)
+        try:
+            outcome = await self._run(call)
+        except BaseException as exc:  # cancelled (or broken) mid-call: the span still ends
+            span.end(None, exc)
+            raise
+        span.end(outcome.output, outcome.error)
+        return outcome
+
+    async def _run(self, call: ToolCallRequest) -> ToolOutcome:
         started = time.perf_counter()
         try:
             output = await self._invoke(call)

@@ -55,6 +55,10 @@ class LedgerRow(BaseModel):
     model: str | None = None
     """Who answered: the provider-reported model name when given, else the configured one."""
     cost_usd: Decimal | None = None
+    trace_id: str | None = None
+    """The trace of the call's `chat` span (hex), when the run was traced."""
+    span_id: str | None = None
+    """The call's `chat` span (hex): the line of the bill links to its span."""
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property

@@ -21,9 +21,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
     select,
     text,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors.errors import ConfigurationError
@@ -107,6 +109,9 @@ llm_calls = Table(
     Column("provider", String(100)),
     Column("model", String(200)),
     Column("cost_usd", String(40)),
+    # The call's `chat` span (hex), when a tracer recorded it: the line links to its trace.
+    Column("trace_id", String(32)),
+    Column("span_id", String(16)),
 )
 
 idempotency_keys = Table(
@@ -141,7 +146,23 @@ async def _v2_idempotency_keys(connection: AsyncConnection) -> None:
     await connection.run_sync(idempotency_keys.create)
 
 
-_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys)
+async def _v3_call_spans(connection: AsyncConnection) -> None:
+    """The trace and span ids of each ledger row. A database made at version 3 or later has
+    them from `_v1_tables` already (it creates the table as it is now)."""
+
+    def existing(sync: Connection) -> set[str]:
+        return {column["name"] for column in inspect(sync).get_columns(llm_calls.name)}
+
+    present = await connection.run_sync(existing)
+    for column in (llm_calls.c.trace_id, llm_calls.c.span_id):
+        if column.name not in present:
+            kind = column.type.compile(dialect=connection.dialect)
+            await connection.execute(
+                text(f"ALTER TABLE {llm_calls.name} ADD COLUMN {column.name} {kind}")
+            )
+
+
+_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys, _v3_call_spans)
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
 

@@ -684,6 +684,8 @@ def _call_values(run: StoreRun, call: LLMCallUsage) -> dict[str, object]:
         "provider": call.provider,
         "model": call.model,
         "cost_usd": _money(call.cost_usd),
+        "trace_id": call.trace_id,
+        "span_id": call.span_id,
     }
 
 
@@ -743,6 +745,8 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         provider=row.provider,
         model=row.model,
         cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
+        trace_id=row.trace_id,
+        span_id=row.span_id,
     )
 
 
