@@ -506,7 +506,7 @@ With Verbose In A Terminal Log Lines Never Split The Streamed Text
     Log Lines Should Stand On Their Own    WARNING
     Log Lines Should Stand On Their Own    INFO
     Output Should Show A Line Matching
-    ...    WARNING cleveractors.agents.tool: agent cli-test: tool 'get_weather' \\(call \\w+\\) arguments are not valid JSON .*
+    ...    WARNING cleveractors.agents.tool: agent cli-test, run run_[0-9a-f]{24}: tool 'get_weather' \\(call \\w+\\) arguments are not valid JSON .*
 
 A Library Script Without Logging Configured Prints Nothing Of Ours
     ${actor}    Actor With A Failing Tool
