@@ -17,6 +17,7 @@ Run it with `python -m uvicorn --factory web_usage_app:create_usage_app --app-di
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ CALLER_HEADER_VARIABLE = "CLEVERACTORS_WEB_CALLER_HEADER"
 
 
 def create_usage_app() -> FastAPI:
+    # An app's own logging: the library adds only a NullHandler, so its warnings (a silent
+    # reader dropped, say) reach the server's log only where the app asks for them.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     actor = Path(os.environ[ACTOR_VARIABLE])
     if actor.suffix == ".json":
         executor = ActorExecutor.from_config(json.loads(actor.read_text(encoding="utf-8")))
