@@ -146,3 +146,12 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     And the chat spans' purposes are round, pruning, round, synthesis, each a child of the run span
     And the chat spans' usage and cost equal the result's calls and totals
     And each ledger row names the trace and the span of its chat span
+
+  Scenario Outline: An SDK set as the global provider, after the executor was built, traces its runs (<provider>)
+    When a fresh interpreter builds a stub executor, then sets the SDK's <provider> as the global one, and runs it
+    Then that interpreter <recorded>
+
+    Examples:
+      | provider        | recorded                                          |
+      | tracer provider | recorded the run's invoke_agent and chat spans    |
+      | meter provider  | recorded the token usage metric and no span       |

@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import random
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 from decimal import Decimal
@@ -832,3 +834,56 @@ def _then_low_cardinality(context: Context) -> None:
             assert not extra, (name, extra)
             values = json.dumps(dict(point.attributes))
             assert _result(context).run_id not in values, values
+
+
+_GLOBAL_PROVIDER_PROGRAM = """
+import asyncio, json
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from cleveractors import ActorExecutor
+
+actor = {"name": "global", "agent": {"provider": "stub", "script": [{"text": "Hi."}]}}
+executor = ActorExecutor.from_config(actor)
+spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+if WHICH == "tracer provider":
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+else:
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+asyncio.run(executor.execute("Hello"))
+data = reader.get_metrics_data() if WHICH == "meter provider" else None
+scopes = [sm for rm in (data.resource_metrics if data else ()) for sm in rm.scope_metrics]
+names = sorted({m.name for sm in scopes for m in sm.metrics})
+print(json.dumps({"spans": sorted(s.name for s in spans.get_finished_spans()), "metrics": names}))
+"""
+
+
+@when(
+    "a fresh interpreter builds a stub executor, then sets the SDK's {provider} as the global "
+    "one, and runs it"
+)
+def _when_global_provider(context: Context, provider: str) -> None:
+    program = f"WHICH = {provider!r}\n" + _GLOBAL_PROVIDER_PROGRAM
+    ran = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    context.fresh_recorded = json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+@then("that interpreter recorded the run's invoke_agent and chat spans")
+def _then_global_spans(context: Context) -> None:
+    assert context.fresh_recorded["spans"] == ["chat scripted", "invoke_agent global"], (
+        context.fresh_recorded
+    )
+
+
+@then("that interpreter recorded the token usage metric and no span")
+def _then_global_metrics(context: Context) -> None:
+    assert "gen_ai.client.token.usage" in context.fresh_recorded["metrics"], context.fresh_recorded
+    assert context.fresh_recorded["spans"] == [], context.fresh_recorded

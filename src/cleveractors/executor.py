@@ -400,7 +400,8 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
         )
-        return _BoundTurn(self.agent, self.store, request, new_run_id(), self._telemetry)
+        telemetry = self._telemetry if self._telemetry.is_live else None
+        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry)
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -414,7 +415,8 @@ class _BoundTurn:
     store: SqlStore | None
     request: TurnRequest
     run_id: str
-    telemetry: Telemetry
+    telemetry: Telemetry | None
+    """None when nothing would record the run's spans and metrics."""
 
     def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
         return run_turn(

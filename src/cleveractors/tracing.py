@@ -124,6 +124,7 @@ class Telemetry:
         "_cost",
         "_duration",
         "_first_chunk",
+        "_is_given",
         "_per_chunk",
         "_tokens",
         "actor_name",
@@ -142,6 +143,7 @@ class Telemetry:
         chat_model: object = None,
     ) -> None:
         self.actor_name = actor_name
+        self._is_given = tracer_provider is not None or meter_provider is not None
         self.server = server_of(chat_model)
         self.tracer = trace.get_tracer("cleveractors", tracer_provider=tracer_provider)
         meter = metrics.get_meter("cleveractors", meter_provider=meter_provider)
@@ -173,6 +175,16 @@ class Telemetry:
         self._cost = meter.create_counter(
             "cleveractors.client.cost", unit="USD", description="Cost of the LLM calls"
         )
+
+    @property
+    def is_live(self) -> bool:
+        """Whether a span or a metric could be recorded: providers were given, or an SDK is a
+        global provider (read per run: an app may set it after building the executor). When not,
+        a run makes no span and records nothing: even the API's no-ops cost a blocking turn
+        about 1% of its CPU."""
+        if self._is_given:
+            return True
+        return not _records_nothing(trace.get_tracer_provider(), metrics.get_meter_provider())
 
     def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
         """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""
@@ -538,3 +550,13 @@ def _json(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _records_nothing(tracers: trace.TracerProvider, meters: metrics.MeterProvider) -> bool:
+    """Whether both global providers are the API's own stand-ins: its proxies (no SDK set yet)
+    or its no-ops. The metrics proxy's class is private to the API, so it is told by name."""
+    no_tracer = isinstance(tracers, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    no_meter = isinstance(meters, metrics.NoOpMeterProvider) or (
+        type(meters).__name__ == "_ProxyMeterProvider"
+    )
+    return no_tracer and no_meter
