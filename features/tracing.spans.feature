@@ -92,6 +92,12 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     And the metric cleveractors.client.cost sums to the result's cost
     And no metric attribute names a run, a session or a user
 
+  Scenario: Given providers that record nothing, the run answers and its ledger rows name no span
+    Given an actor with a store over a scripted OpenAI server whose first reply calls slow_lookup and whose second answers, given providers that record nothing
+    When the actor runs "Look up the Louvre" in events mode
+    Then the traced run answered
+    And the ledger rows name no trace and no span
+
   Scenario: With no SDK configured the run answers and its ledger rows name no span
     Given an actor with a store over a scripted OpenAI server whose first reply calls slow_lookup and whose second answers, and no tracer provider
     When the actor runs "Look up the Louvre" in events mode

@@ -20,6 +20,7 @@ from behave.runner import Context
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -126,6 +127,7 @@ def _executor(
     script: list[ScriptedReply],
     *,
     traced: bool = True,
+    records_nothing: bool = False,
     retries: int = 0,
     database: Path | None = None,
     ends_turn: bool = False,
@@ -166,6 +168,11 @@ def _executor(
         providers = {
             "tracer_provider": context.tracer_provider,
             "meter_provider": context.meter_provider,
+        }
+    if records_nothing:
+        providers = {
+            "tracer_provider": trace.NoOpTracerProvider(),
+            "meter_provider": metrics.NoOpMeterProvider(),
         }
     context.executor = ActorExecutor.from_config(config, **providers)
 
@@ -210,6 +217,15 @@ def _given_cut_off(context: Context, chunks: int) -> None:
 )
 def _given_untraced(context: Context) -> None:
     _executor(context, _lookup_then_answer(), traced=False)
+
+
+@given(
+    "an actor with a store over a scripted OpenAI server whose first reply calls slow_lookup and "
+    "whose second answers, given providers that record nothing"
+)
+def _given_no_op_providers(context: Context) -> None:
+    # Given providers are used as they are: every span is made, and none records.
+    _executor(context, _lookup_then_answer(), traced=False, records_nothing=True)
 
 
 @given(
@@ -838,6 +854,7 @@ def _then_low_cardinality(context: Context) -> None:
 
 _GLOBAL_PROVIDER_PROGRAM = """
 import asyncio, json
+from opentelemetry import metrics, trace
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
