@@ -13,12 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from cleveractors._pause import MemoryPauses, PausedRun, ToolAnswer
+from cleveractors.agents._approval import SUPERSEDED, not_run
 from cleveractors.agents.base import Agent, History
+from cleveractors.approvals import ApprovalDecision
 from cleveractors.errors import (
+    ApprovalError,
     ConfigurationError,
     IdempotencyError,
     SessionBusyError,
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
 
     from cleveractors.store import SqlStore, StoreRun
 
-__all__ = ["TurnRequest", "run_turn"]
+__all__ = ["ResumeRequest", "TurnRequest", "run_turn"]
 
 logger = logging.getLogger("cleveractors.executor")
 
@@ -54,13 +59,25 @@ class TurnRequest:
     message, history and session) is answered by the first run's stored result."""
     max_output_tokens: int | None = None
     """A cap on the output of each of the run's LLM calls (never above the model's own)."""
+    can_pause: bool = True
+    """False where nobody can approve a tool call: gated calls are declined, never run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRequest:
+    """Decisions on a paused run segment, from the caller who owns it."""
+
+    run_id: str
+    decisions: tuple[ApprovalDecision, ...]
+    caller: str | None = None
 
 
 async def run_turn(
     agent: Agent,
     store: SqlStore | None,
-    request: TurnRequest,
+    request: TurnRequest | ResumeRequest,
     *,
+    pauses: MemoryPauses,
     run_id: str,
     sink: Callable[[Event], None],
     streaming: bool,
@@ -71,15 +88,17 @@ async def run_turn(
     that came before the run began gets through.
 
     With `telemetry`, the run is an `invoke_agent` span, the parent of its calls' spans; it
-    ends here on every path."""
+    ends here on every path. Runs paused without a store are kept in `pauses`."""
+    turn = _run_turn(
+        agent, store, request, pauses=pauses, run_id=run_id, sink=sink, streaming=streaming
+    )
     if telemetry is None:
-        return await _run_turn(agent, store, request, run_id=run_id, sink=sink, streaming=streaming)
-    run_trace = telemetry.start_run(run_id, request.session_id)
+        return await turn
+    session_id = request.session_id if isinstance(request, TurnRequest) else None
+    run_trace = telemetry.start_run(run_id, session_id)
     token = current_trace_var.set(run_trace)
     try:
-        outcome = await _run_turn(
-            agent, store, request, run_id=run_id, sink=sink, streaming=streaming
-        )
+        outcome = await turn
     except BaseException as exc:  # a cancellation before the run began, or an escape
         status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
         run_trace.end(status, prompt_tokens=0, completion_tokens=0, cost_usd=None, error=exc)
@@ -109,14 +128,20 @@ def _end_trace(run_trace: RunTrace, outcome: RunOutcome) -> None:
 async def _run_turn(
     agent: Agent,
     store: SqlStore | None,
-    request: TurnRequest,
+    request: TurnRequest | ResumeRequest,
     *,
+    pauses: MemoryPauses,
     run_id: str,
     sink: Callable[[Event], None],
     streaming: bool,
 ) -> RunOutcome:
-    if store is None:
-        _open(run_id, request, sink)
+    if isinstance(request, ResumeRequest):
+        if store is None:
+            outcome = await _resume_in_memory(agent, pauses, request, run_id, sink, streaming)
+        else:
+            outcome = await _resume_stored(agent, store, request, run_id, sink, streaming)
+    elif store is None:
+        _open(run_id, request.session_id, sink)
         outcome = await agent.run(
             request.message,
             history=request.history,
@@ -124,7 +149,9 @@ async def _run_turn(
             streaming=streaming,
             run_id=run_id,
             max_output_tokens=request.max_output_tokens,
+            can_pause=request.can_pause,
         )
+        _keep_in_memory(pauses, outcome, request.caller)
     else:
         outcome = await _run_stored(
             agent, store, request, run_id=run_id, sink=sink, streaming=streaming
@@ -133,10 +160,24 @@ async def _run_turn(
     return outcome
 
 
-def _open(run_id: str, request: TurnRequest, sink: Callable[[Event], None]) -> None:
+def _open(
+    run_id: str,
+    session_id: str | None,
+    sink: Callable[[Event], None],
+    *,
+    resumed_from: str | None = None,
+) -> None:
     """The run is open: its session held, its key claimed. Said once, to the events and the log."""
-    sink(RunStarted(run_id=run_id, session_id=request.session_id))
-    logger.info("run %s started (session %s)", run_id, request.session_id or "none")
+    sink(RunStarted(run_id=run_id, session_id=session_id, resumed_from=resumed_from))
+    if resumed_from is None:
+        logger.info("run %s started (session %s)", run_id, session_id or "none")
+    else:
+        logger.info(
+            "run %s started (session %s), resuming run %s",
+            run_id,
+            session_id or "none",
+            resumed_from,
+        )
 
 
 async def _run_stored(
@@ -217,9 +258,117 @@ async def _run_in_ledger(
     if is_cancelled:  # the session was claimed as the caller left: free it at once
         await finish_despite_cancellation(held.abort(asyncio.CancelledError()))
         raise asyncio.CancelledError
-    _open(run_id, request, sink)
-    history = request.history if request.session_id is None else held.history
-    outcome = await _run_holding_session(agent, held, request, history, sink, streaming)
+    try:
+        superseded, is_cancelled = await finish_despite_cancellation(
+            held.supersede_waiting_run(_declined_for_new_message)
+        )
+    except StoreError as exc:
+        await finish_despite_cancellation(held.abort(exc))
+        return RunOutcome(_refused(run_id, exc), exc)
+    if is_cancelled:
+        await finish_despite_cancellation(held.abort(asyncio.CancelledError()))
+        raise asyncio.CancelledError
+    _open(run_id, request.session_id, sink)
+    history = request.history if request.session_id is None else [*held.history, *superseded]
+
+    def run(recorder: CallRecorder) -> Awaitable[RunOutcome]:
+        return agent.run(
+            request.message,
+            history=history,
+            sink=sink,
+            streaming=streaming,
+            on_call=recorder,
+            run_id=held.run_id,
+            max_output_tokens=request.max_output_tokens,
+            can_pause=request.can_pause,
+        )
+
+    outcome = _owned(await _run_holding_session(held, run), request.session_id, request.caller)
+    settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
+    return _cancelled_after(settled) if is_cancelled else settled
+
+
+def _declined_for_new_message(paused: PausedRun) -> dict[str, ToolAnswer]:
+    """What the model reads for the calls of a pause that a new message answered."""
+    return {pending.call_id: not_run(pending.name, SUPERSEDED) for pending in paused.pending}
+
+
+def _owned(outcome: RunOutcome, session_id: str | None, caller: str | None) -> RunOutcome:
+    """The outcome with its pause (if it paused) naming the session and the caller it is for."""
+    if outcome.pause is None:
+        return outcome
+    pause = replace(outcome.pause, session_id=session_id, caller=caller)
+    return RunOutcome(outcome.result, outcome.error, outcome.turn, pause)
+
+
+def _keep_in_memory(pauses: MemoryPauses, outcome: RunOutcome, caller: str | None) -> None:
+    if outcome.pause is not None:
+        pauses.keep(replace(outcome.pause, caller=caller))
+
+
+async def _resume_in_memory(
+    agent: Agent,
+    pauses: MemoryPauses,
+    request: ResumeRequest,
+    run_id: str,
+    sink: Callable[[Event], None],
+    streaming: bool,
+) -> RunOutcome:
+    """Resume a run this executor paused and keeps in memory (it has no store)."""
+    try:
+        paused = pauses.find(request.run_id, request.caller)
+        checked = agent.check_decisions(paused, request.decisions, now=datetime.now(UTC))
+        pauses.take(paused.run_id, resumed_in=run_id)  # nothing awaited since `find`
+    except ApprovalError as exc:
+        return RunOutcome(_refused(run_id, exc), exc)
+    _open(run_id, None, sink, resumed_from=paused.run_id)
+    outcome = await agent.resume(paused, checked, sink=sink, streaming=streaming, run_id=run_id)
+    _keep_in_memory(pauses, outcome, request.caller)
+    return outcome
+
+
+async def _resume_stored(
+    agent: Agent,
+    store: SqlStore,
+    request: ResumeRequest,
+    run_id: str,
+    sink: Callable[[Event], None],
+    streaming: bool,
+) -> RunOutcome:
+    """Resume a paused run from the store, on any worker: its session held again, the pause
+    taken by one resumption only (the decisions recorded with it), each LLM call in the
+    ledger, and the turn appended when it answers (or the pause kept again)."""
+    try:
+        await store.open()
+        paused = await store.paused_run(request.run_id, caller=request.caller)
+        checked = agent.check_decisions(paused, request.decisions, now=datetime.now(UTC))
+    except (ConfigurationError, StoreError, ApprovalError) as exc:
+        return RunOutcome(_refused(run_id, exc), exc)
+    beginning = store.begin_run(run_id=run_id, session_id=paused.session_id, caller=request.caller)
+    try:
+        held, is_cancelled = await finish_despite_cancellation(beginning)
+    except (SessionBusyError, SessionNotFoundError, StoreError) as exc:
+        return RunOutcome(_refused(run_id, exc), exc)
+    try:
+        if is_cancelled:
+            raise asyncio.CancelledError
+        _, is_cancelled = await finish_despite_cancellation(held.claim_pause(paused, checked))
+        if is_cancelled:
+            raise asyncio.CancelledError
+    except (ApprovalError, StoreError) as exc:
+        await finish_despite_cancellation(held.abort(exc))
+        return RunOutcome(_refused(run_id, exc), exc)
+    except BaseException as exc:
+        await finish_despite_cancellation(held.abort(exc))
+        raise
+    _open(run_id, paused.session_id, sink, resumed_from=paused.run_id)
+
+    def run(recorder: CallRecorder) -> Awaitable[RunOutcome]:
+        return agent.resume(
+            paused, checked, sink=sink, streaming=streaming, on_call=recorder, run_id=run_id
+        )
+
+    outcome = _owned(await _run_holding_session(held, run), paused.session_id, request.caller)
     settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
     return _cancelled_after(settled) if is_cancelled else settled
 
@@ -233,25 +382,11 @@ def _cancelled_after(outcome: RunOutcome) -> RunOutcome:
 
 
 async def _run_holding_session(
-    agent: Agent,
-    held: StoreRun,
-    request: TurnRequest,
-    history: History | None,
-    sink: Callable[[Event], None],
-    streaming: bool,
+    held: StoreRun, run: Callable[[CallRecorder], Awaitable[RunOutcome]]
 ) -> RunOutcome:
     """The agent's run, each LLM call recorded in the ledger as it ends."""
-    recorder: CallRecorder = held.record_call
     try:
-        return await agent.run(
-            request.message,
-            history=history,
-            sink=sink,
-            streaming=streaming,
-            on_call=recorder,
-            run_id=held.run_id,
-            max_output_tokens=request.max_output_tokens,
-        )
+        return await run(held.record_call)
     except BaseException as exc:
         # `agent.run` makes a failed run its outcome: what gets here is a cancellation that came
         # before the run began (or an agent that broke that promise). Free the session, then let

@@ -172,6 +172,8 @@ class ToolConfig(_Frozen):
     """Once this tool has run, its output is the turn's answer; later calls are skipped."""
     concurrent: bool = False
     """May run at the same time as the other concurrent calls of its batch."""
+    approval: Literal["never", "required"] = "never"
+    """`required`: a person approves each call before it runs; the run pauses until then."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -216,6 +218,16 @@ class McpServer(_Frozen):
     """How long one call may take before the model reads a timeout error."""
     concurrent: bool = False
     """The server's tools may run at the same time as the other concurrent calls of a batch."""
+    approval: Literal["never", "required"] | tuple[str, ...] = "never"
+    """`required`: a person approves each call of the server's tools before it runs; or the
+    names (as the server names them) of the tools that need it."""
+
+    def needs_approval(self, tool_name: str) -> bool:
+        """Whether calls of the server's tool `tool_name` (the server's own name) wait for a
+        person."""
+        if isinstance(self.approval, tuple):
+            return tool_name in self.approval
+        return self.approval == "required"
 
     @model_validator(mode="wrap")
     @classmethod
@@ -320,6 +332,9 @@ class LLMAgentConfig(_Frozen):
     tools: tuple[ToolConfig, ...] = ()
     mcp_servers: tuple[McpServer, ...] = ()
     """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
+    approval_timeout_s: PositiveFloat = 24 * 60 * 60.0
+    """How long a tool call that needs approval waits for a person before it expires (it is then
+    read by the model as declined, and never runs)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
 

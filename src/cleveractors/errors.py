@@ -15,6 +15,12 @@ CleverActorsError                 root of everything this library raises itself
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
       │    ├── IdempotencyKeyInProgressError   the key's first run is still going (HTTP 409)
       │    └── IdempotencyKeyMismatchError     the key was first used for another request (422)
+      ├── ApprovalError           a decision on a paused run cannot be taken (run and call named)
+      │    ├── RunNotFoundError           no paused run by that id for this caller (HTTP 404)
+      │    ├── ApprovalConflictError      the call or run was already decided or resumed (409)
+      │    │    └── ApprovalExpiredError  the call's approval ran out before the decision (409)
+      │    └── InvalidDecisionError       a decision that does not fit its call (422): unknown
+      │                                   call id, stale digest, edit failing the tool's schema
       └── StoreError              the store could not write the ledger or the session: the run
                                   fails (an answer that cannot be billed is not served)
 ```
@@ -36,13 +42,18 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
+    "ApprovalConflictError",
+    "ApprovalError",
+    "ApprovalExpiredError",
     "CleverActorsError",
     "ConfigurationError",
     "ExecutionError",
     "IdempotencyError",
     "IdempotencyKeyInProgressError",
     "IdempotencyKeyMismatchError",
+    "InvalidDecisionError",
     "McpServerError",
+    "RunNotFoundError",
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
@@ -160,6 +171,42 @@ class IdempotencyKeyMismatchError(IdempotencyError):
             key=key,
             run_id=run_id,
         )
+
+
+class ApprovalError(ExecutionError):
+    """Decisions on a paused run that cannot be taken; raised before any of them is applied, so
+    nothing runs and nothing is recorded.
+
+    Attributes:
+        run_id: The paused run the decisions were sent to.
+        call_id: The tool call the problem is about, when it is about one.
+    """
+
+    def __init__(self, message: str, *, run_id: str, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.call_id = call_id
+
+
+class RunNotFoundError(ApprovalError):
+    """No paused run by that id belongs to this caller. Another caller's run is reported the same
+    way, so its existence is never revealed."""
+
+
+class ApprovalConflictError(ApprovalError):
+    """The run was already resumed (by another worker too: exactly one of two wins), or the call
+    already has a decision: decisions are single-use."""
+
+
+class ApprovalExpiredError(ApprovalConflictError):
+    """The call waited longer than the agent's `approval_timeout_s`: it was not run, and the
+    model reads it as declined."""
+
+
+class InvalidDecisionError(ApprovalError):
+    """A decision that does not fit the call it names: an unknown call id, a digest of other
+    arguments (the decision was made on a stale view), edited arguments that fail the tool's
+    schema, or no decision at all."""
 
 
 class StoreError(ExecutionError):

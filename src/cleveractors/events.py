@@ -10,15 +10,19 @@ session claimed, the idempotency key checked), `RoundStarted`, then per round th
 one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecorded` and a
 `CallRetrying` first), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
-is hit; last `RunFinished` or `RunFailed`.
+is hit; last `RunFinished` or `RunFailed`. A run that waits for a person emits
+`ToolApprovalRequested` for each gated call and ends with `RunPaused`; the segment that resumes
+it starts with `RunStarted(resumed_from=...)` and a `ToolCallDecided` per decided call.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cleveractors.approvals import RecordedDecision
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
@@ -29,9 +33,12 @@ __all__ = [
     "RoundStarted",
     "RunFailed",
     "RunFinished",
+    "RunPaused",
     "RunStarted",
     "SynthesisStarted",
     "TextDelta",
+    "ToolApprovalRequested",
+    "ToolCallDecided",
     "ToolCallFinished",
     "ToolCallRequested",
     "ToolCallSkipped",
@@ -54,6 +61,8 @@ class RunStarted(_Event):
     run_id: str
     session_id: str | None = None
     replayed: bool = False
+    resumed_from: str | None = None
+    """The paused run segment this one resumes, when it resumes one."""
 
 
 class RoundStarted(_Event):
@@ -149,8 +158,42 @@ class SynthesisStarted(_Event):
     reason: SynthesisReason
 
 
+class ToolApprovalRequested(_Event):
+    """A call the model asked for waits for a person's decision; it has not run. The run ends
+    paused once its other calls have run (`RunPaused`)."""
+
+    kind: Literal["tool_approval_requested"] = "tool_approval_requested"
+    round: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    digest: str
+    """Give it back with the decision: it binds the decision to these arguments."""
+    expires_at: datetime
+
+
+class ToolCallDecided(_Event):
+    """A resumed run carries out a decision on a gated call (or records that nobody made one in
+    time: `expired`). An approved or edited call then runs (`ToolCallStarted`)."""
+
+    kind: Literal["tool_call_decided"] = "tool_call_decided"
+    round: int
+    call_id: str
+    name: str
+    decision: RecordedDecision
+    reason: str | None = None
+
+
 class RunFinished(_Event):
     kind: Literal["run_finished"] = "run_finished"
+    result: ExecutionResult
+
+
+class RunPaused(_Event):
+    """The run waits for decisions on `result.pending_approvals`; `result` is this segment's,
+    with every token it spent (billed once: a resumption reports only its own)."""
+
+    kind: Literal["run_paused"] = "run_paused"
     result: ExecutionResult
 
 
@@ -169,12 +212,15 @@ Event = Annotated[
     | UsageRecorded
     | CallRetrying
     | ToolCallRequested
+    | ToolApprovalRequested
+    | ToolCallDecided
     | ToolCallStarted
     | ToolCallFinished
     | ToolCallSkipped
     | OutputPruned
     | SynthesisStarted
     | RunFinished
+    | RunPaused
     | RunFailed,
     Field(discriminator="kind"),
 ]

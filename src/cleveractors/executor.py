@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import ValidationError
 
 from cleveractors import tokens
-from cleveractors._turn import TurnRequest, run_turn
+from cleveractors._pause import MemoryPauses
+from cleveractors._turn import ResumeRequest, TurnRequest, run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
+from cleveractors.approvals import ApprovalDecision
 from cleveractors.config import (
     ActorConfig,
     LLMAgentConfig,
@@ -44,7 +46,7 @@ from cleveractors.config import (
     read_actor_source,
     valid_part_of_agent,
 )
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, InvalidDecisionError
 from cleveractors.events import Event
 from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult, RunOutcome
@@ -149,6 +151,8 @@ class ActorExecutor:
             chat_model=getattr(agent, "model", None),
         )
         self.last_result: ExecutionResult | None = None
+        self._pauses = MemoryPauses()
+        """Runs paused without a store: kept in this process only, until resumed."""
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
 
     @property
@@ -281,6 +285,7 @@ class ActorExecutor:
         caller: str | None = None,
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
         on_event: Callable[[Event], None] | None = None,
     ) -> ExecutionResult:
         """Run a message to its answer.
@@ -297,6 +302,10 @@ class ActorExecutor:
             max_output_tokens: A cap on the output tokens of each LLM call of this run (a
                 client's `max_tokens`), bound on the model for the run; never above the model's
                 own `max_tokens`. None leaves the model's.
+            can_pause: False where nobody can approve a tool call (an endpoint without a way
+                to ask): calls that need approval are then declined, never run, and the model
+                reads why. True (the default) pauses the run for them: the result's `status`
+                is `paused`, and `resume()` goes on once a person decided.
             on_event: Called with each event of the run as it happens, to show progress:
                 those of `execute_events()`, each reply's text as one `TextDelta` (the model
                 is not streamed), and no `RunFinished` / `RunFailed` (the return value or the
@@ -318,6 +327,7 @@ class ActorExecutor:
             caller=caller,
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
+            can_pause=can_pause,
         )
         outcome = await turn(on_event or discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
@@ -331,10 +341,12 @@ class ActorExecutor:
         caller: str | None = None,
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
     ) -> EventStream:
         """Run a message, yielding typed events: first `RunStarted` (the run's id), last
-        `RunFinished` or `RunFailed`. Arguments as for `execute()`; a replayed request streams
-        `RunStarted(replayed=True)`, its stored answer as one `TextDelta`, then `RunFinished`."""
+        `RunFinished`, `RunPaused` (it waits for a person) or `RunFailed`. Arguments as for
+        `execute()`; a replayed request streams `RunStarted(replayed=True)`, its stored answer
+        as one `TextDelta`, then `RunFinished`."""
         turn = self._turn(
             message,
             history,
@@ -342,6 +354,7 @@ class ActorExecutor:
             caller=caller,
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
+            can_pause=can_pause,
         )
         return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
 
@@ -354,6 +367,7 @@ class ActorExecutor:
         caller: str | None = None,
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
     ) -> TextStream:
         """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`."""
@@ -364,8 +378,78 @@ class ActorExecutor:
             caller=caller,
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
+            can_pause=can_pause,
         )
         return TextStream(events)
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
+        *,
+        caller: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> ExecutionResult:
+        """Go on with a paused run once a person decided on its pending calls
+        (`cleveractors.approvals`): a new run segment, with its own id (`resumed_from` names
+        the paused one), its own ledger rows and result. Approved and edited calls run; when
+        every call of the batch has an answer the model is asked again; while some still wait,
+        the run pauses again, to be resumed by the new segment's id.
+
+        Args:
+            run_id: The paused segment's id (`result.run_id` of the paused result).
+            decisions: `ApprovalDecision`s, or their JSON form as dicts.
+            caller: Who decides: the run's own caller only (the audit records them).
+            on_event: As for `execute()`.
+
+        Raises:
+            RunNotFoundError: no paused run by that id for this caller.
+            ApprovalConflictError: the run was already resumed (one of two workers wins), or a
+                call has two decisions; `ApprovalExpiredError` for a call that expired.
+            InvalidDecisionError: a decision that does not fit its call (unknown call id or
+                field, stale digest, edited arguments failing the tool's schema).
+            Exception: as for `execute()`, once the segment runs.
+        """
+        turn = self._resumption(run_id, decisions, caller=caller)
+        outcome = await turn(on_event or discard_event, streaming=False)
+        return settle_blocking(outcome, self._remember)
+
+    def resume_events(
+        self,
+        run_id: str,
+        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
+        *,
+        caller: str | None = None,
+    ) -> EventStream:
+        """`resume()`, streaming its events: first `RunStarted(resumed_from=...)`, a
+        `ToolCallDecided` per decision, then as for `execute_events()`.
+
+        Raises:
+            InvalidDecisionError: a decision that is not one (an unknown field, a missing one).
+        """
+        turn = self._resumption(run_id, decisions, caller=caller)
+        return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
+
+    def resume_stream(
+        self,
+        run_id: str,
+        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
+        *,
+        caller: str | None = None,
+    ) -> TextStream:
+        """`resume()`, yielding the answer's text chunks as they arrive."""
+        return TextStream(self.resume_events(run_id, decisions, caller=caller))
+
+    def _resumption(
+        self,
+        run_id: str,
+        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
+        *,
+        caller: str | None,
+    ) -> _BoundTurn:
+        request = ResumeRequest(run_id, _decisions(run_id, decisions), caller=caller)
+        telemetry = self._telemetry if self._telemetry.is_live else None
+        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry, self._pauses)
 
     def _turn(
         self,
@@ -376,6 +460,7 @@ class ActorExecutor:
         caller: str | None,
         idempotency_key: str | None,
         max_output_tokens: int | None,
+        can_pause: bool,
     ) -> _BoundTurn:
         """The one path of every entry point: a run with its id minted now, ready to run with a
         sink, blocking or streaming."""
@@ -399,9 +484,10 @@ class ActorExecutor:
             caller=caller,
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
+            can_pause=can_pause,
         )
         telemetry = self._telemetry if self._telemetry.is_live else None
-        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry)
+        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry, self._pauses)
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -413,10 +499,11 @@ class _BoundTurn:
 
     agent: Agent
     store: SqlStore | None
-    request: TurnRequest
+    request: TurnRequest | ResumeRequest
     run_id: str
     telemetry: Telemetry | None
     """None when nothing would record the run's spans and metrics."""
+    pauses: MemoryPauses
 
     def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
         return run_turn(
@@ -427,7 +514,37 @@ class _BoundTurn:
             sink=sink,
             streaming=streaming,
             telemetry=self.telemetry,
+            pauses=self.pauses,
         )
+
+
+def _decisions(
+    run_id: str, decisions: Sequence[ApprovalDecision | Mapping[str, Any]]
+) -> tuple[ApprovalDecision, ...]:
+    """The decisions as models; one that is not a decision is refused, its problem named.
+
+    Raises:
+        InvalidDecisionError: a decision with an unknown or a missing field.
+    """
+    checked: list[ApprovalDecision] = []
+    for position, decision in enumerate(decisions):
+        if isinstance(decision, ApprovalDecision):
+            checked.append(decision)
+            continue
+        try:
+            checked.append(ApprovalDecision.model_validate(decision))
+        except ValidationError as exc:
+            call_id = decision.get("call_id") if isinstance(decision, Mapping) else None
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'decision'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise InvalidDecisionError(
+                f"decisions[{position}] is not a decision: {problems}",
+                run_id=run_id,
+                call_id=call_id if isinstance(call_id, str) else None,
+            ) from None
+    return tuple(checked)
 
 
 def _is_open(store: SqlStore) -> bool:

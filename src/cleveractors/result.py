@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from langchain_core.messages import BaseMessage
 from pydantic import (
@@ -16,7 +16,11 @@ from pydantic import (
     model_validator,
 )
 
+from cleveractors.approvals import PendingApproval
 from cleveractors.usage import LLMCallUsage, TokenUsage
+
+if TYPE_CHECKING:
+    from cleveractors._pause import PausedRun
 
 __all__ = [
     "SYNTHESIS_WITHOUT_ANSWER",
@@ -33,9 +37,12 @@ __all__ = [
 SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
-ToolCallStatus = Literal["ok", "error", "skipped"]
+ToolCallStatus = Literal["ok", "error", "skipped", "declined", "responded"]
+"""What became of a call: it ran (`ok` or `error`), an `ends_turn` call kept it from running
+(`skipped`), or a person's decision did (`declined`: rejected, expired or superseded;
+`responded`: a person's text stood in for the tool's output)."""
 
-ResultStatus = Literal["answered", "failed", "cancelled"]
+ResultStatus = Literal["answered", "failed", "cancelled", "paused"]
 """How a run ended, as `ExecutionResult.status` says it."""
 
 SYNTHESIS_WITHOUT_ANSWER = (
@@ -104,13 +111,22 @@ class ExecutionResult(BaseModel):
     replayed: bool = False
     """True when this is the stored result of an earlier run, returned again for a repeated
     idempotency key: nothing ran and nothing was billed for it (bill the original only)."""
+    pending_approvals: tuple[PendingApproval, ...] = ()
+    """The gated tool calls this run paused for (`status == "paused"`), in the model's order;
+    resume the run with decisions on them (`ActorExecutor.resume`)."""
+    resumed_from: str | None = None
+    """The id of the paused run segment this one resumed; its own records are this segment's
+    alone (no token is counted in two segments)."""
 
     @property
     def status(self) -> ResultStatus:
-        """How the run ended: `answered`, `failed` or `cancelled`."""
+        """How the run ended: `answered`, `failed`, `cancelled`, or `paused` for a person's
+        decisions (`pending_approvals`)."""
         if self.cancelled:
             return "cancelled"
-        return "failed" if self.error is not None else "answered"
+        if self.error is not None:
+            return "failed"
+        return "paused" if self.pending_approvals else "answered"
 
     @property
     def usage(self) -> TokenUsage:
@@ -215,8 +231,12 @@ hook for billing, used by agents, the executor and the web app alike."""
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     """How a run ended: its result, the exception to raise if it failed, and, if it answered,
-    the turn as the transcript holds it (the user's message, tool calls and results, answer)."""
+    the turn as the transcript holds it (the user's message, tool calls and results, answer);
+    if it paused, the pause."""
 
     result: ExecutionResult
     error: BaseException | None = None
     turn: tuple[BaseMessage, ...] = ()
+    pause: PausedRun | None = None
+    """Set when the run waits for a person (`result.status == "paused"`): what resuming it
+    starts from, for the executor to keep."""

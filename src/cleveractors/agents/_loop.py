@@ -17,6 +17,8 @@ import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from langchain_core.messages import (
     AIMessage,
@@ -35,6 +37,11 @@ from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
+
+if TYPE_CHECKING:
+    from cleveractors._pause import PausedRun
+    from cleveractors.agents._approval import CheckedDecisions
+    from cleveractors.approvals import PendingApproval
 
 EventSink = Callable[[Event], None]
 
@@ -68,7 +75,15 @@ class _Synthesize:
     reason: SynthesisReason
 
 
-_Step = _Finish | _CallTools | _Synthesize
+@dataclass(frozen=True, slots=True)
+class _ResumeBatch:
+    """A resumed run's first step: carry out the decisions on its paused batch."""
+
+    paused: PausedRun
+    checked: CheckedDecisions
+
+
+_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch
 
 
 def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
@@ -188,6 +203,11 @@ class Transcript:
             for message in self.messages
         )
 
+    @property
+    def turn_start(self) -> int:
+        """Where this turn's messages begin in `messages` (the user's message)."""
+        return self._turn_start
+
     def append(self, message: BaseMessage) -> None:
         self.messages.append(message)
 
@@ -218,6 +238,23 @@ class _Run:
     """The text the user sees, whether or not the run streams: `ExecutionResult.text`."""
     max_output_tokens: int | None = None
     """This run's cap on each LLM call's output, bound on the model for every call."""
+    can_pause: bool = True
+    """False where nobody can approve a call (the OpenAI endpoint): gated calls are declined."""
+    resumed_from: str | None = None
+    """The paused segment this run resumes."""
+    pending: tuple[PendingApproval, ...] = ()
+    """The calls this run paused for, once it pauses."""
+    spent_tokens_before: int = 0
+    """What the run's earlier segments spent: its budgets span every segment."""
+    spent_cost_before: Decimal = field(default=Decimal(0))
+
+    @property
+    def spent_tokens(self) -> int:
+        return self.spent_tokens_before + self.bill.ledger.total.total_tokens
+
+    @property
+    def spent_cost_usd(self) -> Decimal:
+        return self.spent_cost_before + self.bill.ledger.cost_spent_usd
 
     def show_text(self, text: str) -> None:
         """Text the user sees (a reply's, or an `ends_turn` tool's output): one event (a
@@ -232,6 +269,15 @@ class _Run:
             message=message,
             result=self._execution_result(text=self.shown.text, answer=message.text),
             turn=self.transcript.turn(message),
+        )
+
+    def paused(self, pause: PausedRun) -> _ToolLoopResult:
+        """The run waits for a person: no answer yet, the calls it waits for on the result."""
+        self.pending = pause.pending
+        return _ToolLoopResult(
+            message=AIMessage(content=""),
+            result=self._execution_result(text=self.shown.text),
+            paused=pause,
         )
 
     def error(self, cause: BaseException) -> _ToolLoopError:
@@ -251,6 +297,8 @@ class _Run:
             synthesis_ignored_tool_calls=self.synthesis_ignored_tool_calls,
             error=None if error is None else _error_info(error),
             cancelled=isinstance(error, asyncio.CancelledError),
+            pending_approvals=self.pending if error is None else (),
+            resumed_from=self.resumed_from,
         )
 
 
@@ -271,6 +319,8 @@ class _ToolLoopResult:
     result: ExecutionResult
     turn: tuple[BaseMessage, ...] = ()
     """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
+    paused: PausedRun | None = None
+    """Set when the run waits for a person: what its resumption starts from."""
 
 
 class _ToolLoopError(Exception):

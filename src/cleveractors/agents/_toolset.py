@@ -23,6 +23,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from cleveractors._pause import ToolAnswer
 from cleveractors.agents._loop import _Run
 from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
 from cleveractors.config import McpServer
@@ -35,7 +36,15 @@ from cleveractors.tools import Tool, ToolHandler, as_tool
 from cleveractors.tools.mcp import McpToolbox
 from cleveractors.tracing import current_trace
 
-__all__ = ["Dispatched", "ToolDispatcher", "ToolSet", "answer_call", "skip_call"]
+__all__ = [
+    "Dispatched",
+    "ToolDispatcher",
+    "ToolSet",
+    "answer_call",
+    "answer_for_person",
+    "append_answers",
+    "skip_call",
+]
 
 
 class ToolSet:
@@ -218,24 +227,17 @@ class ToolDispatcher:
         return outcome
 
 
-def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> None:
-    """Put a call's outcome in the transcript; `content` is what the model reads (the output,
-    or its condensed form, which then replaces the output in the call's record)."""
-    run.transcript.append(
-        ToolMessage(
-            content=content,
-            tool_call_id=call.call_id,
-            name=call.name,
-            status="error" if outcome.error else "success",
-        )
-    )
+def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> ToolAnswer:
+    """A call's answer, as the model will read it; `content` is the output, or its condensed
+    (or annotated) form, which then replaces the output in the call's record."""
     if content != outcome.output:
         _replace_output(run, call, content)
+    return ToolAnswer(content, "error" if outcome.error else "success")
 
 
 def skip_call(
     run: _Run, call: ToolCallRequest, *, ended_by: ToolCallRequest, agent_name: str
-) -> None:
+) -> ToolAnswer:
     """Answer a call that an earlier `ends_turn` call kept from running, so the transcript stays
     valid (every call id answered once)."""
     logger.info(
@@ -248,11 +250,35 @@ def skip_call(
         ended_by.call_id,
     )
     reason = _SKIPPED.format(tool=ended_by.name, call_id=ended_by.call_id)
-    run.transcript.append(ToolMessage(content=reason, tool_call_id=call.call_id, name=call.name))
     _record(run, call, status="skipped", output=reason, duration_s=0.0)
     if (run_trace := current_trace()) is not None:
         run_trace.skipped_tool(call.name, call.call_id)
     run.sink(ToolCallSkipped(round=run.round, call_id=call.call_id, name=call.name, reason=reason))
+    return ToolAnswer(reason)
+
+
+def answer_for_person(run: _Run, call: ToolCallRequest, answer: ToolAnswer) -> ToolAnswer:
+    """Record a gated call that a person's decision (or the lack of one) answered without
+    running it: declined (an error the model reads) or responded (a person's text)."""
+    status: ToolCallStatus = "declined" if answer.status == "error" else "responded"
+    _record(run, call, status=status, output=answer.content, duration_s=0.0)
+    return answer
+
+
+def append_answers(
+    run: _Run, calls: Sequence[ToolCallRequest], answers: Mapping[str, ToolAnswer]
+) -> None:
+    """Put a whole batch's answers in the transcript, in the model's order."""
+    for call in calls:
+        answer = answers[call.call_id]
+        run.transcript.append(
+            ToolMessage(
+                content=answer.content,
+                tool_call_id=call.call_id,
+                name=call.name,
+                status=answer.status,
+            )
+        )
 
 
 def _put_in_model_order(run: _Run, group: list[ToolCallRequest]) -> None:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream
+from cleveractors.errors import RunNotFoundError
 from cleveractors.events import Event
 from cleveractors.result import ExecutionResult, ResultCallback, RunOutcome
 from cleveractors.usage import CallRecorder, last_token_usage_var
+
+if TYPE_CHECKING:
+    from cleveractors._pause import PausedRun
+    from cleveractors.agents._approval import CheckedDecisions
+    from cleveractors.approvals import ApprovalDecision
 
 __all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
 
@@ -62,12 +70,39 @@ class Agent(ABC):
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
     ) -> RunOutcome:
         """Run the message once as run `run_id` (a new id when None), its events into `sink`.
         Never raises for a failed run: the outcome carries the result (with the run's id) and
         the error. What `process_message` and `stream_message` are made of, and what an
         executor drives. `max_output_tokens` caps the output of each LLM call of this run
-        (never above the model's own cap); None leaves the model's."""
+        (never above the model's own cap); None leaves the model's. With `can_pause` False,
+        calls that need a person's approval are declined instead of pausing the run."""
+
+    def check_decisions(
+        self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
+    ) -> CheckedDecisions:
+        """Check decisions on a run this agent paused, before anything runs.
+
+        Raises:
+            ApprovalError: the subclass naming what does not fit. An agent that never pauses
+                has no paused runs (`RunNotFoundError`).
+        """
+        raise RunNotFoundError(f"no paused run {paused.run_id!r}", run_id=paused.run_id)
+
+    async def resume(
+        self,
+        paused: PausedRun,
+        checked: CheckedDecisions,
+        *,
+        sink: Callable[[Event], None],
+        streaming: bool,
+        on_call: CallRecorder | None = None,
+        run_id: str | None = None,
+    ) -> RunOutcome:
+        """Go on with a paused run as a new segment `run_id`, carrying out `checked`; like
+        `run`, never raises for a failed run. An agent that never pauses has none to resume."""
+        raise RunNotFoundError(f"no paused run {paused.run_id!r}", run_id=paused.run_id)
 
 
 def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, assert_never
 
@@ -21,13 +22,26 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import streams_inside_ainvoke
+from cleveractors._pause import BatchCall, PausedRun, ToolAnswer
+from cleveractors.agents._approval import (
+    UNAVAILABLE,
+    ApprovalGate,
+    CheckedDecisions,
+    check_decisions,
+    declined,
+    edited,
+    expired_answer,
+    not_run,
+)
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
     _CallTools,
     _Finish,
+    _ResumeBatch,
     _Run,
+    _Step,
     _Synthesize,
     _ToolLoopError,
     _ToolLoopResult,
@@ -38,11 +52,25 @@ from cleveractors.agents._loop import (
 from cleveractors.agents._model import prepared_model
 from cleveractors.agents._pacing import StallWatch
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
-from cleveractors.agents._toolset import ToolSet, answer_call, skip_call
+from cleveractors.agents._toolset import (
+    ToolSet,
+    answer_call,
+    answer_for_person,
+    append_answers,
+    skip_call,
+)
 from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import EventStream
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
+from cleveractors.approvals import (
+    DEFAULT_APPROVAL_TIMEOUT_S,
+    ApprovalDecision,
+    ApprovalPolicy,
+    PendingApproval,
+    RecordedDecision,
+    call_digest,
+)
 from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import (
@@ -50,6 +78,8 @@ from cleveractors.events import (
     RoundStarted,
     SynthesisStarted,
     TextDelta,
+    ToolApprovalRequested,
+    ToolCallDecided,
     ToolCallRequested,
 )
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -114,8 +144,29 @@ class LoopLimits:
 
 @dataclass(frozen=True, slots=True)
 class _BatchOutcome:
-    answer: str | None
+    answer: str | None = None
     """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
+    paused: PausedRun | None = None
+    """Set when gated calls of the batch wait for a person: the run pauses."""
+
+
+@dataclass(frozen=True, slots=True)
+class _NewMessage:
+    """A run that begins with the user's message."""
+
+    message: str
+    history: History | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Resumption:
+    """A run that goes on from a paused one, with decisions on its gated calls."""
+
+    paused: PausedRun
+    checked: CheckedDecisions
+
+
+_Start = _NewMessage | _Resumption
 
 
 class LLMAgent(Agent):
@@ -142,10 +193,15 @@ class LLMAgent(Agent):
         model_name: The model's name for usage records and prices; read from the model when
             omitted.
         pricing: Your own prices, instead of genai-prices' table.
+        approval: Which tool calls wait for a person (`cleveractors.approvals`), on top of the
+            tools declared `needs_approval`: tool names, or a policy callable
+            `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
+            one (a policy that raises, or gets arguments it cannot read, means it does).
+        approval_timeout_s: How long a gated call waits for a decision before it expires.
 
     Raises:
-        ConfigurationError: two tools share a name, or `limits.cost_budget_usd` is set for a
-            model whose price is unknown.
+        ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
+            model whose price is unknown, or `approval` names a tool the agent does not have.
     """
 
     def __init__(
@@ -162,6 +218,8 @@ class LLMAgent(Agent):
         pricing: ModelPrices | None = None,
         retry: RetryPolicy = _NO_RETRIES,
         mcp_servers: Sequence[McpServer] = (),
+        approval: Sequence[str] | ApprovalPolicy | None = None,
+        approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
     ) -> None:
         self.name = name
         self.model = model = prepared_model(
@@ -186,6 +244,9 @@ class LLMAgent(Agent):
             agent_name=name,
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
+        )
+        self._gate = ApprovalGate(
+            approval, timeout_s=approval_timeout_s, tools=self._toolset.tools, agent_name=name
         )
 
     @property
@@ -242,6 +303,7 @@ class LLMAgent(Agent):
             pricing=config.pricing,
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
+            approval_timeout_s=config.approval_timeout_s,
         )
 
     # -- public: both modes are this thin ------------------------------------------------------
@@ -291,34 +353,81 @@ class LLMAgent(Agent):
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
+    ) -> RunOutcome:
+        return await self._run(
+            _NewMessage(message, history),
+            sink,
+            streaming=streaming,
+            on_call=on_call,
+            run_id=run_id,
+            max_output_tokens=max_output_tokens,
+            can_pause=can_pause,
+        )
+
+    def check_decisions(
+        self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
+    ) -> CheckedDecisions:
+        return check_decisions(paused, decisions, self.tools, now=now)
+
+    async def resume(
+        self,
+        paused: PausedRun,
+        checked: CheckedDecisions,
+        *,
+        sink: EventSink,
+        streaming: bool,
+        on_call: CallRecorder | None = None,
+        run_id: str | None = None,
+    ) -> RunOutcome:
+        return await self._run(
+            _Resumption(paused, checked),
+            sink,
+            streaming=streaming,
+            on_call=on_call,
+            run_id=run_id,
+            max_output_tokens=paused.max_output_tokens,
+            can_pause=True,
+        )
+
+    async def _run(
+        self,
+        start: _Start,
+        sink: EventSink,
+        *,
+        streaming: bool,
+        on_call: CallRecorder | None,
+        run_id: str | None,
+        max_output_tokens: int | None,
+        can_pause: bool,
     ) -> RunOutcome:
         with run_scope(run_id) as scope:
             try:
                 finished = await self._execute_tool_loop(
-                    message,
-                    history,
+                    start,
                     sink,
                     streaming=streaming,
                     on_call=on_call,
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
+                    can_pause=can_pause,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause)
-            return RunOutcome(finished.result, turn=finished.turn)
+            return RunOutcome(finished.result, turn=finished.turn, pause=finished.paused)
 
     # -- the loop ------------------------------------------------------------------------------
 
     async def _execute_tool_loop(
         self,
-        message: str,
-        history: History | None,
+        start: _Start,
         sink: EventSink,
         *,
         streaming: bool,
         on_call: CallRecorder | None,
         run_id: str,
         max_output_tokens: int | None = None,
+        can_pause: bool = True,
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call)
         run = _Run(
@@ -327,21 +436,13 @@ class LLMAgent(Agent):
             streaming=streaming,
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
+            can_pause=can_pause,
         )
         try:
-            run.transcript = Transcript.of(message, history, system_prompt=self.system_prompt)
+            step = self._first_step(run, start)
             while True:
-                await self._toolset.sync()
-                run.round += 1
-                sink(RoundStarted(round=run.round))
-                reply = await self._model_turn(
-                    run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
-                )
-                step = decide(
-                    reply,
-                    tool_rounds_done=run.tool_rounds,
-                    max_tool_rounds=self.limits.max_tool_rounds,
-                )
+                if step is None:
+                    step = await self._round(run)
                 match step:
                     case _Finish(message=answer):
                         return run.result(answer)
@@ -349,16 +450,51 @@ class LLMAgent(Agent):
                         return run.result(await self._synthesize(run, reason))
                     case _CallTools(reply=tool_reply, calls=calls):
                         batch = await self._run_tool_batch(run, tool_reply, calls)
-                        if batch.answer is not None:
-                            return run.result(AIMessage(content=batch.answer))
-                        if spent := self._budget_spent(run):
-                            return run.result(await self._synthesize(run, spent))
+                    case _ResumeBatch(paused=paused, checked=checked):
+                        batch = await self._resume_batch(run, paused, checked)
                     case _:
                         assert_never(step)
+                if batch.answer is not None:
+                    return run.result(AIMessage(content=batch.answer))
+                if batch.paused is not None:
+                    return run.paused(batch.paused)
+                if spent := self._budget_spent(run):
+                    return run.result(await self._synthesize(run, spent))
+                step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
+
+    def _first_step(self, run: _Run, start: _Start) -> _Step | None:
+        """Where the run begins: the model is asked about the user's message (None), or a
+        paused run's decisions are carried out."""
+        if isinstance(start, _NewMessage):
+            run.transcript = Transcript.of(
+                start.message, start.history, system_prompt=self.system_prompt
+            )
+            return None
+        paused = start.paused
+        run.transcript = Transcript(
+            paused.messages, user_message=paused.user_message, turn_start=paused.turn_start
+        )
+        run.round, run.tool_rounds = paused.round, paused.tool_rounds
+        run.resumed_from = paused.run_id
+        run.spent_tokens_before = paused.spent_tokens
+        run.spent_cost_before = paused.spent_cost_usd
+        return _ResumeBatch(paused, start.checked)
+
+    async def _round(self, run: _Run) -> _Step:
+        """Ask the model (with the tools bound) and decide what its reply asks for."""
+        await self._toolset.sync()
+        run.round += 1
+        run.sink(RoundStarted(round=run.round))
+        reply = await self._model_turn(
+            run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
+        )
+        return decide(
+            reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
+        )
 
     # -- step 1 and 2: the model turn and its usage --------------------------------------------
 
@@ -473,16 +609,162 @@ class LLMAgent(Agent):
                 len(calls),
                 ", ".join(call.name for call in calls),
             )
-        dispatched = await self._toolset.dispatcher.dispatch(run, calls)
+        gated = await self._gate.gated(calls, self.tools)
+        answers: dict[str, ToolAnswer] = {}
+        waiting: list[PendingApproval] = []
+        for call in gated:
+            if run.can_pause:
+                waiting.append(self._pending(call))
+            else:
+                answers[call.call_id] = answer_for_person(
+                    run, call, not_run(call.name, UNAVAILABLE)
+                )
+        gated_ids = {call.call_id for call in gated}
+        ready = [call for call in calls if call.call_id not in gated_ids]
+        return await self._answer_batch(run, calls, ready, answers, waiting=waiting)
+
+    async def _resume_batch(
+        self, run: _Run, paused: PausedRun, checked: CheckedDecisions
+    ) -> _BatchOutcome:
+        """Carry out the decisions on a paused batch: approved and edited calls run (in the
+        model's order), the others are answered as the person (or the clock) decided; a call
+        that ran before the pause never runs again."""
+        answers = {call.call_id: call.answer for call in paused.batch if call.answer is not None}
+        ready: list[ToolCallRequest] = []
+        edits: dict[str, Mapping[str, object]] = {}
+        expired = {call.call_id for call in checked.expired}
+        for pending in paused.pending:
+            call = ToolCallRequest(pending.call_id, pending.name, pending.arguments)
+            decision = checked.decided.get(pending.call_id)
+            if decision is None:
+                if pending.call_id in expired:
+                    self._decided(run, pending, "expired", None)
+                    answers[call.call_id] = answer_for_person(
+                        run, call, expired_answer(pending, self._gate.timeout_s)
+                    )
+                continue
+            self._decided(run, pending, decision.decision, decision.reason)
+            match decision.decision:
+                case "approve":
+                    ready.append(call)
+                case "edit":
+                    arguments = dict(decision.arguments or {})
+                    ready.append(ToolCallRequest(call.call_id, call.name, arguments))
+                    edits[call.call_id] = arguments
+                case "reject":
+                    answers[call.call_id] = answer_for_person(
+                        run, call, declined(call.name, decision.reason)
+                    )
+                case "respond":
+                    answers[call.call_id] = answer_for_person(
+                        run, call, ToolAnswer(decision.output or "")
+                    )
+        calls = [ToolCallRequest(call.call_id, call.name, call.arguments) for call in paused.batch]
+        return await self._answer_batch(
+            run, calls, ready, answers, waiting=list(checked.waiting), edits=edits
+        )
+
+    async def _answer_batch(
+        self,
+        run: _Run,
+        calls: Sequence[ToolCallRequest],
+        ready: Sequence[ToolCallRequest],
+        answers: dict[str, ToolAnswer],
+        *,
+        waiting: Sequence[PendingApproval],
+        edits: Mapping[str, Mapping[str, object]] | None = None,
+    ) -> _BatchOutcome:
+        """Run the `ready` calls and answer the batch: in full, in the model's order, when no
+        call waits for a person; otherwise the run pauses with what it has."""
+        dispatched = await self._toolset.dispatcher.dispatch(run, ready)
         for call, outcome in dispatched.ran:
-            answer_call(run, call, outcome, await self._prune(run, call, outcome))
-        if dispatched.ender is None:
-            return _BatchOutcome(answer=None)
-        ender_call, ender_outcome = dispatched.ender
-        for call in calls[len(dispatched.ran) :]:
-            skip_call(run, call, ended_by=ender_call, agent_name=self.name)
-        run.show_text(ender_outcome.output)
-        return _BatchOutcome(answer=ender_outcome.output)
+            output = await self._prune(run, call, outcome)
+            if edits and (arguments := edits.get(call.call_id)) is not None:
+                output = edited(arguments, output)
+            answers[call.call_id] = answer_call(run, call, outcome, output)
+        if dispatched.ender is not None:
+            ender_call, ender_outcome = dispatched.ender
+            for call in calls:
+                if call.call_id not in answers:
+                    answers[call.call_id] = skip_call(
+                        run, call, ended_by=ender_call, agent_name=self.name
+                    )
+            append_answers(run, calls, answers)
+            run.show_text(ender_outcome.output)
+            return _BatchOutcome(answer=ender_outcome.output)
+        if waiting:
+            return _BatchOutcome(paused=self._pause(run, calls, answers, waiting))
+        append_answers(run, calls, answers)
+        return _BatchOutcome()
+
+    def _pending(self, call: ToolCallRequest) -> PendingApproval:
+        now = datetime.now(UTC)
+        return PendingApproval(
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            digest=call_digest(call.name, call.arguments),
+            requested_at=now,
+            expires_at=now + timedelta(seconds=self._gate.timeout_s),
+        )
+
+    def _pause(
+        self,
+        run: _Run,
+        calls: Sequence[ToolCallRequest],
+        answers: Mapping[str, ToolAnswer],
+        waiting: Sequence[PendingApproval],
+    ) -> PausedRun:
+        """What a later segment needs to go on: the transcript (the batch's reply last), the
+        answers so far, the calls that wait. Each waiting call is announced."""
+        for pending in waiting:
+            run.sink(
+                ToolApprovalRequested(
+                    round=run.round,
+                    call_id=pending.call_id,
+                    name=pending.name,
+                    arguments=pending.arguments,
+                    digest=pending.digest,
+                    expires_at=pending.expires_at,
+                )
+            )
+        logger.info(
+            "agent %s, run %s: paused for approval of %s",
+            self.name,
+            current_run_id(),
+            ", ".join(f"{pending.name} (call {pending.call_id})" for pending in waiting),
+        )
+        transcript = run.transcript
+        return PausedRun(
+            run_id=run.run_id,
+            messages=tuple(transcript.messages),
+            turn_start=transcript.turn_start,
+            user_message=transcript.user_message,
+            round=run.round,
+            tool_rounds=run.tool_rounds,
+            batch=tuple(
+                BatchCall(call.call_id, call.name, call.arguments, answers.get(call.call_id))
+                for call in calls
+            ),
+            pending=tuple(waiting),
+            spent_tokens=run.spent_tokens,
+            spent_cost_usd=run.spent_cost_usd,
+            max_output_tokens=run.max_output_tokens,
+        )
+
+    @staticmethod
+    def _decided(
+        run: _Run, pending: PendingApproval, decision: RecordedDecision, reason: str | None
+    ) -> None:
+        run.sink(
+            ToolCallDecided(
+                round=run.round,
+                call_id=pending.call_id,
+                name=pending.name,
+                decision=decision,
+                reason=reason,
+            )
+        )
 
     async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:
         """The output the model will read: condensed by one LLM call when it is over the limit,
@@ -531,10 +813,9 @@ class LLMAgent(Agent):
     def _budget_spent(self, run: _Run) -> SynthesisReason | None:
         """Which budget, if any, the calls so far have reached."""
         tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
-        ledger = run.bill.ledger
-        if tokens is not None and ledger.total.total_tokens >= tokens:
+        if tokens is not None and run.spent_tokens >= tokens:
             return "budget"
-        if cost is not None and ledger.cost_spent_usd >= cost:
+        if cost is not None and run.spent_cost_usd >= cost:
             return "cost_budget"
         return None
 

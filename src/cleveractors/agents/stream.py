@@ -20,7 +20,7 @@ from types import AsyncGeneratorType
 from typing import Self, cast
 
 from cleveractors.agents.text import ROUND_SEPARATOR, RunText
-from cleveractors.events import Event, RunFailed, RunFinished, TextDelta
+from cleveractors.events import Event, RunFailed, RunFinished, RunPaused, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
 from cleveractors.runs import wait_through_cancellation
 from cleveractors.usage import last_token_usage_var
@@ -208,13 +208,20 @@ class EventStream(_ClosesOnExit):
             if self._on_result is not None:
                 self._on_result(outcome.result)
             if outcome.error is None:
-                self._channel.put(RunFinished(result=outcome.result))
+                self._channel.put(_ending(outcome.result))
             else:
                 error = outcome.result.error or ErrorInfo.from_exception(outcome.error)
                 self._channel.put(RunFailed(error=error, result=outcome.result))
         finally:
             # Whatever happens, the consumer must not wait forever for an event.
             self._channel.put(_End())
+
+
+def _ending(result: ExecutionResult) -> RunFinished | RunPaused:
+    """The last event of a run that did not fail: it answered, or it waits for a person."""
+    if result.pending_approvals:
+        return RunPaused(result=result)
+    return RunFinished(result=result)
 
 
 class TextStream(_ClosesOnExit):

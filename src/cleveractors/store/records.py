@@ -14,7 +14,7 @@ from cleveractors.usage import AttemptStatus, CallPurpose
 
 __all__ = ["LedgerRow", "RunStatus", "StoredTurn", "UsageReport"]
 
-RunStatus = Literal["running", "ok", "failed", "cancelled"]
+RunStatus = Literal["running", "ok", "failed", "cancelled", "paused"]
 """A run in the ledger: still going (or its process died), answered, failed, or stopped."""
 
 

@@ -134,6 +134,44 @@ idempotency_keys = Table(
     Column("claimed_until", DateTime(timezone=True)),
 )
 
+paused_runs = Table(
+    # A run segment that waits for a person: the state its resumption starts from.
+    "paused_runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("session_id", String(200), index=True),
+    Column("caller", String(200), nullable=False),
+    # `paused` until one resumption claims it (`resumed`), or a new message on its session
+    # answers its calls as declined (`superseded`): a state changes once, so one claim wins.
+    Column("status", String(16), nullable=False),
+    Column("state", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("resumed_in", String(64)),
+)
+
+approvals = Table(
+    # Every gated call a run paused for, and what became of it: the audit of decisions.
+    "approvals",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("call_id", String(200), primary_key=True),
+    Column("session_id", String(200), index=True),
+    Column("caller", String(200), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    # NULL while it waits; then approve, edit, reject, respond, expired or superseded.
+    Column("decision", String(16)),
+    Column("decided_by", String(200)),
+    Column("decided_at", DateTime(timezone=True)),
+    Column("edited_arguments", Text),
+    Column("reason", Text),
+    Column("output", Text),
+    Column("resumed_in", String(64)),
+)
+
 _Step = Callable[[AsyncConnection], Awaitable[None]]
 
 
@@ -162,7 +200,13 @@ async def _v3_call_spans(connection: AsyncConnection) -> None:
             )
 
 
-_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys, _v3_call_spans)
+async def _v4_approvals(connection: AsyncConnection) -> None:
+    await connection.run_sync(
+        lambda sync: metadata.create_all(sync, tables=[paused_runs, approvals])
+    )
+
+
+_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys, _v3_call_spans, _v4_approvals)
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -33,6 +33,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from cleveractors._pause import PausedRun, ToolAnswer
+from cleveractors.agents._approval import CheckedDecisions
+from cleveractors.approvals import ApprovalRecord
 from cleveractors.config import StoreConfig
 from cleveractors.errors import (
     ConfigurationError,
@@ -48,6 +51,14 @@ from cleveractors.store.idempotency import (
     prune_keys,
     renew_key,
     settle_key,
+)
+from cleveractors.store.pauses import (
+    claim_pause,
+    find_pause,
+    keep_pause,
+    list_approvals,
+    pause_of_session,
+    supersede_pause,
 )
 from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
 from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
@@ -65,6 +76,9 @@ _DRIVERS = {
     "postgresql": ("postgresql+asyncpg", "asyncpg", "cleveractors[postgres]"),
 }
 _NO_CALLER = ""
+
+SupersededAnswers = Callable[[PausedRun], dict[str, ToolAnswer]]
+"""What the model reads, by call id, for each call a superseded pause waited for."""
 
 
 def _now() -> datetime:
@@ -385,6 +399,36 @@ class SqlStore:
 
     # -- idempotency keys (see `cleveractors.store.idempotency`) ----------------------------------
 
+    # -- paused runs -----------------------------------------------------------------------------
+
+    async def paused_run(self, run_id: str, *, caller: str | None = None) -> PausedRun:
+        """The state of paused run `run_id`, for its own caller.
+
+        Raises:
+            RunNotFoundError: no paused run by that id for this caller.
+            ApprovalConflictError: it was resumed already, or a new message answered it.
+            StoreError: the database could not be read.
+        """
+        try:
+            async with self.engine.connect() as connection:
+                return await find_pause(connection, run_id, caller or _NO_CALLER)
+        except SQLAlchemyError as exc:
+            raise _store_error(f"reading paused run {run_id}", exc) from exc
+
+    async def approvals(
+        self,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        caller: str | None = None,
+    ) -> list[ApprovalRecord]:
+        """Every decision on a gated call (who, when, what, the edited arguments, the reason),
+        oldest first; by paused run segment, by session, by owner (all when None)."""
+        async with self.engine.connect() as connection:
+            return await list_approvals(
+                connection, run_id=run_id, session_id=session_id, caller=caller
+            )
+
     async def claim_idempotency_key(
         self, *, caller: str | None, key: str, request_digest: str, run_id: str
     ) -> IdempotencyClaim:
@@ -569,7 +613,9 @@ class StoreRun:
         result = outcome.result
         try:
             await self.record_calls(result.usage_by_call)
-            if outcome.error is None:
+            if outcome.pause is not None:
+                await self.commit_pause(outcome.pause, result)
+            elif outcome.error is None:
                 await self.commit_turn(outcome.turn, result)
             else:
                 self.failure = ("cancelled" if result.cancelled else "failed", result)
@@ -580,6 +626,55 @@ class StoreRun:
             self.failure = ("failed", result)
             return _with_store_error(outcome, failure)
         return outcome
+
+    async def claim_pause(self, paused: PausedRun, checked: CheckedDecisions) -> None:
+        """Take `paused` for this run's resumption and record the decisions, made by this run's
+        caller.
+
+        Raises:
+            ApprovalConflictError: another resumption (or a new message) took it first.
+            StoreError: the database could not be written.
+        """
+        try:
+            async with self.store.engine.begin() as connection:
+                await claim_pause(
+                    connection,
+                    paused,
+                    checked,
+                    resumed_in=self.run_id,
+                    decided_by=self.caller or None,
+                )
+        except SQLAlchemyError as exc:
+            raise _store_error(f"resuming run {paused.run_id}", exc) from exc
+
+    async def supersede_waiting_run(self, answer: SupersededAnswers) -> list[BaseMessage]:
+        """End the session's paused run, if one waits, its calls answered by `answer` (a new
+        message came instead of decisions); returns its turn's messages (empty when none
+        waits). The run holds the session, so nothing resumes it meanwhile.
+
+        Raises:
+            StoreError: the database could not be written.
+        """
+        if self.session_id is None:
+            return []
+        try:
+            async with self.store.engine.begin() as connection:
+                paused = await pause_of_session(connection, self.session_id, self.caller)
+                if paused is None:
+                    return []
+                return await supersede_pause(
+                    connection, paused, answer(paused), by_run=self.run_id, caller=self.caller
+                )
+        except SQLAlchemyError as exc:
+            raise _store_error(f"declining the waiting calls of {self.session_id!r}", exc) from exc
+
+    async def commit_pause(self, paused: PausedRun, result: ExecutionResult) -> None:
+        """Keep the pause, mark the run `paused` and free its session, in one transaction."""
+        async with self.store.engine.begin() as connection:
+            await keep_pause(connection, paused, self.caller)
+            await connection.execute(_finish(self.run_id, "paused", result))
+            await self._release(connection)
+        self.is_committed = True
 
     async def commit_turn(self, messages: Sequence[BaseMessage], result: ExecutionResult) -> None:
         """Append the run's whole turn to its session and close the run, in one transaction."""

@@ -279,6 +279,7 @@ class McpSession:
                 timeout_s=self.server.timeout_s,
                 concurrent=self.server.concurrent,
                 source=self.source,
+                needs_approval=self.server.needs_approval(listed.name),
             )
         except ConfigurationError as exc:
             raise McpServerError(f"{self.source}: {exc}") from None

@@ -52,6 +52,8 @@ class Tool:
     concurrent: bool = False
     source: str = "python"
     """Where the tool comes from, for errors and listings, e.g. ``mcp server 'files'``."""
+    needs_approval: bool = False
+    """A person must approve each call before it runs (`cleveractors.approvals`)."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +107,7 @@ def tool_from_config(config: ToolConfig, *, config_dir: Path | None = None) -> T
         timeout_s=config.timeout_s,
         ends_turn=config.ends_turn,
         concurrent=config.concurrent,
+        needs_approval=config.approval == "required",
     )
 
 
@@ -116,8 +119,10 @@ def tool_from_callable(
     timeout_s: float | None = None,
     ends_turn: bool = False,
     concurrent: bool = False,
+    needs_approval: bool = False,
 ) -> Tool:
-    """Build a tool from a Python function; its schema comes from the signature and type hints."""
+    """Build a tool from a Python function; its schema comes from the signature and type hints.
+    With `needs_approval`, a person approves each call before it runs."""
     tool_name = name or handler.__name__
     return Tool(
         name=tool_name,
@@ -127,6 +132,7 @@ def tool_from_callable(
         timeout_s=timeout_s,
         ends_turn=ends_turn,
         concurrent=concurrent,
+        needs_approval=needs_approval,
     )
 
 
