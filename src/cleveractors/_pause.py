@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
 
-from cleveractors.approvals import PendingApproval
+from cleveractors.approvals import ApprovalDecision, PendingApproval
 from cleveractors.errors import ApprovalConflictError, RunNotFoundError
 
-__all__ = ["BatchCall", "MemoryPauses", "PausedRun", "ToolAnswer"]
+__all__ = ["BatchCall", "CheckedDecisions", "MemoryPauses", "PausedRun", "ToolAnswer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +139,18 @@ def _batch_call(entry: dict[str, Any]) -> BatchCall:
         arguments=entry["arguments"],
         answer=None if answer is None else ToolAnswer(answer[0], answer[1]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedDecisions:
+    """A resumption's decisions, checked: what each pending call becomes."""
+
+    decided: dict[str, ApprovalDecision]
+    """The decisions, by call id."""
+    expired: tuple[PendingApproval, ...]
+    """The pending calls that waited too long without a decision."""
+    waiting: tuple[PendingApproval, ...]
+    """The pending calls still undecided (the run pauses again for them)."""
 
 
 class MemoryPauses:

@@ -15,10 +15,9 @@ import inspect
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
-from cleveractors._pause import PausedRun, ToolAnswer
+from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.approvals import ApprovalDecision, ApprovalPolicy, PendingApproval
 from cleveractors.errors import (
@@ -148,18 +147,6 @@ class ApprovalGate:
             )
             return True
         return verdict is not False
-
-
-@dataclass(frozen=True, slots=True)
-class CheckedDecisions:
-    """A resumption's decisions, checked: what each pending call becomes."""
-
-    decided: dict[str, ApprovalDecision]
-    """The decisions, by call id."""
-    expired: tuple[PendingApproval, ...]
-    """The pending calls that waited too long without a decision."""
-    waiting: tuple[PendingApproval, ...]
-    """The pending calls still undecided (the run pauses again for them)."""
 
 
 def check_decisions(

@@ -39,8 +39,7 @@ from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
-    from cleveractors._pause import PausedRun
-    from cleveractors.agents._approval import CheckedDecisions
+    from cleveractors._pause import CheckedDecisions, PausedRun
     from cleveractors.approvals import PendingApproval
 
 EventSink = Callable[[Event], None]

@@ -16,8 +16,7 @@ from cleveractors.result import ExecutionResult, ResultCallback, RunOutcome
 from cleveractors.usage import CallRecorder, last_token_usage_var
 
 if TYPE_CHECKING:
-    from cleveractors._pause import PausedRun
-    from cleveractors.agents._approval import CheckedDecisions
+    from cleveractors._pause import CheckedDecisions, PausedRun
     from cleveractors.approvals import ApprovalDecision
 
 __all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]

@@ -22,11 +22,10 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import streams_inside_ainvoke
-from cleveractors._pause import BatchCall, PausedRun, ToolAnswer
+from cleveractors._pause import BatchCall, CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.agents._approval import (
     UNAVAILABLE,
     ApprovalGate,
-    CheckedDecisions,
     check_decisions,
     declined,
     edited,

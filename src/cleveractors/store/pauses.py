@@ -16,8 +16,7 @@ from langchain_core.messages import BaseMessage, messages_to_dict
 from sqlalchemy import Row, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cleveractors._pause import PausedRun, ToolAnswer
-from cleveractors.agents._approval import CheckedDecisions
+from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.approvals import ApprovalRecord, RecordedDecision
 from cleveractors.errors import ApprovalConflictError, RunNotFoundError
 from cleveractors.store.schema import approvals, paused_runs, turns

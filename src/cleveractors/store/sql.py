@@ -33,8 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from cleveractors._pause import PausedRun, ToolAnswer
-from cleveractors.agents._approval import CheckedDecisions
+from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.approvals import ApprovalRecord
 from cleveractors.config import StoreConfig
 from cleveractors.errors import (
