@@ -26,6 +26,7 @@ from cleveractors.errors import (
     ApprovalError,
     ConfigurationError,
     IdempotencyError,
+    McpServerError,
     SessionBusyError,
     SessionNotFoundError,
     StoreError,
@@ -316,10 +317,11 @@ async def _resume_in_memory(
 ) -> RunOutcome:
     """Resume a run this executor paused and keeps in memory (it has no store)."""
     try:
+        await agent.open()  # an edit is checked against the tools: MCP servers' ones too
         paused = pauses.find(request.run_id, request.caller)
         checked = agent.check_decisions(paused, request.decisions, now=datetime.now(UTC))
         pauses.take(paused.run_id, resumed_in=run_id)  # nothing awaited since `find`
-    except ApprovalError as exc:
+    except (ApprovalError, ConfigurationError, McpServerError) as exc:
         return RunOutcome(_refused(run_id, exc), exc)
     _open(run_id, None, sink, resumed_from=paused.run_id)
     outcome = await agent.resume(paused, checked, sink=sink, streaming=streaming, run_id=run_id)
@@ -340,9 +342,10 @@ async def _resume_stored(
     ledger, and the turn appended when it answers (or the pause kept again)."""
     try:
         await store.open()
+        await agent.open()  # an edit is checked against the tools: MCP servers' ones too
         paused = await store.paused_run(request.run_id, caller=request.caller)
         checked = agent.check_decisions(paused, request.decisions, now=datetime.now(UTC))
-    except (ConfigurationError, StoreError, ApprovalError) as exc:
+    except (ConfigurationError, StoreError, ApprovalError, McpServerError) as exc:
         return RunOutcome(_refused(run_id, exc), exc)
     beginning = store.begin_run(run_id=run_id, session_id=paused.session_id, caller=request.caller)
     try:

@@ -288,6 +288,13 @@ def _server_problems(server: Mapping[str, Any]) -> Iterator[_Problem]:
                     "looks like a credential: give it as '${VARIABLE}' and set the variable in "
                     "the environment",
                 )
+    approval, allowed = server.get("approval"), server.get("tools")
+    if isinstance(approval, list | tuple) and isinstance(allowed, list | tuple):
+        # A gated name the allow-list leaves out is a typo that would let the real tool run.
+        for name in sorted(set(approval) - set(allowed)):
+            yield _Problem(
+                ("approval",), f"names {name!r}, which is not in the server's 'tools'", approval
+            )
 
 
 class LLMAgentConfig(_Frozen):

@@ -330,9 +330,13 @@ class RunTrace:
             span.set_attribute("cleveractors.run.completion_tokens", completion_tokens)
             if cost_usd is not None:
                 span.set_attribute("cleveractors.run.cost_usd", float(cost_usd))
-            if status != "answered":
+            if status not in _GOOD_OUTCOMES:
                 _set_error(span, error_type(error) if error is not None else status)
         span.end()
+
+
+_GOOD_OUTCOMES = frozenset({"answered", "paused"})
+"""Run outcomes that are no error: a paused run waits for a person, as it was built to."""
 
 
 @dataclass(slots=True)

@@ -88,6 +88,7 @@ class ApprovalGate:
         timeout_s: float,
         tools: Mapping[str, Tool],
         agent_name: str,
+        has_mcp_servers: bool = False,
     ) -> None:
         if not timeout_s > 0:
             raise ConfigurationError(
@@ -106,23 +107,27 @@ class ApprovalGate:
                     f"callable, not the string {approval!r}"
                 )
             self._names = frozenset(approval)
-            if unknown := sorted(self._names - tools.keys()):
-                raise ConfigurationError(
-                    f"agent {agent_name!r}: approval names tools it does not have: "
-                    f"{', '.join(unknown)}"
-                )
-
-    @property
-    def may_gate(self) -> bool:
-        """False when no call can ever need approval with these rules and tools (the batch
-        skips the check)."""
-        return self._policy is not None or bool(self._names)
+            if not has_mcp_servers:  # else the servers' tools are known once they are open
+                self._check_names(tools)
 
     async def gated(
         self, calls: Sequence[ToolCallRequest], tools: Mapping[str, Tool]
     ) -> list[ToolCallRequest]:
-        """The calls that must wait for a person, in the model's order."""
+        """The calls that must wait for a person, in the model's order.
+
+        Raises:
+            ConfigurationError: `approval` names a tool the agent does not offer (a misspelt
+                name must not let the tool run unapproved).
+        """
+        self._check_names(tools)
         return [call for call in calls if await self._needs_approval(call, tools.get(call.name))]
+
+    def _check_names(self, tools: Mapping[str, Tool]) -> None:
+        if unknown := sorted(self._names - tools.keys()):
+            raise ConfigurationError(
+                f"agent {self._agent_name!r}: approval names tools it does not have: "
+                f"{', '.join(unknown)}"
+            )
 
     async def _needs_approval(self, call: ToolCallRequest, tool: Tool | None) -> bool:
         if tool is None:

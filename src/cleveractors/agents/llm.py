@@ -245,7 +245,11 @@ class LLMAgent(Agent):
             mcp_servers=mcp_servers,
         )
         self._gate = ApprovalGate(
-            approval, timeout_s=approval_timeout_s, tools=self._toolset.tools, agent_name=name
+            approval,
+            timeout_s=approval_timeout_s,
+            tools=self._toolset.tools,
+            agent_name=name,
+            has_mcp_servers=bool(mcp_servers),
         )
 
     @property
@@ -628,6 +632,7 @@ class LLMAgent(Agent):
         """Carry out the decisions on a paused batch: approved and edited calls run (in the
         model's order), the others are answered as the person (or the clock) decided; a call
         that ran before the pause never runs again."""
+        await self._toolset.sync()  # another worker's first run: its MCP tools are not bound yet
         answers = {call.call_id: call.answer for call in paused.batch if call.answer is not None}
         ready: list[ToolCallRequest] = []
         edits: dict[str, Mapping[str, object]] = {}
