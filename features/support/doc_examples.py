@@ -269,8 +269,10 @@ def _run_yaml(block: CodeBlock, loop: asyncio.AbstractEventLoop) -> None:
     actor: Any = document if is_actor else _over_minimal_actor(document)
     if block.file_name is not None and is_actor:
         actor = block.file_name  # loaded from its file, so its relative paths resolve there
-    config = load_actor_config(actor)
-    if is_actor and config.agent.provider == "stub":
+    # Building the executor is the whole load: the schema, the handlers' imports, the key
+    # variables, the provider's integration. It connects nothing until a run or open().
+    ActorExecutor.from_config(actor)
+    if is_actor and load_actor_config(actor).agent.provider == "stub":
         loop.run_until_complete(_answers(actor))
 
 
