@@ -256,9 +256,7 @@ def _run_python(
     if block.expected_output is not None:
         shown, got = _normalised(block.expected_output), _normalised(printed.getvalue())
         if shown != got:
-            report.failures.append(
-                f"{block.where}: printed {got!r}, but the page shows {shown!r}"
-            )
+            report.failures.append(f"{block.where}: printed {got!r}, but the page shows {shown!r}")
 
 
 def _run_yaml(block: CodeBlock, loop: asyncio.AbstractEventLoop) -> None:
