@@ -117,7 +117,13 @@ def tool_from_callable(
     ends_turn: bool = False,
     concurrent: bool = False,
 ) -> Tool:
-    """Build a tool from a Python function; its schema comes from the signature and type hints."""
+    """Build a tool from a Python function, sync or async; its parameters schema comes from the
+    signature and type hints, its description (unless given) from the docstring.
+
+    Raises:
+        ConfigurationError: no schema can be derived from the signature (declare the tool's
+            parameters yourself), or `ends_turn` and `concurrent` are both set.
+    """
     tool_name = name or handler.__name__
     return Tool(
         name=tool_name,
