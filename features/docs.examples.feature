@@ -25,7 +25,7 @@ Feature: Every code example in the README and the docs runs as the page shows it
       """
     When every example on it is run
     Then the failures are exactly:
-      | failure                                                          |
+      | failure                                                                |
       | broken.md:3: IndexError: list index out of range (line 2 of the block) |
 
   Scenario: A block that prints something other than the page shows fails
@@ -100,8 +100,8 @@ Feature: Every code example in the README and the docs runs as the page shows it
       """
     When every example on it is run
     Then the failures are exactly:
-      | failure                                                                                                                          |
-      | actors.md:1: ScriptExhaustedError: scripted model has no reply left for call 2 (the script has 1)                                |
+      | failure                                                                                                                                          |
+      | actors.md:1: ScriptExhaustedError: scripted model has no reply left for call 2 (the script has 1)                                                |
       | actors.md:11: ConfigurationError: <dict>: invalid actor config (1 problem(s)) agent.max_tool_round: unknown key; did you mean 'max_tool_rounds'? |
 
   Scenario: A marker must be known, and a block not run must say why
@@ -124,6 +124,6 @@ Feature: Every code example in the README and the docs runs as the page shows it
       """
     When every example on it is run
     Then the failures are exactly:
-      | failure                                                 |
+      | failure                                                       |
       | markers.md:2: unknown marker 'not run: a typo' before a block |
-      | markers.md:7: a not-run marker must give its reason      |
+      | markers.md:7: a not-run marker must give its reason           |
