@@ -1,7 +1,7 @@
 Feature: A stub actor replays its script from the first reply for every run
   The `stub` provider's script is one conversation. Every run of an executor (each `execute()`,
   each stream, each request of `serve`) replays it from its first reply, so the demo and the
-  README's snippets work any number of times; concurrent runs each get their own replay. Within
+  docs' examples work any number of times; concurrent runs each get their own replay. Within
   one run the script still never wraps around.
 
   Background:

@@ -245,7 +245,7 @@ def _assert_stream_view(run: ConversationRun) -> None:
 
 
 # -- cancellation races the loop cannot see through ----------------------------------------------
-# A and E are documented billing policy (README, "How tokens are counted"): a call cancelled
+# A and E are documented billing policy (docs/tokens.md): a call cancelled
 # after the loop issued it is billed an estimate of its prompt, because the loop cannot tell
 # whether the provider had received (or already refused) it. Each is accepted only in its exact
 # shape, so the property keeps checking everything else. CLEVERACTORS_PROPERTY_KNOWN_ISSUES=

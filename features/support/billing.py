@@ -1,6 +1,6 @@
 """The documented billing rule, checked call by call against a scripted server's record.
 
-README, "How tokens are counted": a call the provider answered in full is billed exactly, with the
+docs/tokens.md: a call the provider answered in full is billed exactly, with the
 provider's own figures; a call cut off after the loop issued it, before its usage arrived (a
 client hanging up, a stop, a dropped stream), is billed an estimate and flagged `estimated`, its
 prompt counted from the messages it sent (`cleveractors.tokens.estimate_prompt_tokens`). Which of

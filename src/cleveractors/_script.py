@@ -33,7 +33,12 @@ def count_words(text: str) -> int:
 
 
 class ScriptedToolCall(BaseModel):
-    """A tool call the scripted model makes."""
+    """A tool call the scripted model (or a scripted server) makes in a `ScriptedReply`: the
+    tool's name and its arguments, streamed in pieces of the reply's `args_chunk_size`.
+
+    Raises:
+        pydantic.ValidationError: an unknown field, or arguments neither an object nor text.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

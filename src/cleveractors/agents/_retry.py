@@ -50,6 +50,9 @@ class RetryPolicy:
         max_backoff_s: The longest wait backoff reaches.
         max_retry_after_s: The longest `Retry-After` honoured; a longer one is replaced by
             backoff (as the `openai` and `anthropic` SDKs do).
+
+    Raises:
+        ConfigurationError: a field is negative.
     """
 
     max_retries: int = 0

@@ -26,7 +26,13 @@ History = Sequence[BaseMessage | dict[str, object]]
 
 
 class Agent(ABC):
-    """Runs one user message to an answer."""
+    """What an `ActorExecutor` runs: one user message to an answer, blocking or streaming.
+
+    `LLMAgent` is the one agent the library ships; subclass this to put something else behind
+    an executor (the CLI, the web app and the store then work unchanged). A subclass implements
+    `run()`, which never raises for a failed run (its outcome carries the error), and the two
+    public entry points built on it; `open()` and `aclose()` are hooks for what it holds.
+    """
 
     name: str
 
@@ -39,7 +45,13 @@ class Agent(ABC):
         on_result: ResultCallback | None = None,
         on_call: CallRecorder | None = None,
     ) -> ExecutionResult:
-        """Run the message to its answer; on failure, record the usage, then raise the cause."""
+        """Run the message to its answer.
+
+        Raises:
+            Exception: whatever failed the run (a model's error, a `StoreError`, ...), after the
+                usage spent was recorded (`last_token_usage_var`, `on_result`).
+            asyncio.CancelledError: the caller cancelled the run, after its usage was recorded.
+        """
 
     async def open(self) -> None:  # noqa: B027 (a hook: most agents hold nothing to open)
         """Acquire what the agent holds for its life (e.g. MCP sessions); a no-op by default."""
@@ -56,7 +68,8 @@ class Agent(ABC):
         on_result: ResultCallback | None = None,
         on_call: CallRecorder | None = None,
     ) -> EventStream:
-        """Run the message, yielding its events as they happen."""
+        """Run the message, yielding its events as they happen; nothing runs until the stream is
+        read. A failed run ends the stream with a `run_failed` event, it does not raise."""
 
     @abstractmethod
     async def run(

@@ -132,7 +132,12 @@ class EventStream(_ClosesOnExit):
     """The events of one run. Iterate it once; `result` is set when the run has ended.
 
     Use it as `async with executor.execute_events(...) as events:` or iterate it directly; leaving
-    early cancels the run and settles its usage.
+    early cancels the run and settles its usage. Nothing runs until the first read.
+
+    Raises:
+        RuntimeError: it is iterated a second time.
+        Exception: after the `run_failed` event, the run's own error, once the stream ends (as
+            `execute()` raises it); the result holds the usage spent before it.
     """
 
     def __init__(
@@ -225,17 +230,26 @@ def _ending(result: ExecutionResult) -> RunFinished | RunPaused:
 
 
 class TextStream(_ClosesOnExit):
-    """The text view of an `EventStream`: non-empty answer chunks, as they arrive."""
+    """The text view of an `EventStream`: non-empty answer chunks, as they arrive, joined by the
+    rule of `result.text` (a later round's text set apart by a blank line). What
+    `ActorExecutor.execute_stream()` returns; `result` is the run's once the stream has ended.
+
+    Raises:
+        RuntimeError: it is iterated a second time.
+        Exception: the run's own error, when the run failed, once the text before it was read.
+    """
 
     def __init__(self, events: EventStream) -> None:
         self._events = events
 
     @property
     def events(self) -> EventStream:
+        """The run's events, of which this is the text."""
         return self._events
 
     @property
     def result(self) -> ExecutionResult | None:
+        """The run's result (also when it failed or was cancelled); None while it runs."""
         return self._events.result
 
     def __aiter__(self) -> AsyncIterator[str]:

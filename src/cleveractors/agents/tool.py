@@ -31,7 +31,8 @@ def unnamed_call_id(position: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRequest:
-    """A tool call as the model asked for it."""
+    """One tool call as the model asked for it: the call's id, the tool's name and its arguments
+    (`parse_error` says why they could not be used, when they are not a JSON object)."""
 
     call_id: str
     name: str
@@ -62,7 +63,14 @@ class ToolAgent:
         self._available = available
 
     async def run(self, call: ToolCallRequest) -> ToolOutcome:
-        """Run the call, inside its `execute_tool` span when the run is traced."""
+        """Run the call, inside its `execute_tool` span when the run is traced.
+
+        A tool's failure (its exception, a timeout, arguments that do not match its schema, an
+        undeclared tool) is the outcome's `error`, with an error text as its `output`.
+
+        Raises:
+            asyncio.CancelledError: the run was cancelled while the tool ran.
+        """
         run_trace = current_trace()
         if run_trace is None:
             return await self._run(call)

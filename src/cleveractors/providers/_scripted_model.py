@@ -72,7 +72,8 @@ class ScriptedResponse:
 
 @dataclass(frozen=True, slots=True)
 class ScriptedRequest:
-    """One call the scripted model received."""
+    """One call the scripted model received: the messages sent, the names of the tools bound,
+    whether it was streamed, and the `tool_choice` bound with the tools (None when none was)."""
 
     messages: tuple[BaseMessage, ...]
     tool_names: tuple[str, ...]
@@ -102,6 +103,12 @@ class ScriptedChatModel(BaseChatModel):
         'Hello there'
 
     Running out of replies raises `ScriptExhaustedError`; the script never wraps around.
+
+    Raises:
+        ScriptExhaustedError: a call finds no reply left in its run's script.
+        langchain_core.exceptions.ModelError: a reply scripted with `error` (a subclass by its
+            `error_status`: 429 is `ModelRateLimitError`, ...); `ModelConnectionError` for a
+            stream cut off by `cut_off_after_chunks`.
 
     With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
     script from its first reply, so one model serves any number of runs, concurrent ones each
@@ -136,7 +143,11 @@ class ScriptedChatModel(BaseChatModel):
         return len(self.replies) - self._latest_position
 
     def assert_consumed(self) -> None:
-        """Fail when some scripted replies were never asked for."""
+        """Fail when some scripted replies were never asked for.
+
+        Raises:
+            AssertionError: replies are left, naming how many.
+        """
         if self.remaining:
             raise AssertionError(
                 f"{self.remaining} of {len(self.replies)} scripted replies were not used"

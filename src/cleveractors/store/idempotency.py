@@ -82,6 +82,8 @@ class Replay:
 
 
 IdempotencyClaim = Claimed | Replay
+"""What claiming an idempotency key gives: `Claimed` (run the request under the key) or `Replay`
+(the request was answered already; give its stored result back, running nothing)."""
 
 
 def request_digest(

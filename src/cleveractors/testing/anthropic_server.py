@@ -160,6 +160,12 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
         token_interval_s: Server-wide wait between later content-block events.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
+
+    Raises:
+        ValueError: a reply sets `omit_usage` (the Messages API always reports usage).
+        OSError: the port cannot be bound (on `start()` or entering the `with`).
+        RuntimeError: `start()` on a server already started; `origin` or `base_url` read
+            before it started.
     """
 
     handler = _Handler
@@ -194,7 +200,11 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
             return self._script.left()
 
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
-        """Append replies to the end of the script."""
+        """Append replies to the end of the script.
+
+        Raises:
+            ValueError: a reply sets `omit_usage`, which the Messages API never does.
+        """
         for reply in replies:
             if reply.omit_usage:
                 raise ValueError("the Messages API always reports usage: omit_usage is not served")

@@ -140,6 +140,11 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         token_interval_s: Server-wide wait between later streamed content chunks.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
+
+    Raises:
+        OSError: the port cannot be bound (on `start()` or entering the `with`).
+        RuntimeError: `start()` on a server already started; `origin` or `base_url` read
+            before it started.
     """
 
     handler = _Handler

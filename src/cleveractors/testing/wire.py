@@ -246,6 +246,11 @@ class ScriptedWireServer(Generic[BilledT]):
         token_interval_s: Server-wide wait between later streamed chunks.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
+
+    Raises:
+        OSError: the port cannot be bound (on `start()` or entering the `with`).
+        RuntimeError: `start()` on a server already started; `origin` read before it started.
+        TypeError: `add_replies()` on a server with one script per conversation.
     """
 
     handler: ClassVar[type[WireHandler[Any]]]

@@ -121,8 +121,14 @@ def tool_from_callable(
     concurrent: bool = False,
     needs_approval: bool = False,
 ) -> Tool:
-    """Build a tool from a Python function; its schema comes from the signature and type hints.
-    With `needs_approval`, a person approves each call before it runs."""
+    """Build a tool from a Python function, sync or async; its parameters schema comes from the
+    signature and type hints, its description (unless given) from the docstring. With
+    `needs_approval`, a person approves each call before it runs (`cleveractors.approvals`).
+
+    Raises:
+        ConfigurationError: no schema can be derived from the signature (declare the tool's
+            parameters yourself), or `ends_turn` and `concurrent` are both set.
+    """
     tool_name = name or handler.__name__
     return Tool(
         name=tool_name,
