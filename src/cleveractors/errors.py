@@ -75,7 +75,8 @@ class ConfigurationError(CleverActorsError):
 
 
 class ExecutionError(CleverActorsError):
-    """A run failed at run time."""
+    """A run went wrong at run time, as opposed to `ConfigurationError`: the base of the
+    run-failure types. A model's own errors are not wrapped in it."""
 
 
 class McpServerError(ExecutionError):

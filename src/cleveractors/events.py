@@ -103,7 +103,9 @@ class CallRetrying(_Event):
 
 
 class ToolCallRequested(_Event):
-    """The model asked for a tool call."""
+    """The model asked for a tool call in round `round`: its `call_id`, the tool's `name` and
+    `arguments` (raw text when not a JSON object); the call then starts, waits for a person
+    (`tool_approval_requested`), is skipped after an `ends_turn` tool, or fails."""
 
     kind: Literal["tool_call_requested"] = "tool_call_requested"
     round: int
@@ -113,6 +115,9 @@ class ToolCallRequested(_Event):
 
 
 class ToolCallStarted(_Event):
+    """A tool call of round `round` began to run (a batch's concurrent calls start together);
+    `tool_call_finished` follows with the same `call_id`."""
+
     kind: Literal["tool_call_started"] = "tool_call_started"
     round: int
     call_id: str
@@ -185,6 +190,9 @@ class ToolCallDecided(_Event):
 
 
 class RunFinished(_Event):
+    """The run answered: the last event of a run that succeeded; `result` is its
+    `ExecutionResult` (the stream's `result`)."""
+
     kind: Literal["run_finished"] = "run_finished"
     result: ExecutionResult
 
@@ -224,5 +232,10 @@ Event = Annotated[
     | RunFailed,
     Field(discriminator="kind"),
 ]
+"""Any event of a run: the union of the event classes, told apart by `kind`; validate or
+serialise one with `event_adapter`."""
 
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+"""The `TypeAdapter` of `Event`: `validate_python` / `validate_json` give the class its `kind`
+names, `dump_json` serialises one (as the web routes do). Raises `pydantic.ValidationError` for
+an unknown `kind` or a bad field."""

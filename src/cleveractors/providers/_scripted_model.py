@@ -30,7 +30,7 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.messages.utils import convert_to_openai_messages
@@ -112,7 +112,9 @@ class ScriptedChatModel(BaseChatModel):
 
     With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
     script from its first reply, so one model serves any number of runs, concurrent ones each
-    with its own replay; within a run it still never wraps around. Calls made outside any run
+    with its own replay; within a run it still never wraps around. A run that resumes a paused
+    one (`cleveractors.approvals`), whose request already holds replies of the current turn,
+    goes on after those replies, on whichever worker it runs. Calls made outside any run
     share one position, as without the option. `remaining` and `assert_consumed()` look at the
     run of the latest call.
     """
@@ -225,7 +227,11 @@ class ScriptedChatModel(BaseChatModel):
             self._requests.append(
                 ScriptedRequest(tuple(messages), tool_names, streamed, options.get("tool_choice"))
             )
-            position = self._position if scope is None else self._run_positions.get(scope, 0)
+            position = (
+                self._position
+                if scope is None
+                else self._run_positions.get(scope, _replies_in_turn(messages))
+            )
             if position >= len(self.replies):
                 raise ScriptExhaustedError(
                     f"scripted model has no reply left for call {position + 1} "
@@ -349,3 +355,15 @@ def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
     error.status_code = status  # type: ignore[attr-defined]  # as the SDK's errors carry it
     error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]  # likewise
     return error
+
+
+def _replies_in_turn(messages: Sequence[BaseMessage]) -> int:
+    """How many of the model's replies the request holds after the user's last message: the
+    script position a run starts from (0 for a new message; after the earlier rounds for a
+    resumed run)."""
+    replies = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        replies += isinstance(message, AIMessage)
+    return replies

@@ -68,6 +68,8 @@ __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun", "resolve_sqlite_path"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
+"""The store an actor's `store:` uses when it names no `url`: SQLite `cleveractors.db`, in the
+actor file's folder."""
 
 # The async driver for each plain URL scheme, and the extra that installs it.
 _DRIVERS = {
