@@ -8,6 +8,7 @@ environment asks for an export:
 - traces are exported when `OTEL_TRACES_EXPORTER` names an exporter, or, when it is unset,
   when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set;
 - metrics likewise, with `OTEL_METRICS_EXPORTER` and `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`;
+- a signal's `OTEL_*_EXPORTER`, when set, wins over the endpoints (`none` turns it off);
 - exporters are `otlp` (OTLP over HTTP with protobuf, the only protocol shipped), `console`
   (to stderr, so `run --json` stays readable) and `none`; `OTEL_SDK_DISABLED=true` turns all
   of it off.
@@ -158,15 +159,12 @@ class SdkTelemetry:
         self.meter_provider.shutdown()
 
 
-def start_from_env(
-    environ: Mapping[str, str] | None = None, *, app: FastAPI | None = None
-) -> SdkTelemetry | None:
+def start_from_env(*, app: FastAPI | None = None) -> SdkTelemetry | None:
     """Configure the SDK as the environment asks (see the module docstring) and make its
     providers the global ones, shut down at exit and on SIGTERM; None, having imported nothing,
     when the environment asks for no export.
 
     Args:
-        environ: The variables to read; `os.environ` when None.
         app: A server's FastAPI app: each request gets a server span, current while the
             request is handled, so that a run it starts is that span's child.
 
@@ -174,7 +172,7 @@ def start_from_env(
         ConfigurationError: the export cannot happen as asked: the `[otel]` extra is not
             installed, or a variable names an exporter or a protocol that is not shipped.
     """
-    plan = export_plan(environ)
+    plan = export_plan()  # the SDK and its exporters read `os.environ` too
     if plan is None:
         return None
     try:
