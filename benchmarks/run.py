@@ -1,5 +1,6 @@
-"""Benchmarks of issues 3 and 8 (`nox -s bench`): latency to the first token, CPU per turn,
-concurrency, and what stops cost (a disconnect storm's CPU, a stalled reader's memory).
+"""Benchmarks of issues 3, 8 and 19 (`nox -s bench`): latency to the first token, CPU per turn,
+what tracing adds to it, concurrency, and what stops cost (a disconnect storm's CPU, a stalled
+reader's memory).
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -40,6 +41,7 @@ from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
 from stops import measure_stops
+from tracing_cost import measure_tracing
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -123,6 +125,12 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
         outcome.rows.extend(latency_rows)
     with _section("CPU per turn (server in its own process, zero latency)"):
         await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section("tracing (SDK with a batch exporter that drops the spans, vs no SDK)"):
+        tracing_rows, samples = await measure_tracing(
+            repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
+        )
+        outcome.rows.extend(tracing_rows)
+        outcome.samples["tracing_cpu_s"] = samples.by_variant
     with _section("concurrency (stub provider, 200 ms tool)"):
         concurrency_rows, outcome.samples["concurrency_s"] = await measure_concurrency(
             settings.concurrency_repetitions

@@ -10,8 +10,12 @@
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
 the config failed, or `serve` cannot listen (one line on stderr, never a traceback), 2 wrong
-usage (a bad option or argument) or a missing extra, 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM: stopped as Ctrl-C stops it).
+usage (a bad option or argument), a missing extra or `OTEL_*` variables asking for an export
+that cannot happen, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: stopped as Ctrl-C stops
+it).
+
+`run` and `serve` export OpenTelemetry traces and metrics when the `OTEL_*` variables ask for it
+(`cleveractors[otel]`; the rule is in `cleveractors._otel_setup`).
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
-if TYPE_CHECKING:  # the store extra is imported when a command needs it
+if TYPE_CHECKING:  # the store and web extras are imported when a command needs them
+    from fastapi import FastAPI
+
     from cleveractors.store import SqlStore, UsageReport
 
 __all__ = ["EventRenderer", "app", "ledger_table", "main", "usage_table"]
@@ -474,6 +480,7 @@ def run(
 ) -> None:
     """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
     _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
+    _export_telemetry()
     view = None if as_json or events else EventRenderer(_out)
     _show_library_logs(verbose, view)
     executor: ActorExecutor | None = None
@@ -873,6 +880,7 @@ def serve(
         max_history_turns=max_history_turns,
         max_turn_chars=max_turn_chars,
     )
+    _export_telemetry(app_)
     listening = _listen(host, port)
     shown_host = f"[{host}]" if ":" in host else host
     _out.print(f"Serving {executor.name} on http://{shown_host}:{port} (Ctrl-C stops)")
@@ -889,6 +897,18 @@ def serve(
         log_config=_serve_log_config(),
     )
     uvicorn.Server(config_).run(sockets=[listening])
+
+
+def _export_telemetry(web_app: FastAPI | None = None) -> None:
+    """Send spans and metrics where the `OTEL_*` variables say (`cleveractors._otel_setup`),
+    flushed at exit; nothing is imported or set when they ask for no export. A `serve` app's
+    request spans become the parents of its runs."""
+    from cleveractors._otel_setup import start_from_env
+
+    try:
+        start_from_env(app=web_app)
+    except ConfigurationError as exc:
+        _fail(str(exc), code=2)
 
 
 def _serve_log_config() -> dict[str, Any]:
