@@ -64,7 +64,8 @@ __all__ = [
 
 
 class CleverActorsError(Exception):
-    """Root of every exception cleveractors raises itself."""
+    """Root of every exception cleveractors raises itself: catch it for all of them. A model's
+    own `ModelError` and `asyncio.CancelledError` are not under it."""
 
 
 class ConfigurationError(CleverActorsError):

@@ -346,7 +346,13 @@ class ActorExecutor:
         """Run a message, yielding typed events: first `RunStarted` (the run's id), last
         `RunFinished`, `RunPaused` (it waits for a person) or `RunFailed`. Arguments as for
         `execute()`; a replayed request streams `RunStarted(replayed=True)`, its stored answer
-        as one `TextDelta`, then `RunFinished`."""
+        as one `TextDelta`, then `RunFinished`.
+
+        Raises:
+            ConfigurationError: as `execute()`, at the call, before anything runs. A run that
+                fails ends the stream with `RunFailed`, and its error is raised when the stream
+                ends.
+        """
         turn = self._turn(
             message,
             history,
@@ -370,7 +376,12 @@ class ActorExecutor:
         can_pause: bool = True,
     ) -> TextStream:
         """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
-        Arguments as for `execute()`."""
+        Arguments as for `execute()`.
+
+        Raises:
+            ConfigurationError: as `execute()`, at the call; a run's own failure is raised when
+                the stream ends.
+        """
         events = self.execute_events(
             message,
             history,

@@ -61,6 +61,7 @@ class ErrorInfo(BaseModel):
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        """The `type` and `message` of `exc`, as a result or a `run_failed` event carries them."""
         return cls(type=type(exc).__name__, message=str(exc))
 
 
@@ -70,14 +71,19 @@ class ToolCallRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     call_id: str
+    """The call's id, as the model gave it (or as the loop made one for a call without)."""
     name: str
+    """The tool the model asked for."""
     arguments: dict[str, object] | str
     """The parsed arguments, or the raw text when it was not a JSON object."""
     status: ToolCallStatus
+    """What became of the call: `ok`, `error`, `skipped`, `declined` or `responded`."""
     output: str
     """The tool's output, or the error text the model was shown."""
     duration_s: float
+    """How long the tool ran (0 for a call that did not run)."""
     round: int
+    """The round whose reply asked for the call (1 for the reply to the user's message)."""
 
 
 class ExecutionResult(BaseModel):
@@ -94,14 +100,21 @@ class ExecutionResult(BaseModel):
     """Everything the user saw: every round's text, rounds set apart by a blank line (the rule
     of `cleveractors.agents.text`, the same as the joined chunks of `execute_stream()`)."""
     usage_by_call: tuple[LLMCallUsage, ...] = ()
+    """One record per LLM call the run made (rounds, retries, synthesis, pruning), in order:
+    what every total sums, and what to bill."""
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Every tool call the model asked for, in the model's order within each round."""
     rounds: int = 0
+    """How many times the model was asked with tools bound (1 for a plain answer)."""
     synthesis_reason: SynthesisReason | None = None
+    """Why the loop stopped using tools and asked for an answer from what it had, if it did."""
     synthesis_ignored_tool_calls: tuple[str, ...] = ()
     """Names of the tools the model called in its synthesis reply, where calling was forbidden:
     none of them ran. The answer is the reply's text, or `SYNTHESIS_WITHOUT_ANSWER`."""
     error: ErrorInfo | None = None
+    """The failure, when the run failed or was cancelled: its type and message."""
     cancelled: bool = False
+    """True when the run was stopped (a consumer that left, a cancelled task)."""
     answer: str = ""
     """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
     run_id: str | None = None
@@ -136,16 +149,19 @@ class ExecutionResult(BaseModel):
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property
     def prompt_tokens(self) -> int:
+        """Input tokens over every call (cached ones included)."""
         return self.usage.prompt_tokens
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def completion_tokens(self) -> int:
+        """Output tokens over every call (reasoning ones included)."""
         return self.usage.completion_tokens
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def total_tokens(self) -> int:
+        """`prompt_tokens` plus `completion_tokens`."""
         return self.usage.total_tokens
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
@@ -175,6 +191,7 @@ class ExecutionResult(BaseModel):
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
     def llm_calls(self) -> int:
+        """How many LLM calls the run made (each retry attempt is one)."""
         return len(self.usage_by_call)
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom

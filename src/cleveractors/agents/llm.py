@@ -119,11 +119,18 @@ _CONDENSE_PROMPT = (
 
 @dataclass(frozen=True, slots=True)
 class LoopLimits:
-    """How far one message may go before the loop asks for a synthesis answer."""
+    """How far one message may go before the loop asks for a synthesis answer.
+
+    Raises:
+        ConfigurationError: `stream_stall_timeout_s` is not positive.
+    """
 
     max_tool_rounds: int = 10
+    """Tool rounds a message may take before the model is asked to answer without tools."""
     token_budget: int | None = None
+    """Checked before each further round against the tokens of the message's calls so far."""
     tool_output_max_tokens: int | None = None
+    """A tool output longer than this is condensed by one LLM call (truncated if that fails)."""
     cost_budget_usd: Decimal | None = None
     """Checked before each further round against the cost of the calls so far, like
     `token_budget`; needs a model with a known price (or `pricing`)."""
@@ -358,6 +365,8 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
     ) -> RunOutcome:
+        """Run the message once as run `run_id`, its events into `sink`; never raises for a
+        failed run (the outcome carries the result and the error). See `Agent.run`."""
         return await self._run(
             _NewMessage(message, history),
             sink,
@@ -371,6 +380,11 @@ class LLMAgent(Agent):
     def check_decisions(
         self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
     ) -> CheckedDecisions:
+        """Check decisions on a run this agent paused against its tools (see `Agent`).
+
+        Raises:
+            ApprovalError: the subclass naming the decision that does not fit.
+        """
         return check_decisions(paused, decisions, self.tools, now=now)
 
     async def resume(
@@ -383,6 +397,7 @@ class LLMAgent(Agent):
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
     ) -> RunOutcome:
+        """Go on with a paused run as segment `run_id`, carrying out `checked` (see `Agent`)."""
         return await self._run(
             _Resumption(paused, checked),
             sink,

@@ -251,6 +251,7 @@ class SqlStore:
         return {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
 
     async def aclose(self) -> None:
+        """Close the connection pool; a later use opens it again."""
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.dispose()
