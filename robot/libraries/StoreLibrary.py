@@ -440,7 +440,10 @@ def _cli(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str
 
 
 async def _concurrent_sessions(urls: list[str], sessions: int, turns: int) -> list[str]:
-    limits = httpx.Limits(max_connections=sessions)
+    # No keep-alive: a request sent on a pooled connection just as the server's keep-alive
+    # timeout closes it fails with ReadError (an HTTP/1.1 race, not ours), and a chat request is
+    # not one to retry.
+    limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=_CLIENT_TIMEOUT_S * 4, limits=limits) as client:
         found = await asyncio.gather(
             *(_one_session(client, urls, number, turns) for number in range(sessions))
