@@ -1,0 +1,587 @@
+"""Steps about tool calls that wait for a person: pausing, deciding, resuming (issue 18).
+
+The world is a shop (`support.approvals.Shop`): `lookup` needs no approval, `refund` and
+`send_mail` do (declared on the tools, named in `LLMAgent(approval=...)`, or judged by a
+policy); each tool counts its calls. Every step of a scenario runs on one event loop, so the
+executors' stores stay open between steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from behave import given, then, when
+from behave.runner import Context
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from support.approvals import ResumeTarget, Shop, decision_of
+from support.harness import NAMED_POSITIONS, Stop, consume
+from support.shaped_models import executor_with_model
+
+from cleveractors import ActorExecutor, ExecutionResult, demo, errors
+from cleveractors.events import Event, RunPaused
+from cleveractors.testing.tables import scripted_reply
+
+T = TypeVar("T")
+
+
+# -- the world --------------------------------------------------------------------------------
+
+
+def _shop(context: Context) -> Shop:
+    shop: Shop | None = getattr(context, "shop", None)
+    if shop is None:
+        shop = context.shop = Shop()
+        loop = asyncio.new_event_loop()
+        context.shop_loop = loop
+
+        def close() -> None:
+            loop.run_until_complete(shop.close())
+            loop.close()
+
+        context.add_cleanup(close)
+    return shop
+
+
+def _on_loop(context: Context, work: Coroutine[Any, Any, T]) -> T:
+    _shop(context)
+    loop: asyncio.AbstractEventLoop = context.shop_loop
+    return loop.run_until_complete(work)
+
+
+async def _segment(shop: Shop, executor: ActorExecutor, mode: str, run: Any) -> None:
+    """Run one segment (`run(on_event)` blocking, or an event stream), keeping its result and
+    events, or the error that refused it."""
+    events: list[Event] = []
+    try:
+        if mode == "blocking":
+            result: ExecutionResult = await run(events.append)
+        else:
+            async for event in run(None):
+                events.append(event)
+            assert executor.last_result is not None
+            result = executor.last_result
+    except errors.CleverActorsError as exc:
+        shop.error = exc
+        shop.events.append(events)
+        return
+    shop.events.append(events)
+    if result.error is not None and result.error.type.startswith("Approval"):
+        shop.error = _refusal_of(result)
+        return
+    if result.error is not None and result.error.type in ("InvalidDecisionError", "RunNotFoundError"):
+        shop.error = _refusal_of(result)
+        return
+    shop.results.append(result)
+
+
+def _refusal_of(result: ExecutionResult) -> errors.ApprovalError:
+    """A streamed refusal (`RunFailed`) as the error `resume()` would have raised."""
+    assert result.error is not None
+    kind = getattr(errors, result.error.type)
+    refused: errors.ApprovalError = kind(result.error.message, run_id=result.run_id)
+    return refused
+
+
+def _message_run(shop: Shop, executor: ActorExecutor, message: str, mode: str) -> Any:
+    session = shop.session_id
+    if mode == "blocking":
+        return lambda on_event: executor.execute(message, session_id=session, on_event=on_event)
+    return lambda _: executor.execute_events(message, session_id=session)
+
+
+def _resume_run(executor: ActorExecutor, run_id: str, decisions: Any, mode: str) -> Any:
+    if mode == "blocking":
+        return lambda on_event: executor.resume(run_id, decisions, on_event=on_event)
+    return lambda _: executor.resume_events(run_id, decisions)
+
+
+def _decisions(context: Context, paused: ExecutionResult) -> list[dict[str, Any]]:
+    return [decision_of(row.as_dict(), paused) for row in context.table]
+
+
+# -- Given ------------------------------------------------------------------------------------
+
+
+@given("a shop whose model replies")
+def _given_shop(context: Context) -> None:
+    _shop(context).replies = [scripted_reply(row.as_dict()) for row in context.table]
+
+
+@given("the shop gates its calls by {gating}")
+def _given_gating(context: Context, gating: str) -> None:
+    _shop(context).gating = gating
+
+
+@given("the shop keeps its runs in {where}")
+def _given_store(context: Context, where: str) -> None:
+    shop = _shop(context)
+    shop.session_id = "shop-session"
+    if where == "sqlite":
+        folder = Path(tempfile.mkdtemp(prefix="cleveractors-approvals-"))
+        shop.store_url = f"sqlite:///{folder / 'store.db'}"
+    elif where == "postgresql":
+        shop.store_url = str(context.postgres.new_database())
+    else:
+        assert where == "memory", where
+        shop.session_id = None
+
+
+@given("the shop's approvals expire after {seconds:g} seconds")
+def _given_timeout(context: Context, seconds: float) -> None:
+    _shop(context).timeout_s = seconds
+
+
+@given("the shop also has the MCP test server, its approval {rule}")
+def _given_mcp(context: Context, rule: str) -> None:
+    _shop(context).mcp_approval = "required" if rule == "required" else tuple(json.loads(rule))
+
+
+# -- When -------------------------------------------------------------------------------------
+
+
+@when('the shop is asked "{message}" in {mode} mode')
+def _when_asked(context: Context, message: str, mode: str) -> None:
+    shop = _shop(context)
+    executor = _on_loop(context, _opened(shop))
+    _on_loop(context, _segment(shop, executor, mode, _message_run(shop, executor, message, mode)))
+
+
+async def _opened(shop: Shop) -> ActorExecutor:
+    executor = shop.executor()
+    if executor.store is not None:
+        await executor.store.open()
+    return executor
+
+
+@when("the {which} paused segment is resumed in {mode} mode with")
+def _when_resumed(context: Context, which: str, mode: str) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment(which)
+    executor = shop.executor()
+    run = _resume_run(executor, paused.run_id, _decisions(context, paused), mode)
+    shop.error = None
+    _on_loop(context, _segment(shop, executor, mode, run))
+
+
+@when("the latest paused segment is resumed in {mode} mode with no decision")
+def _when_resumed_empty(context: Context, mode: str) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    executor = shop.executor()
+    shop.error = None
+    _on_loop(context, _segment(shop, executor, mode, _resume_run(executor, paused.run_id, [], mode)))
+
+
+@when("the shop waits {seconds:g} seconds")
+def _when_waits(context: Context, seconds: float) -> None:
+    _on_loop(context, asyncio.sleep(seconds))
+
+
+@when('the caller "{caller}" resumes the latest paused segment with')
+def _when_other_caller(context: Context, caller: str) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    executor = shop.executor()
+    decisions = _decisions(context, paused)
+    shop.error = None
+
+    def run(on_event: Any) -> Any:
+        return executor.resume(paused.run_id, decisions, caller=caller, on_event=on_event)
+
+    _on_loop(context, _segment(shop, executor, "blocking", run))
+
+
+@when("another executor on the same database resumes the latest paused segment with")
+def _when_other_worker(context: Context) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    for executor in shop.executors:
+        _on_loop(context, executor.aclose())
+    shop.executors.clear()
+    executor = shop.executor()  # a fresh store and agent, as after a restart
+    run = _resume_run(executor, paused.run_id, _decisions(context, paused), "blocking")
+    _on_loop(context, _segment(shop, executor, "blocking", run))
+
+
+@when("two executors on the same database resume the latest paused segment at once with")
+def _when_two_workers(context: Context) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    decisions = _decisions(context, paused)
+    workers = [shop.executor(), shop.another_executor()]
+    shop.executors.append(workers[1])
+
+    async def race() -> list[BaseException | ExecutionResult]:
+        for worker in workers:
+            assert worker.store is not None
+            await worker.store.open()
+        return list(
+            await asyncio.gather(
+                *(worker.resume(paused.run_id, decisions, caller=None) for worker in workers),
+                return_exceptions=True,
+            )
+        )
+
+    context.race = _on_loop(context, race())
+    shop.results.extend(r for r in context.race if isinstance(r, ExecutionResult))
+
+
+@when('a new message "{message}" is sent on the shop\'s session in {mode} mode')
+def _when_new_message(context: Context, message: str, mode: str) -> None:
+    _when_asked(context, message, mode)
+
+
+@when("the resumed segment is stopped by {style} at {position}")
+def _when_stopped(context: Context, style: str, position: str) -> None:
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    decisions = _decisions(context, paused)
+    executor = shop.executor()
+    target = ResumeTarget(executor, paused.run_id, tuple(_as_models(decisions)))
+    stop = Stop(style, at=NAMED_POSITIONS[position])  # type: ignore[arg-type]  # from the table
+    context.consumed = _on_loop(context, consume(target, "", mode="events", stop=stop))
+    assert executor.last_result is not None, "the stopped segment left no result"
+    shop.results.append(executor.last_result)
+
+
+def _as_models(decisions: list[dict[str, Any]]) -> list[Any]:
+    from cleveractors.approvals import ApprovalDecision
+
+    return [ApprovalDecision.model_validate(decision) for decision in decisions]
+
+
+# -- Then: the pause --------------------------------------------------------------------------
+
+
+@then("the shop's run is {status}")
+def _then_status(context: Context, status: str) -> None:
+    shop = _shop(context)
+    assert shop.error is None, f"refused: {shop.error!r}"
+    assert shop.last.status == status, (shop.last.status, shop.last.error)
+
+
+@then('the shop\'s run waits for "{call_ids}"')
+def _then_pending(context: Context, call_ids: str) -> None:
+    result = _shop(context).last
+    pending = [(call.call_id, call.name) for call in result.pending_approvals]
+    assert [call_id for call_id, _ in pending] == call_ids.split(", "), pending
+    for call in result.pending_approvals:
+        assert call.expires_at > call.requested_at, call
+
+
+@then('the segment\'s approval events are "{kinds}"')
+def _then_events(context: Context, kinds: str) -> None:
+    """Events of the approval kinds, each with its call id; `run_paused` / `run_finished` only
+    in events mode (a blocking caller gets the result instead of the terminal event)."""
+    shop = _shop(context)
+    expected = kinds.split(", ")
+    blocking = not any(e.kind in ("run_paused", "run_finished") for e in shop.events[-1])
+    if blocking:
+        expected = [kind for kind in expected if kind not in ("run_paused", "run_finished")]
+    seen = [_shown(event) for event in shop.events[-1] if _shown(event) is not None]
+    assert seen == expected, seen
+
+
+def _shown(event: Event) -> str | None:
+    if event.kind in ("tool_approval_requested", "tool_call_decided"):
+        decision = getattr(event, "decision", None)
+        suffix = f" {decision}" if decision else ""
+        return f"{event.kind} {getattr(event, 'call_id')}{suffix}"
+    if event.kind == "run_started":
+        resumed = getattr(event, "resumed_from")
+        return "run_started resumed" if resumed else "run_started"
+    if event.kind in ("run_paused", "run_finished", "run_failed"):
+        return event.kind
+    return None
+
+
+@then("the paused event's result is the paused result")
+def _then_paused_event(context: Context) -> None:
+    shop = _shop(context)
+    terminal = shop.events[-1][-1]
+    if isinstance(terminal, RunPaused):
+        assert terminal.result == shop.last, (terminal.result, shop.last)
+    else:  # blocking: the result came back instead
+        assert shop.last.status == "paused"
+
+
+@then('the tools ran "{calls}"')
+def _then_ran(context: Context, calls: str) -> None:
+    shop = _shop(context)
+    ran = [f"{name} {json.dumps(arguments, sort_keys=True)}" for name, arguments in shop.ran]
+    expected = [] if calls == "nothing" else calls.split(" ; ")
+    assert ran == expected, ran
+
+
+@then("the shop's model was asked {count:d} times")
+def _then_asked(context: Context, count: int) -> None:
+    model = _shop(context).model
+    assert model is not None
+    assert len(model.requests) == count, [len(r.messages) for r in model.requests]
+
+
+# -- Then: what the model reads ---------------------------------------------------------------
+
+
+@then("the model's last request ends with these tool results")
+def _then_tool_results(context: Context) -> None:
+    """One request, the batch's reply then each call's result in the model's order: `call`,
+    `status` (success or error) and words the content `says` (a `|`-separated list)."""
+    model = _shop(context).model
+    assert model is not None
+    messages = model.requests[-1].messages
+    rows = list(context.table)
+    tail = messages[-len(rows) :]
+    before = messages[-len(rows) - 1]
+    assert isinstance(before, AIMessage) and before.tool_calls, before
+    assert [call["id"] for call in before.tool_calls] == [row["call"] for row in rows]
+    for message, row in zip(tail, rows, strict=True):
+        assert isinstance(message, ToolMessage), message
+        assert message.tool_call_id == row["call"], (message.tool_call_id, row["call"])
+        assert message.status == row["status"], (message.status, message.content)
+        for words in row["says"].split(" | "):
+            assert words in str(message.content), (words, message.content)
+
+
+@then("the model's last request holds the declined calls, then the new message")
+def _then_superseded_request(context: Context) -> None:
+    model = _shop(context).model
+    assert model is not None
+    messages = model.requests[-1].messages
+    assert isinstance(messages[-1], HumanMessage), messages[-1]
+    answers = [m for m in messages if isinstance(m, ToolMessage)]
+    replies = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    asked = [call["id"] for reply in replies for call in reply.tool_calls]
+    assert [m.tool_call_id for m in answers] == asked, (asked, answers)
+    index = {id(m): i for i, m in enumerate(messages)}
+    for reply in replies:
+        after = messages[index[id(reply)] + 1 : index[id(reply)] + 1 + len(reply.tool_calls)]
+        assert [m.tool_call_id for m in after] == [c["id"] for c in reply.tool_calls], after
+    declined = [m for m in answers if m.status == "error"]
+    assert declined and all("new message" in str(m.content) for m in declined), declined
+
+
+# -- Then: refusals ---------------------------------------------------------------------------
+
+
+@then('resuming is refused with {kind} naming "{words}"')
+def _then_refused(context: Context, kind: str, words: str) -> None:
+    error = _shop(context).error
+    assert error is not None, "the resumption was not refused"
+    assert type(error).__name__ == kind, (type(error).__name__, error)
+    assert isinstance(error, errors.ExecutionError)
+    assert words in str(error), str(error)
+
+
+@then("nothing of the refused resumption ran or was billed")
+def _then_refusal_harmless(context: Context) -> None:
+    shop = _shop(context)
+    events = shop.events[-1]
+    assert not any(e.kind in ("tool_call_started", "usage_recorded") for e in events), events
+
+
+# -- Then: bills ------------------------------------------------------------------------------
+
+
+@then("each segment billed exactly its own model calls, none twice")
+def _then_billed(context: Context) -> None:
+    """The script's usage, reply by reply, is split over the segments in order: every reply
+    billed once, in the segment that asked for it."""
+    shop = _shop(context)
+    scripted = [(reply.prompt_tokens, reply.completion_tokens) for reply in shop.replies]
+    billed = [
+        (call.usage.prompt_tokens, call.usage.completion_tokens)
+        for result in shop.results
+        for call in result.usage_by_call
+    ]
+    assert billed == scripted[: len(billed)], (billed, scripted)
+    asked = shop.model.requests if shop.model is not None else ()
+    assert len(billed) == len(asked), (billed, len(asked))
+    for result in shop.results:
+        assert result.prompt_tokens == sum(c.usage.prompt_tokens for c in result.usage_by_call)
+
+
+@then("each segment after the first resumed the one before it")
+def _then_linked(context: Context) -> None:
+    results = _shop(context).results
+    assert results[0].resumed_from is None
+    for earlier, later in zip(results, results[1:], strict=False):
+        assert later.resumed_from == earlier.run_id, (later.resumed_from, earlier.run_id)
+        assert later.run_id != earlier.run_id
+
+
+@then("the store's ledger holds each segment's calls under its own run id")
+def _then_ledger(context: Context) -> None:
+    shop = _shop(context)
+    store = shop.executor().store
+    assert store is not None
+    report = _on_loop(context, store.usage(session_id=shop.session_id))
+    by_run: dict[str, list[tuple[int, int]]] = {}
+    for row in report.rows:
+        by_run.setdefault(row.run_id, []).append((row.prompt_tokens, row.completion_tokens))
+    expected = {
+        result.run_id: [(c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call]
+        for result in shop.results
+        if result.usage_by_call
+    }
+    assert by_run == expected, (by_run, expected)
+
+
+@then("the store's run rows say {statuses}")
+def _then_run_rows(context: Context, statuses: str) -> None:
+    from sqlalchemy import select
+
+    from cleveractors.store.schema import runs
+
+    shop = _shop(context)
+    store = shop.executor().store
+    assert store is not None
+
+    async def read() -> dict[str, str]:
+        async with store.engine.connect() as connection:
+            rows = await connection.execute(select(runs.c.run_id, runs.c.status))
+            return {row.run_id: row.status for row in rows}
+
+    by_run = _on_loop(context, read())
+    assert [by_run[result.run_id] for result in shop.results] == statuses.split(", "), by_run
+
+
+# -- Then: the audit --------------------------------------------------------------------------
+
+
+@then("the audit of the shop's session lists")
+def _then_audit(context: Context) -> None:
+    """The audit rows, oldest first: `segment` (1 is the first paused one), `call`,
+    `decision`, `resumed in` (the segment that carried it out, or `-`), `reason`, `edited`."""
+    shop = _shop(context)
+    store = shop.executor().store
+    assert store is not None
+    records = _on_loop(context, store.approvals(session_id=shop.session_id))
+    number = {result.run_id: str(index) for index, result in enumerate(shop.results, start=1)}
+    seen = [
+        {
+            "segment": number.get(record.run_id, record.run_id),
+            "call": record.call_id,
+            "decision": record.decision,
+            "resumed in": number.get(record.resumed_in or "", "-"),
+            "reason": record.reason or "",
+            "edited": "" if record.edited_arguments is None else json.dumps(
+                record.edited_arguments, sort_keys=True
+            ),
+        }
+        for record in records
+    ]
+    expected = [{key: row.get(key, "") for key in seen[0]} if seen else {} for row in context.table]
+    expected = [
+        {key: row.as_dict().get(key, "") for key in (seen[0] if seen else {})} for row in context.table
+    ]
+    assert seen == expected, seen
+    now = datetime.now(UTC)
+    for record in records:
+        assert record.decided_at <= now, record
+        assert record.decided_by is None, record  # the executor has no callers
+
+
+@then("the audit by run id lists {count:d} decisions for the first paused segment")
+def _then_audit_by_run(context: Context, count: int) -> None:
+    shop = _shop(context)
+    store = shop.executor().store
+    assert store is not None
+    first = shop.paused_segment("first")
+    records = _on_loop(context, store.approvals(run_id=first.run_id))
+    assert len(records) == count, records
+    assert {record.run_id for record in records} == {first.run_id}
+
+
+# -- Then: stores and workers -----------------------------------------------------------------
+
+
+@then("exactly one executor resumed it, the other was refused with ApprovalConflictError")
+def _then_one_wins(context: Context) -> None:
+    race: list[Any] = context.race
+    won = [r for r in race if isinstance(r, ExecutionResult)]
+    lost = [r for r in race if isinstance(r, BaseException)]
+    assert len(won) == 1 and len(lost) == 1, race
+    assert isinstance(lost[0], errors.ApprovalConflictError), repr(lost[0])
+    assert won[0].status == "answered", won[0]
+
+
+@then("the shop's session history is a valid transcript ending with \"{text}\"")
+def _then_history(context: Context, text: str) -> None:
+    shop = _shop(context)
+    store = shop.executor().store
+    assert store is not None and shop.session_id is not None
+    turns = _on_loop(context, store.history(shop.session_id))
+    messages = [message for turn in turns for message in turn.messages]
+    asked: list[str] = []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            assert not asked, f"calls {asked} unanswered before {message!r}"
+            asked = [call["id"] for call in message.tool_calls]
+        elif isinstance(message, ToolMessage):
+            assert asked and asked[0] == message.tool_call_id, (asked, message)
+            asked.pop(0)
+    assert not asked, asked
+    assert messages[-1].content == text, messages[-1]
+
+
+# -- Then: stops ------------------------------------------------------------------------------
+
+
+@then("the stopped segment billed its model call once and the tools ran once")
+def _then_stopped(context: Context) -> None:
+    shop = _shop(context)
+    result = shop.last
+    assert context.consumed.tasks_left == (), context.consumed.tasks_left
+    model = shop.model
+    assert model is not None
+    asked_in_segment = len(model.requests) - sum(len(r.usage_by_call) for r in shop.results[:-1])
+    assert len(result.usage_by_call) == asked_in_segment, (result.usage_by_call, asked_in_segment)
+    names = [name for name, _ in shop.ran]
+    assert len(names) == len(set(names)), names
+
+
+# -- config and demo tools --------------------------------------------------------------------
+
+
+@given("an actor config whose book_table tool has approval: required")
+def _given_config(context: Context) -> None:
+    context.actor["agent"]["tools"] = [
+        {"name": "get_weather", "handler": "cleveractors.demo:get_weather"},
+        {"name": "book_table", "handler": "cleveractors.demo:book_table", "approval": "required"},
+    ]
+
+
+@when('the config\'s actor is asked "{message}", then its book_table call is approved')
+def _when_config_run(context: Context, message: str) -> None:
+    context.actor["agent"]["script"] = [scripted_reply(row.as_dict()) for row in context.table]
+    # The stub provider replays its script from the start in every run, a resumed segment too:
+    # the config's agent is built around a model that walks the script once instead.
+    executor = executor_with_model(context.actor, {})
+
+    async def run() -> tuple[ExecutionResult, list[str], ExecutionResult]:
+        async with executor:
+            paused = await executor.execute(message)
+            ran_then = [invocation.tool for invocation in demo.invocations()]
+            answered = await executor.resume(
+                paused.run_id, [{"call_id": "b1", "decision": "approve"}]
+            )
+            return paused, ran_then, answered
+
+    context.config_run = asyncio.run(run())
+
+
+@then("the config's run paused for b1 with only get_weather run, then answered after booking")
+def _then_config_run(context: Context) -> None:
+    paused, ran_then, answered = context.config_run
+    assert paused.status == "paused", paused
+    assert [call.call_id for call in paused.pending_approvals] == ["b1"], paused
+    assert ran_then == ["get_weather"], ran_then
+    assert answered.status == "answered", answered
+    assert [invocation.tool for invocation in demo.invocations()] == ["get_weather", "book_table"]
