@@ -121,3 +121,14 @@ Feature: A person's decisions resume a paused run as a new segment; wrong decisi
       | mode     |
       | blocking |
       | events   |
+
+  Scenario: Without a store, another caller is never told a resumed run exists
+    When the shop is asked "Refund A1 and tell Ann" in blocking mode
+    And the first paused segment is resumed in blocking mode with
+      | call | decision |
+      | r1   | reject   |
+      | m1   | reject   |
+    And the caller "mallory" resumes the latest paused segment with
+      | call | decision |
+      | r1   | approve  |
+    Then resuming is refused with RunNotFoundError naming "no paused run"
