@@ -18,13 +18,21 @@ from typing import Any, TypeVar
 
 from behave import given, then, when
 from behave.runner import Context
+from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 from support.approvals import ResumeTarget, Shop, decision_of
 from support.harness import NAMED_POSITIONS, Stop, consume
 from support.shaped_models import executor_with_model
 
 from cleveractors import ActorExecutor, ExecutionResult, demo, errors
 from cleveractors.events import Event, RunPaused
+from cleveractors.testing import (
+    ScriptedAnthropicReply,
+    ScriptedAnthropicServer,
+    ScriptedOpenAIServer,
+)
 from cleveractors.testing.tables import scripted_reply
 
 T = TypeVar("T")
@@ -585,3 +593,101 @@ def _then_config_run(context: Context) -> None:
     assert ran_then == ["get_weather"], ran_then
     assert answered.status == "answered", answered
     assert [invocation.tool for invocation in demo.invocations()] == ["get_weather", "book_table"]
+
+
+# -- over the wire ----------------------------------------------------------------------------
+
+_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+_THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@given("the shop's model is {provider} against its scripted server")
+def _given_wire(context: Context, provider: str) -> None:
+    shop = _shop(context)
+    server: ScriptedOpenAIServer | ScriptedAnthropicServer
+    if provider == "ChatOpenAI":
+        server = ScriptedOpenAIServer(shop.replies)
+        server.start()
+        shop.chat_model = ChatOpenAI(
+            model="gpt-4o-mini",
+            base_url=server.base_url,
+            api_key=SecretStr("sk-unused"),
+            max_retries=0,
+            stream_usage=True,
+        )
+    else:
+        assert provider == "ChatAnthropic with thinking", provider
+        replies = [
+            ScriptedAnthropicReply(**reply.model_dump(), thinking="The refund needs a look first.")
+            for reply in shop.replies
+        ]
+        server = ScriptedAnthropicServer(replies)
+        server.start()
+        shop.chat_model = ChatAnthropic(  # type: ignore[call-arg]  # langchain's aliases
+            model=_ANTHROPIC_MODEL,
+            base_url=server.base_url,
+            api_key=SecretStr("sk-unused"),
+            max_retries=0,
+            max_tokens=2048,
+            thinking=_THINKING,
+        )
+    context.wire_server = server
+    context.add_cleanup(server.stop)
+
+
+def _answered_in_order(messages: list[dict[str, Any]]) -> list[str]:
+    """The ids answered after the last assistant message with tool calls, checking both
+    providers' rule: every call answered, right after it, in its order."""
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message["role"] != "assistant":
+            continue
+        if message.get("tool_calls"):  # OpenAI: one `tool` message per call
+            asked = [call["id"] for call in message["tool_calls"]]
+            answers = messages[position + 1 : position + 1 + len(asked)]
+            assert [a["role"] for a in answers] == ["tool"] * len(asked), answers
+            assert [a["tool_call_id"] for a in answers] == asked, (answers, asked)
+            return asked
+        content = message["content"]
+        if isinstance(content, list) and any(b["type"] == "tool_use" for b in content):
+            asked = [block["id"] for block in content if block["type"] == "tool_use"]
+            results = messages[position + 1]  # Anthropic: all results in the next user turn
+            assert results["role"] == "user", results
+            answered = [b["tool_use_id"] for b in results["content"] if b["type"] == "tool_result"]
+            assert answered == asked, (answered, asked)
+            return asked
+    raise AssertionError(f"no tool calls in {messages}")
+
+
+@then("the server accepted every request, the resumed one answering {ids} in order")
+def _then_accepted(context: Context, ids: str) -> None:
+    server = context.wire_server
+    assert len(server.requests) == 2, server.requests
+    assert len(server.billed) == 2, f"a request was refused: {server.requests[-1]}"
+    resumed = server.requests[-1]
+    assert _answered_in_order(resumed["messages"]) == ids.split(", ")
+    if isinstance(server, ScriptedAnthropicServer):  # the signed thinking went back first
+        assert resumed["thinking"] == _THINKING, resumed.get("thinking")
+        reply = next(m for m in reversed(resumed["messages"]) if m["role"] == "assistant")
+        assert reply["content"][0]["type"] == "thinking", reply["content"]
+        assert reply["content"][0]["signature"], reply["content"][0]
+
+
+@then("the resumed request tells the model of the edit and the rejection")
+def _then_wire_texts(context: Context) -> None:
+    body = json.dumps(context.wire_server.requests[-1]["messages"])
+    assert "arguments to {\\\"amount\\\": 20, \\\"order\\\": \\\"A1\\\"}" in body, body
+    assert "refunded 20 on A1" in body, body
+    assert "a person declined this call to 'send_mail' (not now)" in body, body
+
+
+@then("each segment's usage is what the server billed for it, none twice")
+def _then_wire_bills(context: Context) -> None:
+    shop = _shop(context)
+    billed = [(call.prompt_tokens, call.completion_tokens) for call in context.wire_server.billed]
+    per_segment = [
+        [(call.usage.prompt_tokens, call.usage.completion_tokens) for call in result.usage_by_call]
+        for result in shop.results
+    ]
+    assert per_segment == [[billed[0]], [billed[1]]], (per_segment, billed)
+    assert all(not call.usage.estimated for r in shop.results for call in r.usage_by_call)

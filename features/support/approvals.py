@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, tool_from_callable
 from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.approvals import ApprovalDecision, ApprovalPolicy
@@ -71,6 +73,8 @@ class Shop:
     mcp_approval: str | tuple[str, ...] | None = None
     ran: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     model: ScriptedChatModel | None = None
+    chat_model: BaseChatModel | None = None
+    """A model over a real wire instead of `model` (then `model` stays None)."""
     results: list[ExecutionResult] = field(default_factory=list)
     events: list[list[Event]] = field(default_factory=list)
     error: BaseException | None = None
@@ -103,7 +107,7 @@ class Shop:
         return f"mail sent to {to}"
 
     def agent(self) -> LLMAgent:
-        if self.model is None:
+        if self.chat_model is None and self.model is None:
             self.model = ScriptedChatModel(replies=list(self.replies))
         approval: Sequence[str] | ApprovalPolicy | None = None
         if self.gating == "approval names":
@@ -120,7 +124,7 @@ class Shop:
                 )
             )
         return LLMAgent(
-            self.model,
+            self.chat_model or self.model,  # type: ignore[arg-type]  # one of them is set
             tools=self.tools(),
             approval=approval,
             approval_timeout_s=self.timeout_s,
