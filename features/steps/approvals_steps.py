@@ -9,9 +9,10 @@ executors' stores stay open between steps.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,7 +83,10 @@ async def _segment(shop: Shop, executor: ActorExecutor, mode: str, run: Any) -> 
     if result.error is not None and result.error.type.startswith("Approval"):
         shop.error = _refusal_of(result)
         return
-    if result.error is not None and result.error.type in ("InvalidDecisionError", "RunNotFoundError"):
+    if result.error is not None and result.error.type in (
+        "InvalidDecisionError",
+        "RunNotFoundError",
+    ):
         shop.error = _refusal_of(result)
         return
     shop.results.append(result)
@@ -183,7 +187,9 @@ def _when_resumed_empty(context: Context, mode: str) -> None:
     paused = shop.paused_segment("latest")
     executor = shop.executor()
     shop.error = None
-    _on_loop(context, _segment(shop, executor, mode, _resume_run(executor, paused.run_id, [], mode)))
+    _on_loop(
+        context, _segment(shop, executor, mode, _resume_run(executor, paused.run_id, [], mode))
+    )
 
 
 @when("the shop waits {seconds:g} seconds")
@@ -252,10 +258,16 @@ def _when_stopped(context: Context, style: str, position: str) -> None:
     decisions = _decisions(context, paused)
     executor = shop.executor()
     target = ResumeTarget(executor, paused.run_id, tuple(_as_models(decisions)))
-    stop = Stop(style, at=NAMED_POSITIONS[position])  # type: ignore[arg-type]  # from the table
+    where = _DECIDED if position == "decided" else NAMED_POSITIONS[position]
+    stop = Stop(style, at=where)  # type: ignore[arg-type]  # the style comes from the table
     context.consumed = _on_loop(context, consume(target, "", mode="events", stop=stop))
     assert executor.last_result is not None, "the stopped segment left no result"
     shop.results.append(executor.last_result)
+
+
+def _DECIDED(items: Sequence[Any]) -> bool:
+    """Right after the resumed segment's first `tool_call_decided` event."""
+    return bool(items) and getattr(items[-1], "kind", None) == "tool_call_decided"
 
 
 def _as_models(decisions: list[dict[str, Any]]) -> list[Any]:
@@ -300,9 +312,9 @@ def _shown(event: Event) -> str | None:
     if event.kind in ("tool_approval_requested", "tool_call_decided"):
         decision = getattr(event, "decision", None)
         suffix = f" {decision}" if decision else ""
-        return f"{event.kind} {getattr(event, 'call_id')}{suffix}"
+        return f"{event.kind} {event.call_id}{suffix}"
     if event.kind == "run_started":
-        resumed = getattr(event, "resumed_from")
+        resumed = event.resumed_from
         return "run_started resumed" if resumed else "run_started"
     if event.kind in ("run_paused", "run_finished", "run_failed"):
         return event.kind
@@ -327,6 +339,14 @@ def _then_ran(context: Context, calls: str) -> None:
     assert ran == expected, ran
 
 
+@then('the tools ran at most "{calls}"')
+def _then_ran_at_most(context: Context, calls: str) -> None:
+    shop = _shop(context)
+    ran = [f"{name} {json.dumps(arguments, sort_keys=True)}" for name, arguments in shop.ran]
+    expected = calls.split(" ; ")
+    assert ran == expected[: len(ran)], ran
+
+
 @then("the shop's model was asked {count:d} times")
 def _then_asked(context: Context, count: int) -> None:
     model = _shop(context).model
@@ -347,7 +367,8 @@ def _then_tool_results(context: Context) -> None:
     rows = list(context.table)
     tail = messages[-len(rows) :]
     before = messages[-len(rows) - 1]
-    assert isinstance(before, AIMessage) and before.tool_calls, before
+    assert isinstance(before, AIMessage), before
+    assert before.tool_calls, before
     assert [call["id"] for call in before.tool_calls] == [row["call"] for row in rows]
     for message, row in zip(tail, rows, strict=True):
         assert isinstance(message, ToolMessage), message
@@ -372,7 +393,8 @@ def _then_superseded_request(context: Context) -> None:
         after = messages[index[id(reply)] + 1 : index[id(reply)] + 1 + len(reply.tool_calls)]
         assert [m.tool_call_id for m in after] == [c["id"] for c in reply.tool_calls], after
     declined = [m for m in answers if m.status == "error"]
-    assert declined and all("new message" in str(m.content) for m in declined), declined
+    assert declined, answers
+    assert all("new message" in str(m.content) for m in declined), declined
 
 
 # -- Then: refusals ---------------------------------------------------------------------------
@@ -419,7 +441,7 @@ def _then_billed(context: Context) -> None:
 def _then_linked(context: Context) -> None:
     results = _shop(context).results
     assert results[0].resumed_from is None
-    for earlier, later in zip(results, results[1:], strict=False):
+    for earlier, later in itertools.pairwise(results):
         assert later.resumed_from == earlier.run_id, (later.resumed_from, earlier.run_id)
         assert later.run_id != earlier.run_id
 
@@ -434,7 +456,9 @@ def _then_ledger(context: Context) -> None:
     for row in report.rows:
         by_run.setdefault(row.run_id, []).append((row.prompt_tokens, row.completion_tokens))
     expected = {
-        result.run_id: [(c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call]
+        result.run_id: [
+            (c.usage.prompt_tokens, c.usage.completion_tokens) for c in result.usage_by_call
+        ]
         for result in shop.results
         if result.usage_by_call
     }
@@ -479,15 +503,15 @@ def _then_audit(context: Context) -> None:
             "decision": record.decision,
             "resumed in": number.get(record.resumed_in or "", "-"),
             "reason": record.reason or "",
-            "edited": "" if record.edited_arguments is None else json.dumps(
-                record.edited_arguments, sort_keys=True
-            ),
+            "edited": ""
+            if record.edited_arguments is None
+            else json.dumps(record.edited_arguments, sort_keys=True),
         }
         for record in records
     ]
-    expected = [{key: row.get(key, "") for key in seen[0]} if seen else {} for row in context.table]
     expected = [
-        {key: row.as_dict().get(key, "") for key in (seen[0] if seen else {})} for row in context.table
+        {key: row.as_dict().get(key, "") for key in (seen[0] if seen else {})}
+        for row in context.table
     ]
     assert seen == expected, seen
     now = datetime.now(UTC)
@@ -515,16 +539,18 @@ def _then_one_wins(context: Context) -> None:
     race: list[Any] = context.race
     won = [r for r in race if isinstance(r, ExecutionResult)]
     lost = [r for r in race if isinstance(r, BaseException)]
-    assert len(won) == 1 and len(lost) == 1, race
+    assert len(won) == 1, race
+    assert len(lost) == 1, race
     assert isinstance(lost[0], errors.ApprovalConflictError), repr(lost[0])
     assert won[0].status == "answered", won[0]
 
 
-@then("the shop's session history is a valid transcript ending with \"{text}\"")
+@then('the shop\'s session history is a valid transcript ending with "{text}"')
 def _then_history(context: Context, text: str) -> None:
     shop = _shop(context)
     store = shop.executor().store
-    assert store is not None and shop.session_id is not None
+    assert store is not None
+    assert shop.session_id is not None
     turns = _on_loop(context, store.history(shop.session_id))
     messages = [message for turn in turns for message in turn.messages]
     asked: list[str] = []
@@ -533,7 +559,8 @@ def _then_history(context: Context, text: str) -> None:
             assert not asked, f"calls {asked} unanswered before {message!r}"
             asked = [call["id"] for call in message.tool_calls]
         elif isinstance(message, ToolMessage):
-            assert asked and asked[0] == message.tool_call_id, (asked, message)
+            assert asked, f"{message!r} answers no call"
+            assert asked[0] == message.tool_call_id, (asked, message)
             asked.pop(0)
     assert not asked, asked
     assert messages[-1].content == text, messages[-1]
@@ -547,12 +574,14 @@ def _then_stopped(context: Context) -> None:
     shop = _shop(context)
     result = shop.last
     assert context.consumed.tasks_left == (), context.consumed.tasks_left
+    assert context.consumed.stopped_early, "the caller never reached its stop"
     model = shop.model
     assert model is not None
     asked_in_segment = len(model.requests) - sum(len(r.usage_by_call) for r in shop.results[:-1])
     assert len(result.usage_by_call) == asked_in_segment, (result.usage_by_call, asked_in_segment)
     names = [name for name, _ in shop.ran]
     assert len(names) == len(set(names)), names
+    assert result.resumed_from == shop.results[0].run_id, result
 
 
 # -- config and demo tools --------------------------------------------------------------------
@@ -676,7 +705,7 @@ def _then_accepted(context: Context, ids: str) -> None:
 @then("the resumed request tells the model of the edit and the rejection")
 def _then_wire_texts(context: Context) -> None:
     body = json.dumps(context.wire_server.requests[-1]["messages"])
-    assert "arguments to {\\\"amount\\\": 20, \\\"order\\\": \\\"A1\\\"}" in body, body
+    assert 'arguments to {\\"amount\\": 20, \\"order\\": \\"A1\\"}' in body, body
     assert "refunded 20 on A1" in body, body
     assert "a person declined this call to 'send_mail' (not now)" in body, body
 

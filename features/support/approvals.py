@@ -27,13 +27,14 @@ from cleveractors.store import SqlStore
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.tools import Tool
 
-__all__ = ["Shop", "ResumeTarget", "decision_of", "MCP_SERVER"]
+__all__ = ["MCP_SERVER", "ResumeTarget", "Shop", "decision_of"]
 
 MCP_SERVER = Path(__file__).resolve().parent / "mcp_servers" / "tool_server.py"
 
 Gating = str
 """How the shop's refund and send_mail tools are gated: `needs_approval` (declared on the
-tools), `approval names` (`LLMAgent(approval=[...])`), `sync policy`, `async policy`, `raising policy` (refunds over 50 need a person)."""
+tools), `approval names` (`LLMAgent(approval=[...])`), or a policy: `sync policy`, `async
+policy` (refunds over 50 and every mail need a person), `raising policy` (it raises)."""
 
 
 def _over_fifty(call: ToolCallRequest) -> bool:
