@@ -113,3 +113,22 @@ Feature: A tool call that needs a person pauses the run; the calls that need non
       | call | status  | says |
       | e1   | success | hi   |
       | a1   | success | 3    |
+
+  Scenario Outline: Where nobody can approve (the OpenAI endpoint), a gated call is declined, never run (<mode>)
+    Given a shop whose model replies
+      | tool calls                                                          | text      | prompt tokens | completion tokens |
+      | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30} |           | 20            | 5                 |
+      |                                                                     | Not done. | 40            | 2                 |
+    When the shop is asked "Refund A1" where nobody can approve, in <mode> mode
+    Then the shop's run is answered
+    And the segment's approval events are "run_started, run_finished"
+    And the tools ran "lookup {"order": "A1"}"
+    And the model's last request ends with these tool results
+      | call | status  | says                                                                  |
+      | l1   | success | order A1: 2 items                                                     |
+      | r1   | error   | needs a person's approval, which is not available on this endpoint \| Do not retry |
+
+    Examples:
+      | mode     |
+      | blocking |
+      | events   |

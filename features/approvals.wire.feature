@@ -5,12 +5,13 @@ Feature: Over the real wire, a paused then resumed turn is a request the provide
   tool result without tools; the step below also checks each tool call is answered right after
   it, in the model's order, as both APIs require. The bills are the servers' own records.
 
-  Scenario Outline: <provider>: paused, resumed with an edit and a rejection, accepted and billed once (<mode>)
+  Scenario Outline: <provider>: paused, resumed from <store> with an edit and a rejection, accepted and billed once (<mode>)
     Given a shop whose model replies
       | tool calls                                                                                   | text  |
       | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30} ; send_mail#m1 {"to": "ann"} |       |
       |                                                                                              | Done. |
     And the shop's model is <provider> against its scripted server
+    And the shop keeps its runs in <store>
     When the shop is asked "Refund A1 and tell Ann" in <mode> mode
     Then the shop's run is paused
     And the tools ran "lookup {"order": "A1"}"
@@ -24,8 +25,11 @@ Feature: Over the real wire, a paused then resumed turn is a request the provide
     And each segment's usage is what the server billed for it, none twice
 
     Examples:
-      | provider                    | mode     |
-      | ChatOpenAI                  | blocking |
-      | ChatOpenAI                  | events   |
-      | ChatAnthropic with thinking | blocking |
-      | ChatAnthropic with thinking | events   |
+      | provider                    | mode     | store  |
+      | ChatOpenAI                  | blocking | memory |
+      | ChatOpenAI                  | events   | memory |
+      | ChatOpenAI                  | events   | sqlite |
+      | ChatAnthropic with thinking | blocking | memory |
+      | ChatAnthropic with thinking | events   | memory |
+      | ChatAnthropic with thinking | blocking | sqlite |
+      | ChatAnthropic with thinking | events   | sqlite |

@@ -164,6 +164,19 @@ def _when_asked(context: Context, message: str, mode: str) -> None:
     _on_loop(context, _segment(shop, executor, mode, _message_run(shop, executor, message, mode)))
 
 
+@when('the shop is asked "{message}" where nobody can approve, in {mode} mode')
+def _when_asked_unpausable(context: Context, message: str, mode: str) -> None:
+    shop = _shop(context)
+    executor = _on_loop(context, _opened(shop))
+
+    def run(on_event: Any) -> Any:
+        if mode == "blocking":
+            return executor.execute(message, can_pause=False, on_event=on_event)
+        return executor.execute_events(message, can_pause=False)
+
+    _on_loop(context, _segment(shop, executor, mode, run))
+
+
 async def _opened(shop: Shop) -> ActorExecutor:
     executor = shop.executor()
     if executor.store is not None:
