@@ -33,3 +33,21 @@ Feature: Over the real wire, a paused then resumed turn is a request the provide
       | ChatAnthropic with thinking | events   | memory |
       | ChatAnthropic with thinking | blocking | sqlite |
       | ChatAnthropic with thinking | events   | sqlite |
+
+  Scenario Outline: <provider>: a new message over the pause sends a transcript the provider accepts (<mode>)
+    Given a shop whose model replies
+      | tool calls                                                          | text          |
+      | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30} |               |
+      |                                                                     | Nothing then. |
+    And the shop's model is <provider> against its scripted server
+    And the shop keeps its runs in sqlite
+    When the shop is asked "Refund A1" in <mode> mode
+    And a new message "Forget it" is sent on the shop's session in <mode> mode
+    Then the shop's run is answered
+    And the server accepted every request, the last one answering l1, r1 in order, then "Forget it"
+    And each segment's usage is what the server billed for it, none twice
+
+    Examples:
+      | provider                    | mode     |
+      | ChatOpenAI                  | blocking |
+      | ChatAnthropic with thinking | events   |

@@ -715,6 +715,20 @@ def _then_accepted(context: Context, ids: str) -> None:
         assert reply["content"][0]["signature"], reply["content"][0]
 
 
+@then('the server accepted every request, the last one answering {ids} in order, then "{message}"')
+def _then_accepted_then_message(context: Context, ids: str, message: str) -> None:
+    server = context.wire_server
+    assert len(server.billed) == len(server.requests) == 2, f"refused: {server.requests[-1]}"
+    messages = server.requests[-1]["messages"]
+    assert _answered_in_order(messages) == ids.split(", ")
+    roles = [m["role"] for m in messages if m["role"] != "system"]
+    if isinstance(server, ScriptedAnthropicServer):  # the Messages API alternates the roles
+        assert all(a != b for a, b in itertools.pairwise(roles)), roles
+    last = messages[-1]
+    assert last["role"] == "user", last
+    assert message in json.dumps(last["content"]), last
+
+
 @then("the resumed request tells the model of the edit and the rejection")
 def _then_wire_texts(context: Context) -> None:
     body = json.dumps(context.wire_server.requests[-1]["messages"])
