@@ -47,6 +47,20 @@ Feature: A tool call that needs a person pauses the run; the calls that need non
       | mode     |
       | blocking |
       | events   |
+      | text     |
+
+  Scenario: A text stream pauses with no text, and the resumed text stream carries the answer
+    Given a shop whose model replies
+      | tool calls                                                          | text                | prompt tokens | completion tokens |
+      | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30} |                     | 20            | 5                 |
+      |                                                                     | Refunded 30 on A1.  | 40            | 4                 |
+    When the shop is asked "Refund A1" in text mode
+    Then the shop's run is paused
+    When the first paused segment is resumed in text mode with
+      | call | decision |
+      | r1   | approve  |
+    Then the shop's run is answered
+    And the text streamed was "nothing", then "Refunded 30 on A1."
 
   Scenario Outline: Tools gated by <gating>: the refund over 50 and the mail wait, the small refund runs
     Given the shop gates its calls by <gating>

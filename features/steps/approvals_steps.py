@@ -70,6 +70,10 @@ async def _segment(shop: Shop, executor: ActorExecutor, mode: str, run: Any) -> 
     try:
         if mode == "blocking":
             result: ExecutionResult = await run(events.append)
+        elif mode == "text":
+            shop.chunks.append([chunk async for chunk in run(None)])
+            assert executor.last_result is not None
+            result = executor.last_result
         else:
             async for event in run(None):
                 events.append(event)
@@ -104,12 +108,16 @@ def _message_run(shop: Shop, executor: ActorExecutor, message: str, mode: str) -
     session = shop.session_id
     if mode == "blocking":
         return lambda on_event: executor.execute(message, session_id=session, on_event=on_event)
+    if mode == "text":
+        return lambda _: executor.execute_stream(message, session_id=session)
     return lambda _: executor.execute_events(message, session_id=session)
 
 
 def _resume_run(executor: ActorExecutor, run_id: str, decisions: Any, mode: str) -> Any:
     if mode == "blocking":
         return lambda on_event: executor.resume(run_id, decisions, on_event=on_event)
+    if mode == "text":
+        return lambda _: executor.resume_stream(run_id, decisions)
     return lambda _: executor.resume_events(run_id, decisions)
 
 
@@ -358,6 +366,13 @@ def _then_ran_at_most(context: Context, calls: str) -> None:
     ran = [f"{name} {json.dumps(arguments, sort_keys=True)}" for name, arguments in shop.ran]
     expected = calls.split(" ; ")
     assert ran == expected[: len(ran)], ran
+
+
+@then('the text streamed was "{first}", then "{second}"')
+def _then_text_chunks(context: Context, first: str, second: str) -> None:
+    chunks = _shop(context).chunks
+    shown = [" ".join(chunk.strip() for chunk in segment) for segment in chunks]
+    assert shown == [first.replace("nothing", ""), second], shown
 
 
 @then("the shop's model was asked {count:d} times")

@@ -78,6 +78,8 @@ class Shop:
     """A model over a real wire instead of `model` (then `model` stays None)."""
     results: list[ExecutionResult] = field(default_factory=list)
     events: list[list[Event]] = field(default_factory=list)
+    chunks: list[list[str]] = field(default_factory=list)
+    """Per segment run in `text` mode, the text chunks it streamed."""
     error: BaseException | None = None
     executors: list[ActorExecutor] = field(default_factory=list)
     session_id: str | None = None
