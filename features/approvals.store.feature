@@ -77,6 +77,25 @@ Feature: Paused runs live in the store: any worker resumes them, once; every dec
       | 1       | m1   | approve  | 2          |
       | 1       | r1   | approve  | 2          |
 
+  Scenario Outline: On <database>, a worker that read the pause just before another claimed it gets ApprovalConflictError
+    Given the shop keeps its runs in <database>
+    When the shop is asked "Refund A1 and tell Ann" in blocking mode
+    And two executors resume the latest paused segment, the second reading the pause just before the first claims it, with
+      | call | decision |
+      | r1   | approve  |
+      | m1   | approve  |
+    Then exactly one executor resumed it, the other was refused with ApprovalConflictError
+    And the tools ran "lookup {"order": "A1"} ; refund {"amount": 30, "order": "A1"} ; send_mail {"to": "ann"}"
+    When the first paused segment is resumed in blocking mode with
+      | call | decision |
+      | r1   | approve  |
+    Then resuming is refused with ApprovalConflictError naming "already resumed"
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
   Scenario Outline: A new message over a pending approval declines the calls, then runs the message (<mode>)
     Given a shop whose model replies
       | tool calls                                                           | text         | prompt tokens | completion tokens |

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import json
 import tempfile
 from collections.abc import Coroutine, Sequence
@@ -23,7 +24,7 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
-from support.approvals import ResumeTarget, Shop, decision_of
+from support.approvals import HOLD_LIMIT_S, ResumeTarget, Shop, decision_of
 from support.harness import NAMED_POSITIONS, Stop, consume
 from support.shaped_models import executor_with_model
 
@@ -262,6 +263,46 @@ def _when_two_workers(context: Context) -> None:
                 return_exceptions=True,
             )
         )
+
+    context.race = _on_loop(context, race())
+    shop.results.extend(r for r in context.race if isinstance(r, ExecutionResult))
+
+
+@when(
+    "two executors resume the latest paused segment, the second reading the pause just before "
+    "the first claims it, with"
+)
+def _when_interleaved_workers(context: Context) -> None:
+    """Worker B reads the pause while it still waits; worker A then claims it and runs the slow
+    refund, holding the session; only then does B go on (to take the session)."""
+    shop = _shop(context)
+    paused = shop.paused_segment("latest")
+    decisions = _decisions(context, paused)
+    shop.refund_released = threading.Event()
+    first, second = shop.executor(), shop.another_executor()
+    shop.executors.append(second)
+    assert second.store is not None
+    read = second.store.paused_run
+
+    has_read = asyncio.Event()
+
+    async def read_then_wait(run_id: str, *, caller: str | None = None) -> Any:
+        pause = await read(run_id, caller=caller)
+        has_read.set()
+        while not shop.refund_started.is_set():  # until A has claimed it and holds the session
+            await asyncio.sleep(0.005)
+        return pause
+
+    second.store.paused_run = read_then_wait  # type: ignore[method-assign]  # the interleaving
+
+    async def race() -> list[BaseException | ExecutionResult]:
+        later = asyncio.ensure_future(second.resume(paused.run_id, decisions))
+        await asyncio.wait_for(has_read.wait(), timeout=HOLD_LIMIT_S)
+        sooner = asyncio.ensure_future(first.resume(paused.run_id, decisions))
+        lost = await asyncio.gather(later, return_exceptions=True)
+        assert shop.refund_released is not None
+        shop.refund_released.set()
+        return [*(await asyncio.gather(sooner, return_exceptions=True)), *lost]
 
     context.race = _on_loop(context, race())
     shop.results.extend(r for r in context.race if isinstance(r, ExecutionResult))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,10 @@ from cleveractors.tools import Tool
 __all__ = ["MCP_SERVER", "ResumeTarget", "Shop", "decision_of"]
 
 MCP_SERVER = Path(__file__).resolve().parent / "mcp_servers" / "tool_server.py"
+
+HOLD_LIMIT_S = 10.0
+"""The longest a slow refund waits to be released: a scenario that never releases it fails
+rather than hangs."""
 
 Gating = str
 """How the shop's refund and send_mail tools are gated: `needs_approval` (declared on the
@@ -82,6 +87,9 @@ class Shop:
     """Per segment run in `text` mode, the text chunks it streamed."""
     error: BaseException | None = None
     executors: list[ActorExecutor] = field(default_factory=list)
+    refund_started: threading.Event = field(default_factory=threading.Event)
+    refund_released: threading.Event | None = None
+    """When set, a refund waits for it (a slow tool, holding its run open)."""
     session_id: str | None = None
 
     # -- building ------------------------------------------------------------------------------
@@ -102,6 +110,9 @@ class Shop:
     def _refund(self, order: str, amount: float) -> str:
         """Refund an amount on an order."""
         self.ran.append(("refund", {"order": order, "amount": amount}))
+        self.refund_started.set()
+        if self.refund_released is not None:
+            self.refund_released.wait(timeout=HOLD_LIMIT_S)
         return f"refunded {amount:g} on {order}"
 
     def _send_mail(self, to: str) -> str:
