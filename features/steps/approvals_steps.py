@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import json
 import tempfile
+import threading
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -289,8 +289,8 @@ def _when_interleaved_workers(context: Context) -> None:
     async def read_then_wait(run_id: str, *, caller: str | None = None) -> Any:
         pause = await read(run_id, caller=caller)
         has_read.set()
-        while not shop.refund_started.is_set():  # until A has claimed it and holds the session
-            await asyncio.sleep(0.005)
+        # until A has claimed it and holds the session (the refund runs in a worker thread)
+        await asyncio.to_thread(shop.refund_started.wait, HOLD_LIMIT_S)
         return pause
 
     second.store.paused_run = read_then_wait  # type: ignore[method-assign]  # the interleaving
