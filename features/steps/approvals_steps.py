@@ -26,7 +26,6 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 from support.approvals import HOLD_LIMIT_S, ResumeTarget, Shop, decision_of
 from support.harness import NAMED_POSITIONS, Stop, consume
-from support.shaped_models import executor_with_model
 
 from cleveractors import ActorExecutor, ExecutionResult, demo, errors
 from cleveractors.events import Event, RunPaused
@@ -667,9 +666,7 @@ def _given_config(context: Context) -> None:
 @when('the config\'s actor is asked "{message}", then its book_table call is approved')
 def _when_config_run(context: Context, message: str) -> None:
     context.actor["agent"]["script"] = [scripted_reply(row.as_dict()) for row in context.table]
-    # The stub provider replays its script from the start in every run, a resumed segment too:
-    # the config's agent is built around a model that walks the script once instead.
-    executor = executor_with_model(context.actor, {})
+    executor = ActorExecutor.from_config(context.actor)  # the stub provider, replaying per run
 
     async def run() -> tuple[ExecutionResult, list[str], ExecutionResult]:
         async with executor:

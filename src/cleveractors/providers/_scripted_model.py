@@ -30,7 +30,7 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.messages.utils import convert_to_openai_messages
@@ -106,7 +106,8 @@ class ScriptedChatModel(BaseChatModel):
     With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
     script from its first reply, so one model serves any number of runs, concurrent ones each
     with its own replay; within a run it still never wraps around. Calls made outside any run
-    share one position, as without the option. `remaining` and `assert_consumed()` look at the
+    share one position, as without the option. A run whose first request already holds replies
+    of its turn (one resumed after a pause for approval) starts after them. `remaining` and `assert_consumed()` look at the
     run of the latest call.
     """
 
@@ -214,7 +215,10 @@ class ScriptedChatModel(BaseChatModel):
             self._requests.append(
                 ScriptedRequest(tuple(messages), tool_names, streamed, options.get("tool_choice"))
             )
-            position = self._position if scope is None else self._run_positions.get(scope, 0)
+            if scope is None:
+                position = self._position
+            else:
+                position = self._run_positions.get(scope, _replies_in_turn(messages))
             if position >= len(self.replies):
                 raise ScriptExhaustedError(
                     f"scripted model has no reply left for call {position + 1} "
@@ -318,6 +322,21 @@ class ScriptedChatModel(BaseChatModel):
                         tool_call_chunk(args=arguments[start : start + size], index=index)
                     ],
                 )
+
+
+def _replies_in_turn(messages: Sequence[BaseMessage]) -> int:
+    """Where a run's replay starts: after the replies its turn already holds, so that a run
+    resumed from a paused one (in any process) goes on with the script rather than asking
+    again what the paused run asked. A new message's run starts at the first reply."""
+    last_user = max(
+        (
+            position
+            for position, message in enumerate(messages)
+            if isinstance(message, HumanMessage)
+        ),
+        default=-1,
+    )
+    return sum(isinstance(message, AIMessage) for message in messages[last_user + 1 :])
 
 
 def _reported_model(reply: ScriptedReply) -> dict[str, Any]:
