@@ -107,8 +107,8 @@ class ScriptedChatModel(BaseChatModel):
     script from its first reply, so one model serves any number of runs, concurrent ones each
     with its own replay; within a run it still never wraps around. Calls made outside any run
     share one position, as without the option. A run whose first request already holds replies
-    of its turn (one resumed after a pause for approval) starts after them. `remaining` and `assert_consumed()` look at the
-    run of the latest call.
+    of its turn (one resumed after a pause for approval) starts after them. `remaining` and
+    `assert_consumed()` look at the run of the latest call.
     """
 
     replies: list[ScriptedReply]
