@@ -89,6 +89,8 @@ Feature: A person's decisions resume a paused run as a new segment; wrong decisi
       | a stale digest               | blocking | r1   | approve  |                                   | stale  |                       | InvalidDecisionError | digest does not match                  |
       | a stale digest               | events   | r1   | approve  |                                   | stale  |                       | InvalidDecisionError | digest does not match                  |
       | a call that ran unasked      | blocking | l1   | approve  |                                   |        |                       | InvalidDecisionError | has no pending call 'l1'               |
+      | arguments on an approval     | blocking | r1   | approve  | {"order": "A1", "amount": 1}      |        |                       | InvalidDecisionError | arguments are given with an edit       |
+      | a respond without output     | events   | r1   | respond  |                                   |        |                       | InvalidDecisionError | output is given with a respond         |
 
   Scenario Outline: Two decisions for one call are a conflict, and nothing runs (<mode>)
     When the shop is asked "Refund A1 and tell Ann" in <mode> mode
@@ -132,3 +134,13 @@ Feature: A person's decisions resume a paused run as a new segment; wrong decisi
       | call | decision |
       | r1   | approve  |
     Then resuming is refused with RunNotFoundError naming "no paused run"
+
+  Scenario Outline: An agent whose approval rule cannot work is refused when built: <case>
+    When a shop agent is built with approval <approval> and approval_timeout_s <timeout>
+    Then building it fails with ConfigurationError naming "<words>"
+
+    Examples:
+      | case                 | approval                | timeout | words                                        |
+      | a tool it lacks      | ["refund", "delete"]    | 60      | approval names tools it does not have: delete |
+      | one string           | "refund"                | 60      | not the string 'refund'                      |
+      | a timeout of zero    | ["refund"]              | 0       | approval_timeout_s must be positive          |

@@ -27,11 +27,12 @@ from pydantic import SecretStr
 from support.approvals import HOLD_LIMIT_S, ResumeTarget, Shop, decision_of
 from support.harness import NAMED_POSITIONS, Stop, consume
 
-from cleveractors import ActorExecutor, ExecutionResult, demo, errors
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, demo, errors
 from cleveractors.events import Event, RunPaused
 from cleveractors.testing import (
     ScriptedAnthropicReply,
     ScriptedAnthropicServer,
+    ScriptedChatModel,
     ScriptedOpenAIServer,
 )
 from cleveractors.testing.tables import scripted_reply
@@ -800,3 +801,28 @@ def _then_wire_bills(context: Context) -> None:
     ]
     assert per_segment == [[billed[0]], [billed[1]]], (per_segment, billed)
     assert all(not call.usage.estimated for r in shop.results for call in r.usage_by_call)
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+@when("a shop agent is built with approval {approval} and approval_timeout_s {timeout:g}")
+def _when_built(context: Context, approval: str, timeout: float) -> None:
+    shop = Shop()
+    try:
+        LLMAgent(
+            ScriptedChatModel(replies=[]),
+            tools=shop.tools(),
+            approval=json.loads(approval),
+            approval_timeout_s=timeout,
+        )
+    except errors.ConfigurationError as exc:
+        context.build_error = exc
+    else:
+        context.build_error = None
+
+
+@then('building it fails with ConfigurationError naming "{words}"')
+def _then_build_failed(context: Context, words: str) -> None:
+    assert context.build_error is not None, "the agent was built"
+    assert words in str(context.build_error), str(context.build_error)
