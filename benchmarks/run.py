@@ -1,6 +1,6 @@
-"""Benchmarks of issues 3, 8 and 19 (`nox -s bench`): latency to the first token, CPU per turn,
-what tracing adds to it, concurrency, and what stops cost (a disconnect storm's CPU, a stalled
-reader's memory).
+"""Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
+turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
+reader's memory), and what pausing for an approval and resuming add.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from approvals import measure_approvals
 from concurrency import measure_concurrency
 from cpu import (
     MODES,
@@ -55,6 +56,7 @@ class Settings:
     profile_turns: int
     disconnects: int
     ledger_writes: int
+    approval_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -66,6 +68,7 @@ class Settings:
             profile_turns=40,
             disconnects=50,
             ledger_writes=500,
+            approval_runs=200,
         )
 
     @classmethod
@@ -78,6 +81,7 @@ class Settings:
             profile_turns=10,
             disconnects=10,
             ledger_writes=50,
+            approval_runs=20,
         )
 
     @property
@@ -142,6 +146,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
     with _section("ledger (SQLite file, WAL)"):
         ledger_rows, outcome.samples["ledger"] = await measure_ledger(settings.ledger_writes)
         outcome.rows.extend(ledger_rows)
+    with _section("approvals (SQLite file, model in process)"):
+        approval_rows, outcome.samples["approvals"] = await measure_approvals(
+            settings.approval_runs
+        )
+        outcome.rows.extend(approval_rows)
     return outcome
 
 

@@ -23,6 +23,7 @@ from cleveractors.agents._approval import SUPERSEDED, not_run
 from cleveractors.agents.base import Agent, History
 from cleveractors.approvals import ApprovalDecision
 from cleveractors.errors import (
+    ApprovalConflictError,
     ApprovalError,
     ConfigurationError,
     IdempotencyError,
@@ -350,7 +351,10 @@ async def _resume_stored(
     beginning = store.begin_run(run_id=run_id, session_id=paused.session_id, caller=request.caller)
     try:
         held, is_cancelled = await finish_despite_cancellation(beginning)
-    except (SessionBusyError, SessionNotFoundError, StoreError) as exc:
+    except SessionBusyError as exc:
+        conflict = _being_ended(paused, exc)
+        return RunOutcome(_refused(run_id, conflict), conflict)
+    except (SessionNotFoundError, StoreError) as exc:
         return RunOutcome(_refused(run_id, exc), exc)
     try:
         if is_cancelled:
@@ -374,6 +378,18 @@ async def _resume_stored(
     outcome = _owned(await _run_holding_session(held, run), paused.session_id, request.caller)
     settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
     return _cancelled_after(settled) if is_cancelled else settled
+
+
+def _being_ended(paused: PausedRun, busy: SessionBusyError) -> ApprovalConflictError:
+    """A paused run's session held by another run: that run is ending the pause (a resumption
+    of it, or a new message declining its calls), since every run on the session does, so this
+    resumption lost the race as surely as if the pause were already taken."""
+    conflict = ApprovalConflictError(
+        f"run {paused.run_id!r} is being resumed or answered by another request",
+        run_id=paused.run_id,
+    )
+    conflict.__cause__ = busy
+    return conflict
 
 
 def _cancelled_after(outcome: RunOutcome) -> RunOutcome:
