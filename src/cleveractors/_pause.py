@@ -150,7 +150,8 @@ class MemoryPauses:
 
     def __init__(self) -> None:
         self._paused: dict[str, PausedRun] = {}
-        self._resumed: OrderedDict[str, str] = OrderedDict()
+        self._resumed: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        """Resumed run id -> (the segment that resumed it, its caller)."""
 
     def keep(self, paused: PausedRun) -> None:
         self._paused[paused.run_id] = paused
@@ -163,10 +164,11 @@ class MemoryPauses:
             ApprovalConflictError: it was resumed already.
         """
         paused = self._paused.get(run_id)
-        if paused is None and run_id in self._resumed:
+        resumed_in, owner = self._resumed.get(run_id, (None, None))
+        # Only its owner learns that a run was resumed: to anyone else it does not exist.
+        if paused is None and resumed_in is not None and owner == caller:
             raise ApprovalConflictError(
-                f"run {run_id!r} was already resumed (by run {self._resumed[run_id]})",
-                run_id=run_id,
+                f"run {run_id!r} was already resumed (by run {resumed_in})", run_id=run_id
             )
         if paused is None or paused.caller != caller:
             raise RunNotFoundError(f"no paused run {run_id!r}", run_id=run_id)
@@ -175,7 +177,7 @@ class MemoryPauses:
     def take(self, run_id: str, *, resumed_in: str) -> None:
         """Claim the paused run for one resumption: nothing awaits between a `find` and this,
         so two resumptions in one process cannot both take it."""
-        del self._paused[run_id]
-        self._resumed[run_id] = resumed_in
+        paused = self._paused.pop(run_id)
+        self._resumed[run_id] = (resumed_in, paused.caller)
         if len(self._resumed) > self.MAX_REMEMBERED_RESUMPTIONS:
             self._resumed.popitem(last=False)
