@@ -544,7 +544,10 @@ async def _open_resumption(
     first = opened.first
     if isinstance(first, RunFailed) and (status := _DECISION_REFUSALS.get(first.error.type)):
         await stream.aclose()
-        raise _RequestRejected(status, first.error.message)
+        message = first.error.message
+        if first.error.type == "SessionBusyError":
+            message = f"run {run_id!r} cannot be resumed now: {message} (a resumption of it?)"
+        raise _RequestRejected(status, message)
     return opened
 
 
