@@ -73,6 +73,29 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
     When "bob" reads the resumed segment over HTTP
     Then the response is 404 with the detail of an unknown run
 
+  Scenario: A new message on the session declines the paused run's calls: the run shows superseded, a decision is 409
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" chats "Never mind, no refund" over HTTP in session "s-1"
+    Then the response is 200 and the stream ends with run_finished
+    When "alice" reads the paused run over HTTP
+    Then the response is 200 with the status "superseded" and no pending call
+    When "alice" approves the refund over HTTP
+    Then the response is 409 with a JSON detail saying "a new message on its session declined its calls"
+    And the app's lookup ran once and its refund never
+
+  Scenario: A decision while another request holds the run's session is 409, and can be sent again
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    And another request of "alice" holds session "s-1"
+    When "alice" approves the refund over HTTP
+    Then the response is 409 with a JSON detail saying "cannot be resumed now: session 's-1' is busy"
+    And the app's lookup ran once and its refund never
+    When the other request lets session "s-1" go
+    And "alice" approves the refund over HTTP
+    Then the response is 200 and the stream ends with run_finished
+    And the app's lookup ran once and its refund once
+
   Scenario Outline: Decisions that cannot be taken are refused before anything runs: <case> (<where>)
     Given the approvals app keeps its pauses <where>
     And "alice" has a run over HTTP paused on the refund

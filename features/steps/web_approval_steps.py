@@ -23,6 +23,7 @@ from langchain_core.messages import ToolMessage
 from starlette.requests import Request
 
 from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, tool_from_callable
+from cleveractors.runs import new_run_id
 from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
 from cleveractors.web import create_app, current_caller
 
@@ -170,22 +171,55 @@ def keeps_pauses(context: Context, where: str) -> None:
     _keep_pauses(context, where)
 
 
+@given('"{who}" has a run over HTTP paused on the refund in session "{session_id}"')
+def has_paused_run_in_session(context: Context, who: str, session_id: str) -> None:
+    chats_in_session(context, who, "Refund order A1", session_id)
+    _check_paused(_world(context))
+
+
 @given('"{who}" has a run over HTTP paused on the refund')
 def has_paused_run(context: Context, who: str) -> None:
     chats(context, who, "Refund order A1")
-    world = _world(context)
+    _check_paused(_world(context))
+
+
+def _check_paused(world: _ApprovalsWorld) -> None:
     assert world.response is not None, "no response"
     assert world.response.status_code == 200, world.response.text
     assert _events_of(world, "run_paused"), _events(world.response)
 
 
+@given('another request of "{who}" holds session "{session_id}"')
+def another_request_holds(context: Context, who: str, session_id: str) -> None:
+    world = _world(context)
+    store = world.executor.store
+    assert store is not None, "the scenario keeps no store"
+    holding = store.begin_run(run_id=new_run_id(), session_id=session_id, caller=who)
+    context.session_holder = world.loop.run_until_complete(holding)
+
+
+@when('the other request lets session "{session_id}" go')
+def lets_session_go(context: Context, session_id: str) -> None:
+    holder = context.session_holder
+    assert holder.session_id == session_id, holder.session_id
+    _world(context).loop.run_until_complete(holder.end("cancelled"))
+
+
 # -- requests ------------------------------------------------------------------------------------
+
+
+@when('"{who}" chats "{message}" over HTTP in session "{session_id}"')
+def chats_in_session(context: Context, who: str, message: str, session_id: str) -> None:
+    _chat(_world(context), who, {"message": message, "session_id": session_id})
 
 
 @when('"{who}" chats "{message}" over HTTP')
 def chats(context: Context, who: str, message: str) -> None:
-    world = _world(context)
-    world.send("POST", "/chat", json={"message": message}, headers=_caller(who))
+    _chat(_world(context), who, {"message": message})
+
+
+def _chat(world: _ApprovalsWorld, who: str, body: dict[str, Any]) -> None:
+    world.send("POST", "/chat", json=body, headers=_caller(who))
     if paused := _events_of(world, "run_paused"):
         world.paused_run_id = paused[0]["result"]["run_id"]
         world.paused_digest = paused[0]["result"]["pending_approvals"][0]["digest"]

@@ -60,21 +60,13 @@ def add_run_routes(
 
 
 async def _run_view(executor: ActorExecutor, run_id: str, caller: str | None) -> RunView | None:
-    store = executor.store
-    if store is not None:
-        await store.open()
-        status = await store.run_status(run_id, caller=caller)
-        if status is None:
-            return None
-        if status != "paused":
-            return RunView(run_id=run_id, status=status)
     try:
         paused = await executor.paused_run(run_id, caller=caller)
-    except RunNotFoundError:
-        return None
-    except ApprovalConflictError:  # resumed (or superseded) since, or before, in memory
-        if store is None:
-            return RunView(run_id=run_id, status="resumed")
-        ended = await store.run_status(run_id, caller=caller)
-        return None if ended is None else RunView(run_id=run_id, status=ended)
+    except (RunNotFoundError, ApprovalConflictError) as exc:
+        if executor.store is not None:  # the ledger knows every run, paused or not
+            status = await executor.store.run_status(run_id, caller=caller)
+            return None if status is None else RunView(run_id=run_id, status=status)
+        # In memory, a pause is all there is: a conflict means its owner resumed it.
+        is_resumed = isinstance(exc, ApprovalConflictError)
+        return RunView(run_id=run_id, status="resumed") if is_resumed else None
     return RunView(run_id=run_id, status="paused", pending_approvals=list(paused.pending))
