@@ -4,8 +4,8 @@
     app.include_router(router)
 
 - `POST /chat` takes `{"message": ..., "history": [{"role", "content"}]}` and streams the run's
-  typed events, one SSE message per event named by its `kind`, ending with `run_finished` or
-  `run_failed`, each carrying the `ExecutionResult` with the usage.
+  typed events, one SSE message per event named by its `kind`, ending with `run_finished`,
+  `run_paused` or `run_failed`, each carrying the `ExecutionResult` with the usage.
   With a store, `{"message": ..., "session_id": ...}` continues (or starts) a stored session
   instead: the server holds its history (a `history` beside it is a 422). A session another run
   holds ends the stream at once with `run_failed` (`error.type` "SessionBusyError"); another
@@ -19,8 +19,8 @@
   Refused before anything runs: 404 for a run that is not the caller's paused run (another
   caller's included, so its existence is never revealed), 409 for one already resumed (or a
   call that expired, or a run whose session another request holds), 422 for a decision that
-  does not fit its call. `GET /runs/{run_id}` shows a run's status and pending approvals
-  (`cleveractors.web.runs`).
+  does not fit its call; nothing is billed, and `on_usage` does not hear of it.
+  `GET /runs/{run_id}` shows a run's status and pending approvals (`cleveractors.web.runs`).
 - `POST /v1/chat/completions` speaks OpenAI's Chat Completions format, streamed or not (see
   `cleveractors.web.openai_compat` for how a conversation maps to an actor turn). The actor's tool
   rounds run here, server-side; the client only sees text and usage. The format has no way to
