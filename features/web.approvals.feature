@@ -64,6 +64,15 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
       | in memory           |
       | in a sqlite store   |
 
+  Scenario: The audit names the caller the server authenticated as the decider, never a name from the body
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund
+    When "alice" posts over HTTP the decisions [{"call_id": "c2", "decision": "reject", "decided_by": "mallory"}]
+    Then the response is 422 with a JSON detail saying "decisions.0.decided_by: Extra inputs are not permitted"
+    When "alice" rejects the refund over HTTP because "too late for a refund"
+    Then the response is 200 and the stream ends with run_finished
+    And the store's audit holds one decision on the refund: "reject" by "alice", because "too late for a refund"
+
   Scenario: With a store, GET /runs/{id} also shows a run that never paused
     Given the approvals app keeps its pauses in a sqlite store
     And "alice" has a run over HTTP paused on the refund

@@ -454,3 +454,16 @@ def completion_answers(context: Context, text: str) -> None:
     response = _response(context)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"].endswith(text), response.text
+
+
+@then(
+    'the store\'s audit holds one decision on the refund: "{decision}" by "{who}", '
+    'because "{reason}"'
+)
+def audit_holds(context: Context, decision: str, who: str, reason: str) -> None:
+    world = _world(context)
+    store = world.executor.store
+    assert store is not None, "the scenario keeps no store"
+    records = world.loop.run_until_complete(store.approvals(run_id=world.paused_run_id))
+    told = [(r.call_id, r.decision, r.decided_by, r.reason, r.resumed_in) for r in records]
+    assert told == [("c2", decision, who, reason, world.resumed_run_id)], told
