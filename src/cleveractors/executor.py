@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import ValidationError
 
 from cleveractors import tokens
-from cleveractors._pause import MemoryPauses
+from cleveractors._pause import MemoryPauses, PausedRun
 from cleveractors._turn import ResumeRequest, TurnRequest, run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
@@ -450,6 +450,20 @@ class ActorExecutor:
     ) -> TextStream:
         """`resume()`, yielding the answer's text chunks as they arrive."""
         return TextStream(self.resume_events(run_id, decisions, caller=caller))
+
+    async def paused_run(self, run_id: str, *, caller: str | None = None) -> PausedRun:
+        """The paused run segment `run_id` (its `pending` calls wait for decisions), for its
+        own caller: from the store, or, without one, from this executor's memory.
+
+        Raises:
+            RunNotFoundError: no paused run by that id for this caller.
+            ApprovalConflictError: it was resumed already, or a new message answered it.
+            StoreError: the store could not be read.
+        """
+        if self.store is None:
+            return self._pauses.find(run_id, caller)
+        await self.store.open()
+        return await self.store.paused_run(run_id, caller=caller)
 
     def _resumption(
         self,

@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.approvals import ApprovalRecord, RecordedDecision
 from cleveractors.errors import ApprovalConflictError, RunNotFoundError
-from cleveractors.store.schema import approvals, paused_runs, turns
+from cleveractors.store.records import SegmentStatus
+from cleveractors.store.schema import approvals, paused_runs, runs, turns
 
 __all__ = [
     "claim_pause",
@@ -27,6 +28,7 @@ __all__ = [
     "keep_pause",
     "list_approvals",
     "pause_of_session",
+    "segment_status",
     "supersede_pause",
 ]
 
@@ -81,6 +83,24 @@ async def find_pause(connection: AsyncConnection, run_id: str, caller: str) -> P
     if row.status != "paused":
         raise ApprovalConflictError(_ended(run_id, row.status, row.resumed_in), run_id=run_id)
     return PausedRun.from_json(row.state)
+
+
+async def segment_status(
+    connection: AsyncConnection, run_id: str, caller: str
+) -> SegmentStatus | None:
+    """How run segment `run_id` of `caller` stands; None for no such run of theirs."""
+    query = (
+        select(runs.c.status, paused_runs.c.status.label("pause"))
+        .select_from(runs.outerjoin(paused_runs, paused_runs.c.run_id == runs.c.run_id))
+        .where(runs.c.run_id == run_id, runs.c.caller == caller)
+    )
+    row = (await connection.execute(query)).first()
+    if row is None:
+        return None
+    status: SegmentStatus = "answered" if row.status == "ok" else row.status
+    if row.pause is not None:  # the pause's own row says whether it still waits
+        status = row.pause
+    return status
 
 
 async def pause_of_session(

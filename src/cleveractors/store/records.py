@@ -12,10 +12,17 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from cleveractors.usage import AttemptStatus, CallPurpose
 
-__all__ = ["LedgerRow", "RunStatus", "StoredTurn", "UsageReport"]
+__all__ = ["LedgerRow", "RunStatus", "SegmentStatus", "StoredTurn", "UsageReport"]
 
 RunStatus = Literal["running", "ok", "failed", "cancelled", "paused"]
 """A run in the ledger: still going (or its process died), answered, failed, or stopped."""
+
+SegmentStatus = Literal[
+    "running", "answered", "failed", "cancelled", "paused", "resumed", "superseded"
+]
+"""How a run segment stands for its owner (`SqlStore.run_status`): as the ledger says, or, for
+one that paused, whether it still waits (`paused`), a later segment carried its decisions out
+(`resumed`), or a new message on its session declined its calls (`superseded`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,9 +57,16 @@ from cleveractors.store.pauses import (
     keep_pause,
     list_approvals,
     pause_of_session,
+    segment_status,
     supersede_pause,
 )
-from cleveractors.store.records import LedgerRow, RunStatus, StoredTurn, UsageReport
+from cleveractors.store.records import (
+    LedgerRow,
+    RunStatus,
+    SegmentStatus,
+    StoredTurn,
+    UsageReport,
+)
 from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
 from cleveractors.usage import LLMCallUsage
 
@@ -416,6 +423,20 @@ class SqlStore:
                 return await find_pause(connection, run_id, caller or _NO_CALLER)
         except SQLAlchemyError as exc:
             raise _store_error(f"reading paused run {run_id}", exc) from exc
+
+    async def run_status(self, run_id: str, *, caller: str | None = None) -> SegmentStatus | None:
+        """How run segment `run_id` stands, for its own caller: `running` (or its process
+        died), `answered`, `failed`, `cancelled`, `paused` (it waits for decisions), `resumed`
+        or `superseded` (see `SegmentStatus`); None for no such run of this caller's.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        try:
+            async with self.engine.connect() as connection:
+                return await segment_status(connection, run_id, caller or _NO_CALLER)
+        except SQLAlchemyError as exc:
+            raise _store_error(f"reading run {run_id}", exc) from exc
 
     async def approvals(
         self,

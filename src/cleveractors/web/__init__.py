@@ -1,8 +1,11 @@
 """The web extra (`pip install 'cleveractors[web]'`): an actor behind FastAPI routes.
 
 - `create_chat_router(executor_factory, on_usage=None, authenticate=None, ...)`: `POST /chat`
-  (the run's typed events as Server-Sent Events) and `POST /v1/chat/completions`
-  (OpenAI-compatible), for your own app.
+  (the run's typed events as Server-Sent Events; a run that waits for a person's approval ends
+  with `run_paused`), `POST /runs/{id}/decisions` (the paused run resumed, streamed the same
+  way), `GET /runs/{id}` (its status and pending approvals, for its owner only) and
+  `POST /v1/chat/completions` (OpenAI-compatible; tool calls that need approval are declined
+  there), for your own app.
 - `create_app(executor)`: a ready app with both routes and a chat page at `/`; what
   `cleveractors serve` runs. Loopback Host names only, no CORS, no API docs unless asked.
 - `api_key_authenticator(keys)`: an `authenticate` for bearer API keys; `current_caller()` the

@@ -19,7 +19,10 @@ How a conversation becomes an actor turn:
 - `system` and `developer` messages are ignored: the actor's own `system_prompt` governs, and a chat
   UI's default "You are a helpful assistant" must not override it;
 - `tool` messages and assistant messages without text are ignored: the actor runs its tools
-  server-side, so a client has no tool calls of its own to report.
+  server-side, so a client has no tool calls of its own to report. Nor can a client approve one:
+  the format has no item for it, so a tool call that needs a person's approval is never run here;
+  the model reads it as declined ("approval ... is not available on this endpoint") and answers
+  without it. Serve `/chat` and `/runs/{id}/decisions` to clients that can ask a person.
 
 The `model` a client asks for is echoed in the reply: the actor answers whatever name is used.
 

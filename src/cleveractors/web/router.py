@@ -4,16 +4,28 @@
     app.include_router(router)
 
 - `POST /chat` takes `{"message": ..., "history": [{"role", "content"}]}` and streams the run's
-  typed events, one SSE message per event named by its `kind`, ending with `run_finished` or
-  `run_failed`, each carrying the `ExecutionResult` with the usage.
+  typed events, one SSE message per event named by its `kind`, ending with `run_finished`,
+  `run_paused` or `run_failed`, each carrying the `ExecutionResult` with the usage.
   With a store, `{"message": ..., "session_id": ...}` continues (or starts) a stored session
   instead: the server holds its history (a `history` beside it is a 422). A session another run
   holds ends the stream at once with `run_failed` (`error.type` "SessionBusyError"); another
   caller's session with `run_failed` "SessionNotFoundError". `GET` / `DELETE /sessions/{id}`
   read and remove the caller's sessions (`cleveractors.web.sessions`).
+  A run that calls a tool needing a person's approval streams `tool_approval_requested` for
+  each such call and ends with `run_paused` (its result lists `pending_approvals`).
+- `POST /runs/{run_id}/decisions` takes `{"decisions": [...]}` (each an `ApprovalDecision`'s
+  JSON) for the caller's paused run and streams the resumed segment like `/chat`: first
+  `run_started` (its `resumed_from` the paused run's id), a `tool_call_decided` per decision.
+  Refused before anything runs: 404 for a run that is not the caller's paused run (another
+  caller's included, so its existence is never revealed), 409 for one already resumed (or a
+  call that expired, or a run whose session another request holds), 422 for a decision that
+  does not fit its call; nothing is billed, and `on_usage` does not hear of it.
+  `GET /runs/{run_id}` shows a run's status and pending approvals (`cleveractors.web.runs`).
 - `POST /v1/chat/completions` speaks OpenAI's Chat Completions format, streamed or not (see
   `cleveractors.web.openai_compat` for how a conversation maps to an actor turn). The actor's tool
-  rounds run here, server-side; the client only sees text and usage.
+  rounds run here, server-side; the client only sees text and usage. The format has no way to
+  ask for an approval: a tool call that needs one is never run there; the model reads it as
+  declined ("approval is not available on this endpoint").
 
 Every request that starts a run owns it through `_billed_run()`: however the request ends (the
 answer is complete, the model failed, the client hung up or stopped reading for `send_timeout_s`,
@@ -61,7 +73,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from cleveractors.agents import EventStream
-from cleveractors.events import Event, RunFailed, RunFinished, RunStarted, TextDelta
+from cleveractors.approvals import ApprovalDecision
+from cleveractors.events import Event, RunFailed, RunFinished, RunPaused, RunStarted, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.web.openai_compat import (
@@ -75,6 +88,7 @@ from cleveractors.web.openai_compat import (
     error_response,
     run_error_response,
 )
+from cleveractors.web.runs import add_run_routes
 from cleveractors.web.security import (
     Authenticate,
     current_caller,
@@ -91,6 +105,7 @@ __all__ = [
     "DEFAULT_SEND_TIMEOUT_S",
     "ChatRequest",
     "ChatTurn",
+    "DecisionsRequest",
     "create_chat_router",
 ]
 
@@ -147,6 +162,15 @@ class ChatRequest(BaseModel):
         return self
 
 
+class DecisionsRequest(BaseModel):
+    """The body of `POST /runs/{run_id}/decisions`: a person's decisions on the paused run's
+    calls. Who decided is the caller the server authenticated, never a name in the body."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decisions: list[ApprovalDecision]
+
+
 class _RequestRejected(Exception):
     """A request we refuse before running anything; each route renders it in its own format."""
 
@@ -170,6 +194,12 @@ class _RequestRejected(Exception):
     def headers(self) -> dict[str, str]:
         asks_for_key = {"WWW-Authenticate": "Bearer"} if self.status_code == 401 else {}
         return {**asks_for_key, **self._headers}
+
+    def as_detail(self) -> JSONResponse:
+        """The refusal as FastAPI words its own: `{"detail": message}`."""
+        return JSONResponse(
+            {"detail": self.message}, status_code=self.status_code, headers=self.headers
+        )
 
     def as_openai_error(self) -> JSONResponse:
         """The refusal in OpenAI's error format, which the `openai` client raises with."""
@@ -199,7 +229,8 @@ def create_chat_router(
     max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> APIRouter:
-    """Routes that run an actor: `POST /chat` (typed events), `POST /v1/chat/completions`,
+    """Routes that run an actor: `POST /chat` (typed events), `POST /runs/{id}/decisions` (a
+    paused run resumed, typed events), `GET /runs/{id}`, `POST /v1/chat/completions`,
     `GET /v1/models` (and `/v1/models/{id}`), which list the actor as the one model, and
     `GET` / `DELETE /sessions/{id}` for an executor with a store.
 
@@ -209,6 +240,8 @@ def create_chat_router(
         on_usage: Called exactly once per request that ran the actor, with its final
             `ExecutionResult`: also when the model failed, or the client disconnected mid-stream
             (then the run is cancelled and the result holds what was spent, `cancelled=True`).
+            A run that paused for an approval and its resumption are two requests, each heard
+            of once, with its own segment's usage (no token in both).
             It runs on the event loop: hand slow work (a billing API call) to a queue or task.
             `cleveractors.web.current_caller()` tells whom to bill.
         max_body_bytes: Larger request bodies are refused with 413, before they are parsed.
@@ -229,7 +262,9 @@ def create_chat_router(
     runs = _RunSettings(executor_factory, on_usage, send_timeout_s)
     caller_of = _caller_check(policy)
     _add_chat_route(router, runs, policy)
+    _add_decisions_route(router, runs, policy)
     _add_completions_route(router, runs, policy)
+    add_run_routes(router, executor_factory, caller_of)
     add_session_routes(router, executor_factory, caller_of)
     _add_model_routes(router, executor_factory, policy)
     return router
@@ -258,18 +293,35 @@ def _add_chat_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolic
                 runs, request, body.message, history, session_id=body.session_id
             )
         except _RequestRejected as rejected:
-            return JSONResponse(
-                {"detail": rejected.message},
-                status_code=rejected.status_code,
-                headers=rejected.headers,
-            )
-        request_id = _request_id()
-        return _RunStreamResponse(
-            _event_frames(opened, request_id),
-            _billed_run(opened.stream, runs.on_usage),
-            send_timeout_s=runs.send_timeout_s,
-            headers=opened.headers(request_id),
-        )
+            return rejected.as_detail()
+        return _event_stream_response(opened, runs)
+
+
+def _add_decisions_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
+    """`POST /runs/{run_id}/decisions`: a paused run resumed, its new segment's events as SSE."""
+
+    @router.post("/runs/{run_id}/decisions", response_class=EventSourceResponse)
+    async def decide(run_id: str, request: Request) -> Response:
+        """Resume the caller's paused run with a person's decisions; stream the new segment's
+        typed events as SSE, as `/chat` does (event name = kind)."""
+        try:
+            body = await _read_request(request, DecisionsRequest, policy)
+            opened = await _open_resumption(runs, run_id, body.decisions)
+        except _RequestRejected as rejected:
+            return rejected.as_detail()
+        return _event_stream_response(opened, runs)
+
+
+def _event_stream_response(opened: _OpenedRun, runs: _RunSettings) -> Response:
+    """The run's typed events as SSE; the response owns the run (stopped and billed however
+    the response ends)."""
+    request_id = _request_id()
+    return _RunStreamResponse(
+        _event_frames(opened, request_id),
+        _billed_run(opened.stream, runs.on_usage),
+        send_timeout_s=runs.send_timeout_s,
+        headers=opened.headers(request_id),
+    )
 
 
 def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
@@ -286,8 +338,14 @@ def _add_completions_route(router: APIRouter, runs: _RunSettings, policy: _Reque
                 param, message = unsupported
                 raise _RequestRejected(400, message, param=param)
             history = _as_provider_history(body.history)
+            # OpenAI's format cannot ask a person: gated calls are declined, never run.
             opened = await _open_request_run(
-                runs, request, body.message, history, max_output_tokens=body.max_output_tokens
+                runs,
+                request,
+                body.message,
+                history,
+                max_output_tokens=body.max_output_tokens,
+                can_pause=False,
             )
         except _RequestRejected as rejected:
             return rejected.as_openai_error()
@@ -414,6 +472,7 @@ async def _open_request_run(
     *,
     session_id: str | None = None,
     max_output_tokens: int | None = None,
+    can_pause: bool = True,
 ) -> _OpenedRun:
     """Start the request's run (under its `Idempotency-Key`, if it sent one) and open it.
 
@@ -442,6 +501,7 @@ async def _open_request_run(
         caller=current_caller(),
         idempotency_key=key,
         max_output_tokens=max_output_tokens,
+        can_pause=can_pause,
     )
     opened = await _open_run(stream, runs.on_usage)
     first = opened.first
@@ -454,6 +514,40 @@ async def _open_request_run(
         # Named by its header: the client knows the key by the header it sent.
         message = f"{_IDEMPOTENCY_HEADER}: {first.error.message}"
         raise _RequestRejected(status, message, param=_IDEMPOTENCY_HEADER)
+    return opened
+
+
+_DECISION_REFUSALS = {
+    "RunNotFoundError": 404,
+    "ApprovalConflictError": 409,
+    "ApprovalExpiredError": 409,
+    # Another request holds the paused run's session: a rival resumption of the same run, or a
+    # new message that is declining its calls. Either way this decision cannot be taken.
+    "SessionBusyError": 409,
+    "InvalidDecisionError": 422,
+}
+"""The HTTP status of each way a resumption is refused, before anything of it runs."""
+
+
+async def _open_resumption(
+    runs: _RunSettings, run_id: str, decisions: list[ApprovalDecision]
+) -> _OpenedRun:
+    """Resume the caller's paused run `run_id` with `decisions` and open the new segment.
+
+    Raises:
+        _RequestRejected: not the caller's paused run (404), already resumed, an expired call
+            or a busy session (409), a decision that does not fit its call (422). Nothing ran,
+            nothing is billed.
+    """
+    stream = runs.executor_factory().resume_events(run_id, decisions, caller=current_caller())
+    opened = await _open_run(stream, runs.on_usage)
+    first = opened.first
+    if isinstance(first, RunFailed) and (status := _DECISION_REFUSALS.get(first.error.type)):
+        await stream.aclose()
+        message = first.error.message
+        if first.error.type == "SessionBusyError":
+            message = f"run {run_id!r} cannot be resumed now: {message} (a resumption of it?)"
+        raise _RequestRejected(status, message)
     return opened
 
 
@@ -529,7 +623,7 @@ async def _event_frames(opened: _OpenedRun, request_id: str) -> AsyncIterator[Se
                 # already told, so stop at the last event.
                 return
             yield event_frame(event)
-            if isinstance(event, RunFinished):
+            if isinstance(event, RunFinished | RunPaused):
                 return
 
 

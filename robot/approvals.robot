@@ -1,0 +1,159 @@
+*** Settings ***
+Documentation       A person in the loop over real HTTP: a run pauses on `/chat` for two tool calls that
+...                 need approval, and is decided on `POST /runs/{id}/decisions`: on another
+...                 `cleveractors serve` process after the first was killed with SIGKILL (one
+...                 PostgreSQL behind both), by two processes at once (one wins), and on the chat page
+...                 in Chromium. The model is a scripted OpenAI server; what it was told about each
+...                 decision is read from the requests it received.
+Library             Collections
+Library             OperatingSystem
+Library             SeleniumLibrary    timeout=20s    run_on_failure=Capture Page Screenshot
+Library             ApprovalsLibrary.py
+Suite Teardown      Stop Everything
+
+
+*** Variables ***
+${ACTOR}            ${CURDIR}/actors/approvals_two_calls.yaml
+${REASON}           not tonight, we are staying in
+
+
+*** Test Cases ***
+A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model Reads Each Decision
+    ${database}=    New Postgres Database
+    ${actor}=    Actor Over The Wire    ${ACTOR}
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${paused}=    Chat And Read    ${first}    Plan my evening in Paris    session_id=s-evening
+    Should Be Equal    ${paused.last}[kind]    run_paused
+    ${pending}=    Evaluate    [call["call_id"] for call in $paused.last["result"]["pending_approvals"]]
+    Should Be Equal    ${pending}    ${{ ["call_weather", "call_table"] }}
+    ${requested}=    Events Of Kind    ${paused}    tool_approval_requested
+    Length Should Be    ${requested}    2
+    Should Not Contain    ${paused.kinds}    tool_call_started    no gated call ran
+    ${run_id}=    Set Variable    ${paused.last}[result][run_id]
+    Kill Server    ${first}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${waiting}=    Read Run    ${second}    ${run_id}
+    Should Be Equal As Integers    ${waiting.status_code}    200
+    Should Be Equal    ${waiting.json()}[status]    paused
+    Length Should Be    ${waiting.json()}[pending_approvals]    2
+    ${decisions}=    Decisions On    ${paused}    approve:call_weather    reject:call_table:${REASON}
+    ${resumed}=    Post Decisions    ${second}    ${run_id}    ${decisions}
+    Should Be Equal As Integers    ${resumed.status_code}    200    ${resumed.body}
+    Should Be Equal    ${resumed.stream.events}[0][kind]    run_started
+    Should Be Equal    ${resumed.stream.events}[0][resumed_from]    ${run_id}
+    Should Be Equal    ${resumed.stream.events}[0][run_id]    ${resumed.run_id}
+    Should Be Equal    ${resumed.stream.last}[kind]    run_finished
+    ${finished}=    Events Of Kind    ${resumed.stream}    tool_call_finished
+    ${ran}=    Evaluate    [(event["call_id"], event["output"]) for event in $finished]
+    Should Be Equal    ${ran}    ${{ [("call_weather", "Paris: 18 C, light rain")] }}
+    ${told}=    Model Was Told    call_weather
+    Should Be Equal    ${told}    Paris: 18 C, light rain
+    ${told}=    Model Was Told    call_table
+    Should Contain    ${told}    a person declined this call to 'book_table' (${REASON})
+    Should Be Equal As Integers    ${resumed.stream.last}[result][prompt_tokens]    121
+    ...    the resumed segment bills its own call only
+    ${ended}=    Read Run    ${second}    ${run_id}
+    Should Be Equal    ${ended.json()}[status]    resumed
+    ${stored}=    Session Turns    ${second}    s-evening
+    ${messages}=    Set Variable    ${stored.json()}[turns][0][messages]
+    Should Be Equal    ${messages}[0][content]    Plan my evening in Paris
+    Should Be Equal    ${messages}[-1][content]    ${resumed.stream.last}[result][text]
+
+Two Servers Posting Decisions On The Same Call At Once: One Streams The Resumed Run, The Other Is 409
+    [Documentation]    With a session the loser finds it held by the winner's resumption; without
+    ...    one, it loses the claim on the pause itself. Either way: 409, and nothing of it ran.
+    FOR    ${session}    IN    s-race    ${EMPTY}
+        Decisions Posted To Two Servers At Once Are Taken Once    ${session}
+    END
+
+The Chat Page Shows An Approval Card Per Gated Call, Approves One, Rejects One, And Streams The Answer
+    ${actor}=    Actor Over The Wire    ${ACTOR}
+    ${server}=    Start Actor Server    ${actor}
+    Open Chat Page In Chromium    ${server}/
+    Input Text    id:message    Plan my evening in Paris
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="paused"]
+    Page Should Contain Element    css:#current-turn .approval-card    limit=2
+    Element Text Should Be    css:.approval-card[data-call-id="call_weather"] .approval-name    get_weather
+    Element Should Contain    css:.approval-card[data-call-id="call_table"] .approval-args
+    ...    "restaurant": "Le Train Bleu <img src=x onerror=\\"window.pwned=1\\">"
+    Element Should Contain    css:.approval-card[data-call-id="call_table"] .approval-args
+    ...    "people": 2
+    Page Should Not Contain Element    css:#current-turn img    message=an argument's HTML was rendered
+    Element Text Should Be    css:.tool-card[data-call-id="call_table"] .tool-status    waiting for approval
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals.png
+    Click Button    css:.approval-card[data-call-id="call_weather"] button.approve
+    Input Text    css:.approval-card[data-call-id="call_table"] .approval-reason    ${REASON}
+    Element Should Be Visible    css:#current-turn[data-state="paused"]    one card is still open
+    Click Button    css:.approval-card[data-call-id="call_table"] button.reject
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Element Text Should Be    css:.approval-card[data-call-id="call_table"] .approval-status
+    ...    rejected: ${REASON}
+    Element Text Should Be    css:.tool-card[data-call-id="call_weather"] .tool-status    done
+    Element Attribute Value Should Be    css:.tool-card[data-call-id="call_weather"]    title
+    ...    Paris: 18 C, light rain
+    Element Text Should Be    css:.tool-card[data-call-id="call_table"] .tool-status    declined
+    Element Should Contain    id:answer    I did not book the table
+    Element Attribute Value Should Be    id:usage    data-total-tokens    ${{ 64 + 29 + 121 + 21 }}
+    ${told}=    Model Was Told    call_weather
+    Should Be Equal    ${told}    Paris: 18 C, light rain
+    ${told}=    Model Was Told    call_table
+    Should Contain    ${told}    (${REASON})
+    ${pwned}=    Execute Javascript    return window.pwned === undefined ? null : window.pwned
+    Should Be Equal    ${pwned}    ${None}    msg=HTML from a tool call's arguments ran in the page
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals-answered.png
+
+A Client That Hangs Up On The Resumed Run Stops It, And on_usage Hears Of Each Segment Once
+    ${actor}=    Actor Over The Wire    ${CURDIR}/actors/approvals_slow_answer.yaml
+    ${usage file}=    Set Variable    ${OUTPUT DIR}/approvals-usage.jsonl
+    Remove File    ${usage file}
+    ${server}=    Start Usage Recording Server    ${actor}    ${usage file}
+    ${paused}=    Chat And Read    ${server}    Weather in Paris?
+    Should Be Equal    ${paused.last}[kind]    run_paused
+    ${run_id}=    Set Variable    ${paused.last}[result][run_id]
+    ${lines}=    Wait For Usage Lines    ${usage file}    1
+    Should Be Equal    ${lines}[0][run_id]    ${run_id}
+    Should Be Equal As Integers    ${lines}[0][prompt_tokens]    40    the paused segment, billed
+    ${decisions}=    Decisions On    ${paused}    approve:call_weather
+    ${read}=    Post Decisions And Hang Up    ${server}    ${run_id}    ${decisions}    5
+    Should Not Contain    ${read.kinds}    run_finished
+    ${lines}=    Wait For Usage Lines    ${usage file}    2
+    Should Be Equal    ${lines}[1][resumed_from]    ${run_id}
+    Should Be Equal    ${lines}[1][run_id]    ${read.events}[0][run_id]
+    Should Be True    ${lines}[1][cancelled]    the run stopped when its client left
+    Should Be True    ${lines}[1][prompt_tokens] > 0    the cut-off call is billed (estimated)
+    Usage Lines Should Stay    ${usage file}    2
+
+
+*** Keywords ***
+Decisions Posted To Two Servers At Once Are Taken Once
+    [Arguments]    ${session}
+    ${database}=    New Postgres Database
+    ${actor}=    Actor Over The Wire    ${ACTOR}
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${paused}=    Chat And Read    ${first}    Plan my evening in Paris    session_id=${session}
+    Should Be Equal    ${paused.last}[kind]    run_paused
+    ${run_id}=    Set Variable    ${paused.last}[result][run_id]
+    ${decisions}=    Decisions On    ${paused}    approve:call_weather    reject:call_table
+    ${both}=    Post Decisions At Once    ${first}    ${second}    ${run_id}    ${decisions}
+    ${statuses}=    Evaluate    sorted(answer.status_code for answer in $both)
+    Should Be Equal    ${statuses}    ${{ [200, 409] }}
+    ${won}=    Evaluate    next(answer for answer in $both if answer.status_code == 200)
+    ${lost}=    Evaluate    next(answer for answer in $both if answer.status_code == 409)
+    Should Be Equal    ${won.stream.last}[kind]    run_finished
+    Should Be Equal    ${lost.run_id}    ${None}    the refused request names no run
+    Should Contain    ${lost.body}[detail]    ${run_id}
+    ${requests}=    Model Requests
+    Should Be Equal As Integers    ${requests}    2    the pause, and one resumption
+    ${ledger}=    Ledger Report    ${actor}    ${database}
+    ${segments}=    Evaluate    sorted({row["run_id"] for row in $ledger["rows"]})
+    Should Be Equal    ${segments}    ${{ sorted(["${run_id}", "${won.run_id}"]) }}
+    Length Should Be    ${ledger}[rows]    2    one call per segment, none doubled
+
+Stop Everything
+    Close All Browsers
+    Remove Browser Profiles
+    Stop Servers
+    Stop Model Servers
+    Stop Postgres
