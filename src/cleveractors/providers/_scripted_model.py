@@ -30,7 +30,7 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.messages.utils import convert_to_openai_messages
@@ -105,7 +105,8 @@ class ScriptedChatModel(BaseChatModel):
 
     With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
     script from its first reply, so one model serves any number of runs, concurrent ones each
-    with its own replay; within a run it still never wraps around. Calls made outside any run
+    with its own replay; within a run it still never wraps around. A run that resumes a paused
+    one (in this process or another) goes on after the replies its transcript already holds. Calls made outside any run
     share one position, as without the option. `remaining` and `assert_consumed()` look at the
     run of the latest call.
     """
@@ -214,7 +215,10 @@ class ScriptedChatModel(BaseChatModel):
             self._requests.append(
                 ScriptedRequest(tuple(messages), tool_names, streamed, options.get("tool_choice"))
             )
-            position = self._position if scope is None else self._run_positions.get(scope, 0)
+            if scope is None:
+                position = self._position
+            else:
+                position = self._run_positions.get(scope, _replies_already_in(messages))
             if position >= len(self.replies):
                 raise ScriptExhaustedError(
                     f"scripted model has no reply left for call {position + 1} "
@@ -338,3 +342,16 @@ def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
     error.status_code = status  # type: ignore[attr-defined]  # as the SDK's errors carry it
     error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]  # likewise
     return error
+
+
+def _replies_already_in(messages: Sequence[BaseMessage]) -> int:
+    """Where a run's replay starts: after the replies its first request already holds (the
+    model's messages after the user's last one). 0 for a new message; for a run that resumes a
+    paused one, one per round before the pause (their pruning calls are not in the transcript,
+    so a stub that condensed tool output before pausing starts a reply early)."""
+    after_user = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return after_user
+        after_user += isinstance(message, AIMessage)
+    return after_user
