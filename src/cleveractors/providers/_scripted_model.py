@@ -106,9 +106,9 @@ class ScriptedChatModel(BaseChatModel):
     With `replay_per_run=True` (what the `stub` provider uses) every run of an agent replays the
     script from its first reply, so one model serves any number of runs, concurrent ones each
     with its own replay; within a run it still never wraps around. A run that resumes a paused
-    one (in this process or another) goes on after the replies its transcript already holds. Calls made outside any run
-    share one position, as without the option. `remaining` and `assert_consumed()` look at the
-    run of the latest call.
+    one (in this process or another) goes on after the replies its transcript already holds.
+    Calls made outside any run share one position, as without the option. `remaining` and
+    `assert_consumed()` look at the run of the latest call.
     """
 
     replies: list[ScriptedReply]
