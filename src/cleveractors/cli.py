@@ -115,8 +115,14 @@ class _Command(TyperCommand):
                     formatter.write_dl(rows)
 
 
+_APP_HELP = (
+    "Run LLM actors with tools from a terminal, and see every token they spend.\n\n"
+    "Exit codes: 0 success; 1 the run or the config failed; 2 wrong usage or a missing extra; "
+    "3 the run paused: tool calls wait for a person's approval (`cleveractors resume`); "
+    "130 interrupted (Ctrl-C); 143 terminated (SIGTERM)."
+)
 app = typer.Typer(
-    help="Run LLM actors with tools from a terminal, and see every token they spend.",
+    help=_APP_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -1263,7 +1269,7 @@ _DECISION_OPTIONS = {
     ),
     "edit": typer.Option(
         help="Run this call with these arguments, checked against the tool's schema (repeatable).",
-        metavar="'ID:{JSON}'",
+        metavar="ID:JSON",
     ),
     "respond": typer.Option(
         help="Do not run this call; the model reads TEXT as its output (repeatable).",
