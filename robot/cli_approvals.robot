@@ -220,10 +220,25 @@ SIGTERM At The Question Exits 143 With The Usage Table, Billed
     Start Cleveractors In A Terminal    run    ${actor}    ${REQUEST}
     Terminal Should Show    ${QUESTION}
     Terminate The Terminal Command
-    Terminal Should Show    terminated (SIGTERM); the run was cancelled
+    Terminal Should Show    terminated (SIGTERM) at the approval question; run run_
     ${screen}    Terminal Command Should Exit With Code    143
     Usage Table Shown Should Total    ${screen}    25    calls=1
     Ledger Should Bill Tokens    ${actor}    25    runs=1
+    ${stays}    Should Match Regexp    ${screen}    run (run_\\w+) stays paused: decide with `cleveractors resume`
+    Run Cleveractors Without A Terminal    resume    ${actor}    ${stays}[1]    --approve    call_refund
+    Command Should Succeed
+    ${refunds}    Refunds Made By    ${actor}
+    Should Be Equal    ${refunds}    ${{ ["A1 30"] }}
+    [Teardown]    Stop Chat
+
+Ctrl-C At The Question Without A Store Says The Pause Is Lost
+    ${actor}    Actor Whose Refunds Need Approval    store=${False}
+    Start Cleveractors In A Terminal    run    ${actor}    ${REQUEST}
+    Terminal Should Show    ${QUESTION}
+    Press Ctrl-C In Chat
+    Terminal Should Show    interrupted at the approval question; the pause is lost (no store), nothing ran
+    ${screen}    Terminal Command Should Exit With Code    130
+    Usage Table Shown Should Total    ${screen}    25    calls=1
     [Teardown]    Stop Chat
 
 Chat Asks About A Gated Call As Run Does, And Keeps The Answered Turn

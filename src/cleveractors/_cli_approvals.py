@@ -269,7 +269,7 @@ class Segments:
 
     def add(self, result: ExecutionResult | None) -> None:
         """Keep a segment's result, once (a failed segment's result may be offered twice)."""
-        if result is not None and all(result is not kept for kept in self.results):
+        if result is not None and all(result.run_id != kept.run_id for kept in self.results):
             self.results.append(result)
 
     @property
@@ -278,6 +278,8 @@ class Segments:
 
     def combined(self) -> ExecutionResult:
         """Every call of every segment, numbered on: its totals are the whole run's."""
+        if len(self.results) == 1:
+            return self.results[0]
         calls = [call for result in self.results for call in result.usage_by_call]
         renumbered = [call.model_copy(update={"index": n}) for n, call in enumerate(calls, 1)]
         return ExecutionResult(text="", usage_by_call=tuple(renumbered))

@@ -583,10 +583,10 @@ def _run_shown(
         _fail(_run_error_line(exc, actor, output.base_url))
     except KeyboardInterrupt:
         _report_spent(executor, segments, as_json=as_json)
-        _fail("interrupted; the run was cancelled", code=130)
+        _fail(_stopped_line("interrupted", executor, segments), code=130)
     except asyncio.CancelledError:  # only SIGTERM cancels the run's task
         _report_spent(executor, segments, as_json=as_json)
-        _fail("terminated (SIGTERM); the run was cancelled", code=_SIGTERM_EXIT)
+        _fail(_stopped_line("terminated (SIGTERM)", executor, segments), code=_SIGTERM_EXIT)
     if as_json:
         _out.file.write(result.model_dump_json(indent=2) + "\n")
     elif not output.events:
@@ -596,6 +596,20 @@ def _run_shown(
         shown_on = _out if view is not None else _err  # --json / --events keep stdout theirs
         approvals.print_pause(shown_on, str(actor), result, has_store=executor.store is not None)
         raise typer.Exit(approvals.PAUSED_EXIT)
+
+
+def _stopped_line(how: str, executor: ActorExecutor, segments: approvals.Segments) -> str:
+    """What a stop ended: the running segment, or (at the approval question) nothing, the run
+    staying paused for later when a store keeps it."""
+    waiting = segments.last
+    if waiting is None or waiting.status != "paused" or executor.last_result is not waiting:
+        return f"{how}; the run was cancelled"
+    if executor.store is None:
+        return f"{how} at the approval question; the pause is lost (no store), nothing ran"
+    return (
+        f"{how} at the approval question; run {waiting.run_id} stays paused: decide with "
+        "`cleveractors resume`"
+    )
 
 
 def _print_usage(console: Console, segments: approvals.Segments) -> None:
