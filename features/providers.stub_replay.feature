@@ -32,6 +32,26 @@ Feature: A stub actor replays its script from the first reply for every run
     When the stub actor is asked "Weather in Paris?" 5 times at once
     Then every run answered "Paris is sunny." after 2 LLM calls
 
+  Scenario: A run that resumes a paused one goes on after the replies it already had
+    The resumed segment's transcript holds the paused one's reply: replaying from the first
+    reply would ask for the same call again, and pause again, forever.
+    Given the stub actor file:
+      """
+      name: refunds
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - text: Let me look.
+            tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: Paris is sunny.
+      store:
+        url: sqlite:///store.db
+      """
+    When the stub actor pauses on "Weather in Paris?", and a new executor of its file approves every call
+    Then every run answered "Paris is sunny." after 1 LLM calls
+
   Scenario: Within one run the script still runs out rather than wrapping around
     Given the stub actor file:
       """

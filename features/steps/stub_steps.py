@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,7 +19,8 @@ def _given_stub_actor(context: Context) -> None:
     folder = Path(tempfile.mkdtemp(prefix="cleveractors-stub-"))
     path = folder / "actor.yaml"
     path.write_text(context.text, encoding="utf-8")
-    context.add_cleanup(lambda: (path.unlink(), folder.rmdir()))
+    context.add_cleanup(shutil.rmtree, folder)
+    context.stub_path = path
     context.stub_executor = ActorExecutor.from_config(path)
 
 
@@ -44,6 +46,21 @@ def _when_asked_at_once(context: Context, message: str, count: int) -> None:
         return list(await asyncio.gather(*runs))
 
     context.stub_results = asyncio.run(at_once())
+
+
+@when('the stub actor pauses on "{message}", and a new executor of its file approves every call')
+def _when_paused_and_resumed_elsewhere(context: Context, message: str) -> None:
+    async def pause_then_resume() -> list[ExecutionResult]:
+        async with context.stub_executor as first:
+            paused = await first.execute(message)
+        assert paused.status == "paused", f"the run did not pause: {paused}"
+        decisions = [
+            {"call_id": c.call_id, "decision": "approve"} for c in paused.pending_approvals
+        ]
+        async with ActorExecutor.from_config(context.stub_path) as second:
+            return [paused, await second.resume(paused.run_id, decisions)]
+
+    context.stub_results = asyncio.run(pause_then_resume())[1:]
 
 
 @then('every run answered "{text}" after {calls:d} LLM calls')

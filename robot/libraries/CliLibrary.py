@@ -7,6 +7,7 @@ talks to it with `--base-url`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import json
@@ -14,6 +15,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +40,7 @@ from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_ACTOR = ROOT / "examples" / "demo_actor.yaml"
+ACTORS = ROOT / "robot" / "actors"
 COMMAND = Path(sys.executable).parent / "cleveractors"
 TIMEOUT_S = 60
 # Counts: prompt, completion, the detail columns the run has (cached, reasoning...), total; then
@@ -443,12 +446,123 @@ class CliLibrary:
             total += reply.prompt_tokens + (reply.completion_tokens or 0)
         return total
 
+    @keyword
+    def actor_whose_refunds_need_approval(
+        self, store: bool = True, timeout_s: float | None = None
+    ) -> str:
+        """Copies robot/actors/cli_approvals.yaml and its refund tool (whose every call is gated)
+        into a folder of their own, with its SQLite store there unless STORE is false; the tool
+        records its refunds beside itself. TIMEOUT_S sets `approval_timeout_s`."""
+        folder = (self._output_folder("approvals") / f"actor-{time.time_ns()}").resolve()
+        folder.mkdir(parents=True)
+        shutil.copy(ACTORS / "cli_refunds.py", folder)
+        config = _read_yaml(str(ACTORS / "cli_approvals.yaml"))
+        if not store:
+            config.pop("store")
+        if timeout_s is not None:
+            config["agent"]["approval_timeout_s"] = float(timeout_s)
+        path = folder / "refunds.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+    @keyword
+    def refunds_made_by(self, actor: str) -> list[str]:
+        """The refunds the actor's tool made (`ORDER AMOUNT`), in order; none if it never ran."""
+        made = Path(actor).with_name("refunds.log")
+        return made.read_text(encoding="utf-8").splitlines() if made.exists() else []
+
+    @keyword
+    def tool_output_read_in_session(self, actor: str, session: str) -> str:
+        """What the model read as the last tool result of the actor's stored SESSION (as the
+        next turn reads it too)."""
+        from langchain_core.messages import ToolMessage
+
+        from cleveractors.config import load_actor_config
+        from cleveractors.store import SqlStore
+
+        config = load_actor_config(actor)
+        assert config.store is not None, f"{actor} has no store"
+        store = SqlStore.from_config(config.store, config_dir=Path(actor).parent)
+
+        async def read() -> list[Any]:
+            async with store:
+                return await store.history(session)
+
+        turns = asyncio.run(read())
+        outputs = [m.content for t in turns for m in t.messages if isinstance(m, ToolMessage)]
+        if not outputs:
+            raise AssertionError(f"session {session!r} holds no tool result: {turns}")
+        return str(outputs[-1])
+
     # -- actions ----------------------------------------------------------------------------------
 
     @keyword
     def run_cleveractors(self, *arguments: str) -> None:
         """Runs the `cleveractors` console script with these arguments and waits for it."""
         self._completed = _run([str(COMMAND), *arguments])
+
+    @keyword
+    def run_cleveractors_without_a_terminal(self, *arguments: str) -> None:
+        """Runs `cleveractors ARGUMENTS` with standard input not a terminal (as from a script
+        or CI) and waits for it."""
+        self._completed = _run([str(COMMAND), *arguments], stdin=subprocess.DEVNULL)
+
+    @keyword
+    def start_cleveractors_in_a_terminal(self, *arguments: str) -> None:
+        """Starts `cleveractors ARGUMENTS` on a pseudo-terminal of its own, to be answered with
+        `Type In Terminal` and read with `Terminal Should Show`."""
+        self._terminal = _TerminalSession([str(COMMAND), *arguments])
+
+    @keyword
+    def type_in_terminal(self, line: str) -> None:
+        """Types LINE and Enter."""
+        self._chat().send(line + "\r")
+
+    @keyword
+    def end_input_in_terminal(self) -> None:
+        """Presses Ctrl-D at the start of a line (the end of input)."""
+        self._chat().send("\x04")
+
+    @keyword
+    def terminal_should_show(self, text: str) -> str:
+        """Waits until the terminal shows TEXT after what was already read; returns what it
+        showed up to and including it."""
+        return self._chat().expect(text)
+
+    @keyword
+    def terminate_the_terminal_command(self) -> None:
+        """Sends SIGTERM to the command on the terminal (as `timeout` or `docker stop` would)."""
+        self._chat().terminate()
+
+    @keyword
+    def terminal_command_should_exit_with_code(self, code: int) -> str:
+        """Waits for the exit; returns everything the terminal showed."""
+        returned = self._chat().wait()
+        if returned != int(code):
+            raise AssertionError(f"the command exited with {returned}, not {code}")
+        return self._chat().screen
+
+    @keyword
+    def paused_run_id_should_be_printed(self, calls: int = 1) -> str:
+        """Standard output says a run paused for CALLS call(s); returns its run id."""
+        plural = "" if int(calls) == 1 else "s"
+        pattern = rf"^paused: run (run_\w+) waits for approval of {int(calls)} call{plural}$"
+        shown = self._last().stdout + self._last().stderr
+        found = re.search(pattern, shown, re.MULTILINE)
+        if found is None:
+            raise AssertionError(f"no paused run is named in:\n{shown}")
+        return found.group(1)
+
+    @keyword
+    def pending_call_should_be_printed(self, call_id: str, tool: str, arguments: str) -> None:
+        """A line names the pending call: its id, tool, ARGUMENTS (JSON, keys sorted) and the
+        digest a decision binds to."""
+        from cleveractors.approvals import call_digest
+
+        digest = call_digest(tool, json.loads(arguments))
+        self._should_show_line(
+            f"  call {call_id}  tool {tool}  arguments {arguments}  digest {digest}"
+        )
 
     @keyword
     def run_actor(self, actor: str, message: str, *options: str) -> None:
@@ -964,6 +1078,34 @@ class CliLibrary:
             self._terminal.kill()
 
     @keyword
+    def approvals_should_be_listed_as_json(self, run_id: str, decision: str, reason: str) -> None:
+        """Standard output is the approvals audit as JSON: one record, of RUN_ID's call, with
+        DECISION and REASON, and when it was decided."""
+        from cleveractors.approvals import ApprovalRecord
+
+        records = [ApprovalRecord.model_validate(row) for row in json.loads(self._last().stdout)]
+        shown = [(r.run_id, r.call_id, r.name, r.decision, r.reason) for r in records]
+        if shown != [(run_id, "call_refund", "refund", decision, reason)]:
+            raise AssertionError(f"approvals listed: {shown}")
+
+    @keyword
+    def usage_table_shown_should_total(self, shown: str, total: int, calls: int) -> None:
+        """The usage table in SHOWN has CALLS call rows adding up to its total of TOTAL tokens."""
+        table = parse_usage_table(shown)
+        _table_should_add_up(table)
+        if (len(table.calls), table.total.total) != (int(calls), int(total)):
+            raise AssertionError(f"expected {calls} calls, {total} tokens in:\n{shown}")
+
+    @keyword
+    def ledger_should_bill_tokens(self, actor: str, total: int, runs: int) -> None:
+        """The actor's ledger (`cleveractors usage --json`) holds TOTAL tokens from RUNS runs."""
+        completed = _run([str(COMMAND), "usage", actor, "--json"])
+        report = json.loads(completed.stdout)
+        billed_runs = {row["run_id"] for row in report["rows"]}
+        if (report["total_tokens"], len(billed_runs)) != (int(total), int(runs)):
+            raise AssertionError(f"expected {total} tokens from {runs} runs: {completed.stdout}")
+
+    @keyword
     def chat_usage_table_should_have_calls(self, shown: str, count: int) -> UsageTable:
         """The usage table in SHOWN has COUNT call rows that add up to its total row."""
         table = parse_usage_table(shown)
@@ -1108,9 +1250,12 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "OPENAI_API_KEY": "test-key", "PATH": path, "PYTHONUNBUFFERED": "1"}
 
 
-def _run(command: list[str], cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str], cwd: str | None = None, stdin: int | None = None
+) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
         command,
+        stdin=stdin,
         capture_output=True,
         text=True,
         env=_environment(),
@@ -1191,6 +1336,13 @@ class _TerminalSession:
         self._status = os.waitstatus_to_exitcode(status)
         os.close(self._fd)
         return self._status
+
+    @property
+    def screen(self) -> str:
+        return self._screen
+
+    def terminate(self) -> None:
+        os.kill(self._pid, signal.SIGTERM)
 
     def kill(self) -> None:
         if self._status is None:

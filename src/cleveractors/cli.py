@@ -7,12 +7,15 @@
     cleveractors run actor.yaml "And tomorrow?" --session s-1      # a stored session
     cleveractors usage actor.yaml --since 2026-01-01               # the ledger and its totals
     cleveractors store prune actor.yaml                            # sessions past retention_days
+    cleveractors resume actor.yaml RUN_ID --approve CALL_ID        # decide on a paused run
+    cleveractors approvals actor.yaml --run RUN_ID                 # who decided what, when
 
 A thin client of `ActorExecutor`, like `cleveractors.web`. Exit codes: 0 success, 1 the run or
 the config failed, or `serve` cannot listen (one line on stderr, never a traceback), 2 wrong
 usage (a bad option or argument), a missing extra or `OTEL_*` variables asking for an export
-that cannot happen, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: stopped as Ctrl-C stops
-it).
+that cannot happen, 3 the run paused: tool calls wait for a person's approval (not on a
+terminal, or left undecided), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: stopped as
+Ctrl-C stops it).
 
 `run` and `serve` export OpenTelemetry traces and metrics when the `OTEL_*` variables ask for it
 (`cleveractors[otel]`; the rule is in `cleveractors._otel_setup`).
@@ -57,11 +60,15 @@ except ImportError as _missing:  # the console script is installed even without 
 
 from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 
+from cleveractors import _cli_approvals as approvals
 from cleveractors import events as ev
+from cleveractors.agents import EventStream
+from cleveractors.approvals import ApprovalDecision, PendingApproval
 from cleveractors.config import ActorConfig, StoreConfig, load_actor_config, read_actor_source
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
+    InvalidDecisionError,
     McpServerError,
     redact_url,
 )
@@ -114,8 +121,14 @@ class _Command(TyperCommand):
                     formatter.write_dl(rows)
 
 
+_APP_HELP = (
+    "Run LLM actors with tools from a terminal, and see every token they spend.\n\n"
+    "Exit codes: 0 success; 1 the run or the config failed; 2 wrong usage or a missing extra; "
+    "3 the run paused: tool calls wait for a person's approval (`cleveractors resume`); "
+    "130 interrupted (Ctrl-C); 143 terminated (SIGTERM)."
+)
 app = typer.Typer(
-    help="Run LLM actors with tools from a terminal, and see every token they spend.",
+    help=_APP_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -172,10 +185,15 @@ def _options(
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def _call_label(name: str, arguments: dict[str, object] | str) -> str:
-    if isinstance(arguments, str):
-        return f"{name}({arguments})"
-    return f"{name}({', '.join(f'{k}={json.dumps(v)}' for k, v in arguments.items())})"
+_call_label = approvals.call_label
+_DECIDED = {
+    "approve": ("approved", "green"),
+    "edit": ("edited", "green"),
+    "reject": ("rejected", "yellow"),
+    "respond": ("answered by a person", "yellow"),
+    "expired": ("expired", "yellow"),
+    "superseded": ("declined", "yellow"),
+}
 
 
 def _tool_line(label: str, state: str, style: str, detail: str = "") -> Text:
@@ -225,6 +243,16 @@ class EventRenderer:
                 self._line(Text(f"output of {name} {method} ({tokens} tokens)", style="dim"))
             case ev.SynthesisStarted(reason=reason):
                 self._line(Text(f"limit reached ({reason}): answering without tools", "yellow"))
+            case ev.ToolApprovalRequested(name=name, arguments=arguments):
+                self._line(_tool_line(_call_label(name, arguments), "waits for approval", "yellow"))
+            case ev.ToolCallDecided(call_id=call_id, name=name, decision=decision, reason=why):
+                state, style = _DECIDED[decision]
+                detail = f": {_one_line(why)}" if why else ""
+                self._line(_tool_line(self._labels.get(call_id, name), state, style, detail))
+
+    def name_calls(self, labels: Mapping[str, str]) -> None:
+        """Label calls by id before a resumed run shows them (its events name the tool only)."""
+        self._labels.update(labels)
 
     def close(self) -> None:
         """Stop the spinner and end the last line of text."""
@@ -398,13 +426,17 @@ def _typed_store_url(url: str) -> str:
     return resolve_sqlite_path(url, Path.cwd())
 
 
+def _events_of(executor: ActorExecutor, turn: _Turn) -> EventStream:
+    if turn.resuming is not None:
+        return executor.resume_events(turn.resuming, turn.decisions)
+    return executor.execute_events(turn.message, turn.history, session_id=turn.session)
+
+
 async def _run_live(
     executor: ActorExecutor, turn: _Turn, view: EventRenderer | None
 ) -> ExecutionResult:
     """Stream the turn, its events shown as they come."""
-    async with executor.execute_events(
-        turn.message, turn.history, session_id=turn.session
-    ) as events:
+    async with _events_of(executor, turn) as events:
         async for event in events:
             if view is not None:
                 view.show(event)
@@ -412,11 +444,12 @@ async def _run_live(
     return cast(ExecutionResult, events.result)
 
 
-async def _print_events(executor: ActorExecutor, message: str, session: str | None = None) -> None:
-    async with executor.execute_events(message, session_id=session) as events:
+async def _print_events(executor: ActorExecutor, turn: _Turn) -> ExecutionResult:
+    async with _events_of(executor, turn) as events:
         async for event in events:
             _out.file.write(ev.event_adapter.dump_json(event).decode() + "\n")
             _out.file.flush()
+    return cast(ExecutionResult, events.result)
 
 
 async def _run_blocking(
@@ -424,21 +457,24 @@ async def _run_blocking(
 ) -> ExecutionResult:
     """Run the turn without streaming the model: each reply's text is shown whole, in its place
     among the tool lines."""
+    on_event = None if view is None else view.show
+    if turn.resuming is not None:
+        return await executor.resume(turn.resuming, turn.decisions, on_event=on_event)
     return await executor.execute(
-        turn.message,
-        turn.history,
-        session_id=turn.session,
-        on_event=None if view is None else view.show,
+        turn.message, turn.history, session_id=turn.session, on_event=on_event
     )
 
 
 @dataclass(frozen=True)
 class _Turn:
-    """One message to the actor, with what it follows: the earlier turns, or a stored session."""
+    """One message to the actor, with what it follows: the earlier turns, or a stored session;
+    or, `resuming` a paused run, the decisions on its pending calls."""
 
     message: str
     history: list[dict[str, object]] | None = None
     session: str | None = None
+    resuming: str | None = None
+    decisions: tuple[ApprovalDecision, ...] = ()
 
 
 _Runner = Callable[[ActorExecutor, _Turn, EventRenderer | None], Awaitable[ExecutionResult]]
@@ -457,6 +493,136 @@ async def _shown_turn(
     finally:
         if view is not None:
             view.close()
+
+
+async def _run_to_the_end(
+    runner: _Runner,
+    executor: ActorExecutor,
+    turn: _Turn,
+    view: EventRenderer | None,
+    segments: approvals.Segments,
+    *,
+    ask: approvals.LineReader | None,
+) -> ExecutionResult:
+    """Run the turn, each segment kept in `segments`; while it pauses and a person can be asked
+    (`ask`), ask about its pending calls and resume it. An edit the run refuses (its arguments
+    fail the tool's schema) is asked again. Returns the last segment's result."""
+    result = await _shown_turn(runner, executor, turn, view)
+    segments.add(result)
+    decided: dict[str, ApprovalDecision] = {}
+    problem: tuple[str, str] | None = None
+    while result.status == "paused" and ask is not None:
+        pending = result.pending_approvals
+        answers = await approvals.ask_decisions(pending, _out, ask, problem=problem)
+        if answers is None:
+            break  # left undecided: the run stays paused
+        decided |= {decision.call_id: decision for decision in answers}
+        if view is not None:
+            view.name_calls(_decided_labels(pending, decided))
+        resumption = _Turn("", resuming=result.run_id, decisions=tuple(decided.values()))
+        try:
+            result = await _shown_turn(runner, executor, resumption, view)
+        except InvalidDecisionError as exc:
+            if exc.call_id not in decided or decided[exc.call_id].decision != "edit":
+                raise
+            problem = (exc.call_id, str(exc))
+            continue
+        segments.add(result)
+        decided, problem = {}, None
+    return result
+
+
+def _decided_labels(
+    pending: tuple[PendingApproval, ...], decided: Mapping[str, ApprovalDecision]
+) -> dict[str, str]:
+    """How the resumed run's lines name each decided call: with the arguments it runs with."""
+    labels = {}
+    for call in pending:
+        decision = decided.get(call.call_id)
+        if decision is not None:
+            labels[call.call_id] = _call_label(call.name, decision.arguments or call.arguments)
+    return labels
+
+
+def _terminal_reader() -> approvals.LineReader | None:
+    """How to ask a person, when there is one: stdin is a terminal."""
+    return _read_answer if sys.stdin.isatty() else None
+
+
+def _read_answer(prompt: str) -> Awaitable[str | None]:
+    return approvals.read_terminal_line(prompt, _out)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """How a run command shows its run: live, blocking, as events or as the result's JSON."""
+
+    no_stream: bool = False
+    events: bool = False
+    as_json: bool = False
+    base_url: str | None = None
+
+
+def _run_shown(
+    actor: Path, executor: ActorExecutor, turn: _Turn, output: _Output, view: EventRenderer | None
+) -> None:
+    """Run the turn as `run` and `resume` show it (`view` None for --json and --events), asking
+    about paused calls on a terminal: the answer live, then the usage of every segment; a pause
+    left waiting ends the command with the run id and the pending calls (exit 3)."""
+    as_json = output.as_json
+    ask = None if view is None else _terminal_reader()
+    segments = approvals.Segments()
+    runner = _run_blocking if output.no_stream else _run_live
+
+    def work() -> Awaitable[ExecutionResult]:
+        if output.events:
+            return _print_events(executor, turn)
+        return _run_to_the_end(runner, executor, turn, view, segments, ask=ask)
+
+    try:
+        result = asyncio.run(_opened(executor, work))
+    except ConfigurationError as exc:
+        _report_spent(executor, segments, as_json=as_json)
+        _fail_configured(exc)
+    except _RUN_ERRORS as exc:
+        _report_spent(executor, segments, as_json=as_json)
+        _fail(_run_error_line(exc, actor, output.base_url))
+    except KeyboardInterrupt:
+        _report_spent(executor, segments, as_json=as_json)
+        _fail(_stopped_line("interrupted", executor, segments), code=130)
+    except asyncio.CancelledError:  # only SIGTERM cancels the run's task
+        _report_spent(executor, segments, as_json=as_json)
+        _fail(_stopped_line("terminated (SIGTERM)", executor, segments), code=_SIGTERM_EXIT)
+    if as_json:
+        _out.file.write(result.model_dump_json(indent=2) + "\n")
+    elif not output.events:
+        _out.print()
+        _print_usage(_out, segments)
+    if result.status == "paused":
+        shown_on = _out if view is not None else _err  # --json / --events keep stdout theirs
+        approvals.print_pause(shown_on, str(actor), result, has_store=executor.store is not None)
+        raise typer.Exit(approvals.PAUSED_EXIT)
+
+
+def _stopped_line(how: str, executor: ActorExecutor, segments: approvals.Segments) -> str:
+    """What a stop ended: the running segment, or (at the approval question) nothing, the run
+    staying paused for later when a store keeps it."""
+    waiting = segments.last
+    if waiting is None or waiting.status != "paused" or executor.last_result is not waiting:
+        return f"{how}; the run was cancelled"
+    if executor.store is None:
+        return f"{how} at the approval question; the pause is lost (no store), nothing ran"
+    return (
+        f"{how} at the approval question; run {waiting.run_id} stays paused: decide with "
+        "`cleveractors resume`"
+    )
+
+
+def _print_usage(console: Console, segments: approvals.Segments) -> None:
+    """The usage table of every segment's calls (each once), and a line per segment."""
+    _print_unsqueezed(console, usage_table(segments.combined()))
+    for line in segments.lines():
+        console.print(line)
 
 
 @app.command(cls=_Command, short_help="Send a message; see the answer and its tokens.")
@@ -478,38 +644,25 @@ def run(
         typer.Option(help="Continue (or start) this stored session; needs `store:`.", metavar="ID"),
     ] = None,
 ) -> None:
-    """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent."""
+    """Send MESSAGE to the actor: the answer streams live, then a table of the tokens spent.
+
+    A tool declared `approval: required` pauses the run: on a terminal you are asked to
+    approve, edit (new JSON arguments) or reject (with a reason) each such call, and the run
+    goes on; the usage table then lists the calls of every segment. Not on a terminal (or with
+    --json / --events, or Ctrl-D at the question), it prints the run id and the pending calls
+    and exits 3: decide later with `cleveractors resume` (only with a store: without one, the
+    pause is gone when the command exits).
+    """
     _check_run_options(message, base_url, events=events, as_json=as_json, no_stream=no_stream)
     _export_telemetry()
+    output = _Output(no_stream=no_stream, events=events, as_json=as_json, base_url=base_url)
     view = None if as_json or events else EventRenderer(_out)
     _show_library_logs(verbose, view)
-    executor: ActorExecutor | None = None
     try:
         executor = _build_executor(actor, base_url=base_url)
-        opened = executor
-        if events:
-            asyncio.run(_opened(opened, lambda: _print_events(opened, message, session)))
-            return
-        runner = _run_blocking if no_stream else _run_live
-        turn = _Turn(message, session=session)
-        result = asyncio.run(_opened(opened, lambda: _shown_turn(runner, opened, turn, view)))
     except ConfigurationError as exc:
-        _report_spent(executor, as_json=as_json)
         _fail_configured(exc)
-    except _RUN_ERRORS as exc:
-        _report_spent(executor, as_json=as_json)
-        _fail(_run_error_line(exc, actor, base_url))
-    except KeyboardInterrupt:
-        _report_spent(executor, as_json=as_json)
-        _fail("interrupted; the run was cancelled", code=130)
-    except asyncio.CancelledError:  # only SIGTERM cancels the run's task
-        _report_spent(executor, as_json=as_json)
-        _fail("terminated (SIGTERM); the run was cancelled", code=_SIGTERM_EXIT)
-    if as_json:
-        _out.file.write(result.model_dump_json(indent=2) + "\n")
-        return
-    _out.print()
-    _print_unsqueezed(_out, usage_table(result))
+    _run_shown(actor, executor, _Turn(message, session=session), output, view)
 
 
 async def _opened(executor: ActorExecutor, work: Callable[[], Awaitable[_Result]]) -> _Result:
@@ -578,13 +731,14 @@ def _run_error_line(exc: BaseException, actor: Path, base_url: str | None) -> st
     return line
 
 
-def _report_spent(executor: ActorExecutor | None, *, as_json: bool) -> None:
-    """Show what a failed or interrupted run spent (without an executor, nothing was)."""
-    spent = None if executor is None else executor.last_result
+def _report_spent(executor: ActorExecutor, segments: approvals.Segments, *, as_json: bool) -> None:
+    """Show what a failed or interrupted run spent, in every segment (none when nothing ran)."""
+    segments.add(executor.last_result)
+    spent = segments.last
     if spent is not None and as_json:
         _out.file.write(spent.model_dump_json(indent=2) + "\n")
     elif spent is not None:
-        _print_unsqueezed(_err, usage_table(spent))
+        _print_usage(_err, segments)
 
 
 # -- chat --------------------------------------------------------------------------------------
@@ -609,19 +763,21 @@ class _Chat:
             return _Turn(message, session=self.session)
         return _Turn(message, history=list(self.history))
 
-    def answered(self, message: str, result: ExecutionResult) -> None:
-        self.paid(result)
+    def answered(self, message: str, segments: approvals.Segments) -> None:
+        self.paid(segments)
         if self.session is None:
+            text = "".join(result.text for result in segments.results)
             self.history.append({"role": "user", "content": message})
-            self.history.append({"role": "assistant", "content": result.text})
+            self.history.append({"role": "assistant", "content": text})
 
-    def paid(self, result: ExecutionResult) -> None:
-        """Count a turn's calls, numbered on from the chat's earlier ones."""
+    def paid(self, segments: approvals.Segments) -> None:
+        """Count a turn's calls (of each of its segments), numbered on from the chat's earlier
+        ones."""
         self.turns += 1
         first = len(self.calls) + 1
         self.calls += [
             call.model_copy(update={"index": first + offset})
-            for offset, call in enumerate(result.usage_by_call)
+            for offset, call in enumerate(segments.combined().usage_by_call)
         ]
 
     def fresh(self) -> str:
@@ -657,7 +813,9 @@ def chat(
     """Chat with ACTOR: each answer streams live as in `run`, then the tokens and cost of the
     turn and of the chat so far. The conversation is kept in memory (in the store with
     --session). /usage shows every call so far, /new starts a fresh conversation, /exit or
-    Ctrl-D leaves; Ctrl-C stops the current answer, and at the prompt leaves."""
+    Ctrl-D leaves; Ctrl-C stops the current answer, and at the prompt leaves. A tool call that
+    needs approval is asked about as `run` asks (Ctrl-D there leaves it undecided: the turn is
+    not kept)."""
     _check_run_options("chat", base_url, events=False, as_json=False, no_stream=False)
     view = EventRenderer(_out)
     _show_library_logs(verbose, view)
@@ -709,20 +867,33 @@ def _read_message() -> str | None:
 def _chat_turn(
     loop: asyncio.Runner, executor: ActorExecutor, view: EventRenderer, chat: _Chat, message: str
 ) -> None:
-    """One turn, shown as `run` shows it. A stopped or failed turn is counted (it was paid
-    for) but not kept in the conversation."""
+    """One turn, shown as `run` shows it, its paused calls asked about as `run` asks. A
+    stopped, failed or undecided turn is counted (it was paid for) but not kept in the
+    conversation."""
     before = executor.last_result
+    segments = approvals.Segments()
+    turn = chat.next_turn(message)
     try:
-        result = loop.run(_shown_turn(_run_live, executor, chat.next_turn(message), view))
+        run = _run_to_the_end(_run_live, executor, turn, view, segments, ask=_read_answer)
+        result = loop.run(run)
     except (KeyboardInterrupt, *_RUN_ERRORS) as exc:
-        if executor.last_result is not None and executor.last_result is not before:
-            chat.paid(executor.last_result)
+        if executor.last_result is not before:
+            segments.add(executor.last_result)
         reason = "stopped" if isinstance(exc, KeyboardInterrupt) else _one_line(str(exc))
-        _err.print(Text(f"{reason}; this turn is not kept, the chat goes on", style="yellow"))
-        _out.print(_chat_totals(chat))
+        _chat_not_kept(chat, segments, reason)
         return
-    chat.answered(message, result)
-    _out.print(_chat_totals(chat, result))
+    if result.status == "paused":
+        _chat_not_kept(chat, segments, "the calls were left undecided")
+        return
+    chat.answered(message, segments)
+    _out.print(_chat_totals(chat, segments.combined()))
+
+
+def _chat_not_kept(chat: _Chat, segments: approvals.Segments, reason: str) -> None:
+    if segments.results:
+        chat.paid(segments)
+    _err.print(Text(f"{reason}; this turn is not kept, the chat goes on", style="yellow"))
+    _out.print(_chat_totals(chat))
 
 
 def _chat_totals(chat: _Chat, turn: ExecutionResult | None = None) -> Text:
@@ -1121,3 +1292,97 @@ def prune(
 
 def _sessions(count: int) -> str:
     return f"{count} session{'' if count == 1 else 's'}"
+
+
+# -- resume and approvals ----------------------------------------------------------------------
+
+_DECISION_OPTIONS = {
+    "approve": typer.Option(help="Run this pending call as asked (repeatable).", metavar="ID"),
+    "reject": typer.Option(
+        help="Decline this call; the model reads REASON (repeatable).", metavar="ID[:REASON]"
+    ),
+    "edit": typer.Option(
+        help="Run this call with these arguments, checked against the tool's schema (repeatable).",
+        metavar="ID:JSON",
+    ),
+    "respond": typer.Option(
+        help="Do not run this call; the model reads TEXT as its output (repeatable).",
+        metavar="ID:TEXT",
+    ),
+}
+
+
+@app.command(cls=_Command, short_help="Decide on a paused run's calls; see the run go on.")
+def resume(
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    run_id: Annotated[
+        str,
+        typer.Argument(help="The paused run's id (the latest segment's).", metavar="RUN_ID"),
+    ],
+    approve: Annotated[list[str] | None, _DECISION_OPTIONS["approve"]] = None,
+    reject: Annotated[list[str] | None, _DECISION_OPTIONS["reject"]] = None,
+    edit: Annotated[list[str] | None, _DECISION_OPTIONS["edit"]] = None,
+    respond: Annotated[list[str] | None, _DECISION_OPTIONS["respond"]] = None,
+    no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
+    events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
+    ] = False,
+    store_url: Annotated[str | None, _STORE_URL_OPTION] = None,
+) -> None:
+    """Decide on the pending calls of paused run RUN_ID (kept in ACTOR's store) and go on with
+    it, shown as `run` shows a run. Calls left undecided keep waiting: the command then prints
+    them and exits 3, as `run` does (on a terminal it asks about them). A decision that cannot
+    be taken exits 1 with its reason: an unknown run (RunNotFoundError), one already resumed or
+    decided (ApprovalConflictError), an unknown call or edited arguments failing the tool's
+    schema (InvalidDecisionError)."""
+    _check_run_options("resume", None, events=events, as_json=as_json, no_stream=no_stream)
+    options = approvals.DecisionOptions(approve or (), reject or (), edit or (), respond or ())
+    try:
+        decisions = options.decisions()
+    except ValueError as exc:
+        _fail(str(exc), code=2)
+    view = None if as_json or events else EventRenderer(_out)
+    _show_library_logs(verbose, view)
+    try:
+        executor = _build_executor(actor, store_url=store_url)
+        if executor.store is None:
+            raise ConfigurationError(
+                f"{actor}: resume needs the store the run paused in: add `store:` to the "
+                "actor's config or pass --store URL (without a store, a pause is gone when the "
+                "command that paused exits)"
+            )
+    except ConfigurationError as exc:
+        _fail_configured(exc)
+    turn = _Turn("", resuming=run_id, decisions=tuple(decisions))
+    _run_shown(actor, executor, turn, _Output(no_stream, events, as_json), view)
+
+
+@app.command("approvals", cls=_Command, short_help="List the approvals audit of the actor's store.")
+def list_approvals(
+    actor: Annotated[Path, _ACTOR_ARGUMENT],
+    run: Annotated[
+        str | None, typer.Option("--run", help="Only this paused run's calls.", metavar="RUN_ID")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Only this session's calls.", metavar="ID")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the records as JSON.")] = False,
+    store_url: Annotated[str | None, _STORE_URL_OPTION] = None,
+) -> None:
+    """List every decision on a gated tool call kept in ACTOR's store, oldest first: when, who,
+    the run and call, the tool, the decision (approve, edit, reject, respond, or expired /
+    superseded when nobody decided), the reason and the edited arguments."""
+    store = _open_store(actor, store_url)
+    try:
+        records = asyncio.run(
+            _in_store(store, lambda: store.approvals(run_id=run, session_id=session))
+        )
+    except CleverActorsError as exc:
+        _fail(str(exc))
+    if as_json:
+        rows = [record.model_dump(mode="json") for record in records]
+        _out.file.write(json.dumps(rows, indent=2) + "\n")
+        return
+    _print_unsqueezed(_out, approvals.approvals_table(records))
