@@ -230,6 +230,10 @@ def create_chat_router(
     caller_of = _caller_check(policy)
     _add_chat_route(router, runs, policy)
     _add_completions_route(router, runs, policy)
+    # `POST /ai-sdk` and `/ag-ui` build on this module's helpers, so they are imported here.
+    from cleveractors.web.frontends import add_frontend_routes
+
+    add_frontend_routes(router, runs, policy)
     add_session_routes(router, executor_factory, caller_of)
     _add_model_routes(router, executor_factory, policy)
     return router
