@@ -108,6 +108,70 @@ Aborting An AG-UI Run Midway Stops The Run And Bills It Once
     Should Be Empty    ${finished}    the run was not stopped midway
     Stopped Run Should Be Billed Once    ${usage file}
 
+A useChat Approval Resumes The Paused Run On The Server's Records
+    [Documentation]    A gated call comes as a `tool-approval-request`; the chat's approval
+    ...    response (`addToolApprovalResponse`, then `sendMessage()`) resumes the paused run,
+    ...    whose segments are billed apart: each finish holds its own segment's usage.
+    ${usage file}=    Set Variable    ${OUTPUT DIR}/frontends-usage-${{time.time_ns()}}.jsonl
+    ${server}=    Serve The Script    booking    ${usage file}
+    ${held}=    Run AI SDK Client    ${server}    ${BOOKING}    approve=yes
+    ${paused}=    Tool Parts    ${{ $held["rounds"][0]["messages"][-1]["parts"] }}
+    Should Be Equal    ${paused}[0][type]    tool-book_table
+    Should Be Equal    ${paused}[0][state]    approval-requested
+    Should Be Equal    ${paused}[0][input]    ${{ {"restaurant": "Chez Marie", "people": 2} }}
+    ${first}=    Set Variable    ${held}[rounds][0][finishes][0][metadata]
+    Should Start With    ${paused}[0][approval][id]    ${first}[run_id]:
+    ${billed}=    Billed Usage    0    1
+    Metadata Usage Should Equal Billed    ${first}    ${billed}
+    ${round}=    Set Variable    ${held}[rounds][1]
+    Should Be Equal    ${round}[status]    ready
+    ${parts}=    Assistant Parts    ${held}
+    ${tools}=    Tool Parts    ${parts}
+    Length Should Be    ${tools}    1    the resumed run goes on in the same message
+    Should Be Equal    ${tools}[0][state]    output-available
+    Should Be Equal    ${tools}[0][output]    Booked a table for 2 at Chez Marie.
+    ${texts}=    Texts Of Parts    ${parts}
+    Should Be Equal    ${texts}    ${{ ["I will book it.", "Your table at Chez Marie is booked."] }}
+    ${second}=    Set Variable    ${round}[finishes][1][metadata]
+    Should Not Be Equal    ${second}[run_id]    ${first}[run_id]
+    ${billed}=    Billed Usage    1    2
+    Metadata Usage Should Equal Billed    ${second}    ${billed}
+    ${lines}=    Wait For Usage Lines    ${usage file}    2
+    Should Be Equal    ${lines}[1][resumed_from]    ${first}[run_id]
+
+A useChat Refusal Leaves The Gated Call Denied
+    ${server}=    Serve The Script    booking
+    ${held}=    Run AI SDK Client    ${server}    ${BOOKING}    approve=no
+    ${tools}=    Tool Parts    ${{ $held["rounds"][1]["messages"][-1]["parts"] }}
+    Should Be Equal    ${tools}[0][state]    output-denied
+    Should Be Equal    ${held}[rounds][1][status]    ready
+
+An AG-UI Interrupt Is Answered By A Resume Entry, With Edited Arguments
+    [Documentation]    A gated call ends the run with an interrupt outcome naming the call and
+    ...    describing the answer (`responseSchema`); the next run's `resume` entry answers it.
+    ${server}=    Serve The Script    booking
+    ${held}=    Run AG-UI Client    ${server}    ${BOOKING}
+    ...    approve=edit:{"restaurant": "Chez Marie", "people": 4}
+    ${paused}=    Set Variable    ${held}[rounds][0]
+    Should Be Equal    ${paused}[error]    ${None}
+    ${finished}=    Events Of Type    ${paused}    RUN_FINISHED
+    ${interrupts}=    Set Variable    ${finished}[0][outcome][interrupts]
+    Length Should Be    ${interrupts}    1
+    Should Be Equal    ${interrupts}[0][toolCallId]    call_book
+    Should Be Equal    ${interrupts}[0][responseSchema][required]    ${{ ["approved"] }}
+    Should Be Equal    ${paused}[pendingInterrupts][0][id]    ${interrupts}[0][id]
+    ${billed}=    Billed Usage    0    1
+    AG-UI Usage Should Equal Billed    ${finished}[0]    ${billed}
+    ${resumed}=    Set Variable    ${held}[rounds][1]
+    Should Be Equal    ${resumed}[error]    ${None}
+    ${results}=    Events Of Type    ${resumed}    TOOL_CALL_RESULT
+    Should Be Equal    ${results}[0][content]    Booked a table for 4 at Chez Marie.
+    Should Be Equal    ${resumed}[messages][-1][content]    Your table at Chez Marie is booked.
+    Should Be Empty    ${resumed}[pendingInterrupts]
+    ${finished}=    Events Of Type    ${resumed}    RUN_FINISHED
+    ${billed}=    Billed Usage    1    2
+    AG-UI Usage Should Equal Billed    ${finished}[0]    ${billed}
+
 
 *** Keywords ***
 Serve The Script With cleveractors serve
