@@ -114,8 +114,19 @@ def _world(context: Context) -> _FrontendWorld:
 def _conversation_body(route: str, texts: list[str], chat_id: str = "chat-1") -> dict[str, Any]:
     roles = ["user" if n % 2 == 0 else "assistant" for n in range(len(texts))]
     if route == "/ai-sdk":
+        # An assistant message as useChat keeps it: step, reasoning and data parts beside its
+        # text, which carry nothing for the actor's turn.
+        beside = [
+            {"type": "step-start"},
+            {"type": "reasoning", "text": "Hm."},
+            {"type": "data-x", "data": 1},
+        ]
         messages = [
-            {"id": f"m{n}", "role": role, "parts": [{"type": "text", "text": text}]}
+            {
+                "id": f"m{n}",
+                "role": role,
+                "parts": [*(beside if role == "assistant" else []), {"type": "text", "text": text}],
+            }
             for n, (role, text) in enumerate(zip(roles, texts, strict=True))
         ]
         return {"id": chat_id, "messages": messages, "trigger": "submit-message"}
