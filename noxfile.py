@@ -32,6 +32,7 @@ nox.options.sessions = [
 ROOT = Path(__file__).parent
 SOURCES = ["src", "features", "robot", "benchmarks", "noxfile.py"]
 REPORTS = ROOT / "reports"
+NODE_CLIENTS = ROOT / "robot" / "node"
 DEMO_MESSAGE = "What's the weather in Paris and in Rome?"
 CHROMIUM_PACKAGES = ["chromium", "chromium-driver"]
 POSTGRES_PACKAGES = ["postgresql"]
@@ -113,6 +114,21 @@ def _ensure_chromium(session: nox.Session) -> None:
     """The browser test drives Debian's Chromium."""
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         _apt_install(session, CHROMIUM_PACKAGES, "the browser test")
+
+
+def _install_node_clients(session: nox.Session) -> None:
+    """The frontend protocols' client libraries (`ai`, `@ag-ui/client`), which the Robot suite
+    drives under Node, installed from robot/node's lockfile into robot/node/node_modules: no
+    global state. `npm ci` when the lockfile is there, else `npm install` (which writes it)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        session.warn("npm missing: the frontend protocol tests (robot/frontends.robot) will fail")
+        return
+    has_lock = (NODE_CLIENTS / "package-lock.json").is_file()
+    install = ["ci"] if has_lock else ["install"]
+    session.run(
+        npm, *install, "--no-audit", "--no-fund", "--prefix", str(NODE_CLIENTS), external=True
+    )
 
 
 def _ensure_postgres(session: nox.Session) -> None:
@@ -197,6 +213,7 @@ def integration_tests(session: nox.Session) -> None:
     _install_project(session)
     _ensure_chromium(session)
     _ensure_postgres(session)
+    _install_node_clients(session)
     env = _coverage_env(session)
     session.run(
         "coverage",

@@ -265,6 +265,10 @@ def create_chat_router(
     _add_decisions_route(router, runs, policy)
     _add_completions_route(router, runs, policy)
     add_run_routes(router, executor_factory, caller_of)
+    # `POST /ai-sdk` and `/ag-ui` build on this module's helpers, so they are imported here.
+    from cleveractors.web.frontends import add_frontend_routes
+
+    add_frontend_routes(router, runs, policy)
     add_session_routes(router, executor_factory, caller_of)
     _add_model_routes(router, executor_factory, policy)
     return router

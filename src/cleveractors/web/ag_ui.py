@@ -1,0 +1,414 @@
+"""`POST /ag-ui`: AG-UI (the `ag-ui-protocol` package's types and `EventEncoder`), so an AG-UI
+client (`@ag-ui/client`'s `HttpAgent`, CopilotKit) runs an actor with no adapter code.
+
+The request is a `RunAgentInput`. How it becomes an actor turn:
+
+- the last message, the user's, is the message (text parts joined by line breaks; other content
+  parts are refused with 422 naming them);
+- earlier user and assistant messages with text are the history; system, developer, tool,
+  activity and reasoning messages are ignored (the actor runs its own tools server-side);
+- with a store, `threadId` is the session id and the server holds the history;
+- `tools` (frontend tools) are refused with 400: an actor runs its own tools, and cannot call
+  the client's; `state`, `context` and `forwardedProps` are ignored;
+- `resume` entries answer the interrupts of a paused run, and resume it (below).
+
+The answer is AG-UI's SSE: `RUN_STARTED` (the run's own id, as in `X-Run-Id`), per round the
+`TEXT_MESSAGE_START` / `CONTENT` / `END` of its text and per tool call `TOOL_CALL_START` /
+`ARGS` / `END`, then `TOOL_CALL_RESULT` (the output, or the tool's own error text); last
+`RUN_FINISHED` with `usage` (one entry per provider and model, in AG-UI's accounting) and
+metadata `{"cleveractors": {"run_id", "cost_usd"}}` (a decimal string, absent when unpriced),
+or `RUN_ERROR` with the error type as `code`, the generic message the other routes give, and
+the usage spent.
+
+A run that waits for a person ends with `RUN_FINISHED` whose outcome is an interrupt, one per
+gated call: `toolCallId` names the call, `metadata` holds its name and arguments, and
+`responseSchema` describes the answer, `{"approved": bool, "editedArgs": {...}, "reason":
+"..."}` (`editedArgs` approves the call with other arguments). The next input's `resume` entries
+answer them by interrupt id (`status: "cancelled"` rejects the call); the paused run is found,
+and the answers checked, on the server's own records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    Interrupt,
+    Message,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from ag_ui.core.token_usage import aggregate_token_usage
+from ag_ui.core.types import TextPart
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from cleveractors.events import (
+    Event,
+    RoundStarted,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunStarted,
+    TextDelta,
+    ToolApprovalRequested,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallSkipped,
+)
+from cleveractors.result import ExecutionResult
+from cleveractors.web.frontends import (
+    NewMessage,
+    Turn,
+    approval_id,
+    headers_with,
+    one_paused_run,
+    open_turn,
+    paused_call_of,
+    rejection_response,
+)
+from cleveractors.web.router import (
+    _billed_run,
+    _invalid,
+    _OpenedRun,
+    _read_request,
+    _request_id,
+    _RequestPolicy,
+    _RequestRejected,
+    _RunSettings,
+    _RunStreamResponse,
+)
+from cleveractors.web.security import public_error
+
+__all__ = [
+    "APPROVAL_RESPONSE_SCHEMA",
+    "AgUiEvents",
+    "ApprovalAnswer",
+    "add_ag_ui_route",
+    "read_turn",
+]
+
+APPROVAL_INTERRUPT_REASON = "tool_approval"
+APPROVAL_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean", "description": "Run the call (true) or decline it."},
+        "editedArgs": {
+            "type": "object",
+            "description": "Run the call with these arguments instead (an approval).",
+        },
+        "reason": {"type": "string", "description": "Why; the model reads a refusal's reason."},
+    },
+    "required": ["approved"],
+    "additionalProperties": False,
+}
+"""The `responseSchema` of an approval interrupt: what a `resume` entry's payload holds."""
+_DENIED = frozenset({"reject", "expired"})
+
+
+class ApprovalAnswer(BaseModel):
+    """The payload of a `resume` entry answering an approval interrupt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    approved: bool
+    edited_args: dict[str, Any] | None = Field(default=None, alias="editedArgs")
+    reason: str | None = None
+
+    def decision(self, call_id: str) -> dict[str, Any]:
+        """The executor's decision (`cleveractors.approvals.ApprovalDecision`) for CALL_ID."""
+        if not self.approved:
+            return {"call_id": call_id, "decision": "reject", "reason": self.reason}
+        if self.edited_args is not None:
+            return {
+                "call_id": call_id,
+                "decision": "edit",
+                "arguments": self.edited_args,
+                "reason": self.reason,
+            }
+        return {"call_id": call_id, "decision": "approve", "reason": self.reason}
+
+
+def read_turn(body: RunAgentInput, *, keeps_sessions: bool) -> Turn:
+    """The actor turn a `RunAgentInput` asks for: a new message, or a resumption.
+
+    Raises:
+        _RequestRejected: frontend tools (400); a conversation that does not end with the
+            user's text, content that is not text, an answer that is not one (422).
+    """
+    if body.tools:
+        raise _RequestRejected(
+            400, "tools: an actor runs its own tools server-side; it cannot call a client's"
+        )
+    if body.resume:
+        return _resumption(body.resume)
+    if not body.messages:
+        raise _RequestRejected(422, "messages: no message to answer")
+    texts = [_text_of(message, f"messages.{n}") for n, message in enumerate(body.messages)]
+    last = len(body.messages) - 1
+    if not isinstance(body.messages[last], UserMessage):
+        role = body.messages[last].role
+        raise _RequestRejected(
+            422, f"messages.{last}: the last message must be from the user, not {role!r}"
+        )
+    if not (message := texts[last] or "").strip():
+        raise _RequestRejected(422, f"messages.{last}: the last message (the user's) has no text")
+    if keeps_sessions:
+        return NewMessage(message, session_id=body.thread_id)
+    history: list[dict[str, object]] = [
+        {"role": earlier.role, "content": text}
+        for earlier, text in zip(body.messages[:-1], texts[:-1], strict=True)
+        if text
+    ]
+    return NewMessage(message, history)
+
+
+def _text_of(message: Message, where: str) -> str | None:
+    """The text of a user or assistant message (None for the roles the actor does not read)."""
+    if isinstance(message, AssistantMessage):
+        return message.content or ""
+    if not isinstance(message, UserMessage):
+        return None
+    if isinstance(message.content, str):
+        return message.content
+    texts: list[str] = []
+    for p, part in enumerate(message.content):
+        if not isinstance(part, TextPart):
+            raise _RequestRejected(
+                422, f"{where}.content.{p}: only text content is supported, not {part.type!r} parts"
+            )
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def _resumption(entries: list[ResumeEntry]) -> Turn:
+    answers: list[tuple[str, dict[str, Any]]] = []
+    for n, entry in enumerate(entries):
+        run_id, call_id = paused_call_of(entry.interrupt_id, f"resume.{n}.interruptId")
+        if entry.status == "cancelled":
+            decision = {"call_id": call_id, "decision": "reject", "reason": "cancelled"}
+        else:
+            try:
+                answer = ApprovalAnswer.model_validate(entry.payload)
+            except ValidationError as invalid:
+                problem = _invalid(invalid).message
+                raise _RequestRejected(422, f"resume.{n}.payload: {problem}") from None
+            decision = answer.decision(call_id)
+        answers.append((run_id, decision))
+    return one_paused_run(answers, "resume")
+
+
+def usage_entries(result: ExecutionResult) -> list[TokenUsage] | None:
+    """Every token the run spent, one entry per provider and model; None when it called none."""
+    entries = [
+        TokenUsage(
+            provider=call.provider,
+            model=call.model,
+            input_tokens=call.usage.prompt_tokens,
+            output_tokens=call.usage.completion_tokens,
+            total_tokens=call.usage.total_tokens,
+            reasoning_tokens=call.usage.reasoning_tokens,
+            cached_input_tokens=call.usage.cache_read_tokens,
+            cache_write_input_tokens=call.usage.cache_write_tokens,
+        )
+        for call in result.usage_by_call
+    ]
+    return aggregate_token_usage(entries) or None
+
+
+def _run_metadata(result: ExecutionResult) -> dict[str, Any]:
+    ours: dict[str, Any] = {"run_id": result.run_id}
+    if result.cost_usd is not None:
+        ours["cost_usd"] = str(result.cost_usd)
+    return {"cleveractors": ours}
+
+
+class AgUiEvents:
+    """Turns a run's events into AG-UI events; holds only what is open (a text message) and the
+    run's pending interrupts."""
+
+    def __init__(self, thread_id: str, run_id: str, *, is_resumption: bool) -> None:
+        self._thread_id = thread_id
+        self._run_id = run_id
+        self._is_resumption = is_resumption
+        self._texts = 0
+        self._text_id: str | None = None
+        self._round_text_id: str | None = None
+        self._interrupts: list[Interrupt] = []
+
+    def of(self, event: Event, request_id: str) -> list[BaseEvent]:
+        """The AG-UI events EVENT becomes (often none)."""
+        match event:
+            case RunStarted(run_id=run_id):
+                return [RunStartedEvent(thread_id=self._thread_id, run_id=run_id)]
+            case RoundStarted():
+                self._round_text_id = None
+                return self._end_text()
+            case TextDelta(text=text) if text:
+                return [
+                    *self._open_text(),
+                    TextMessageContentEvent(message_id=self._text_id, delta=text),
+                ]
+            case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
+                return [*self._end_text(), *self._tool_call(call_id, name, arguments)]
+            case ToolApprovalRequested():
+                self._interrupts.append(self._interrupt(event))
+                return []
+            case ToolCallFinished(call_id=call_id, output=output, error=error):
+                return [self._result(call_id, error if error is not None else output or "")]
+            case ToolCallSkipped(call_id=call_id, reason=reason):
+                return [self._result(call_id, reason)]
+            case ToolCallDecided(call_id=call_id, decision=decision, reason=reason) if (
+                self._is_resumption and decision in _DENIED
+            ):
+                return [
+                    self._result(call_id, f"declined ({decision}): {reason or 'no reason given'}")
+                ]
+            case RunFinished(result=result):
+                return [*self._end_text(), self._finished(result)]
+            case RunPaused(result=result):
+                outcome = RunFinishedInterruptOutcome(interrupts=self._interrupts)
+                return [*self._end_text(), self._finished(result, outcome)]
+            case RunFailed(error=error, result=result):
+                told = public_error(error, request_id)
+                failed = RunErrorEvent(
+                    message=f"{told.type}: {told.message}",
+                    code=told.type,
+                    usage=usage_entries(result),
+                    metadata=_run_metadata(result),
+                )
+                return [*self._end_text(), failed]
+            case _:
+                return []
+
+    def _open_text(self) -> list[BaseEvent]:
+        if self._text_id is not None:
+            return []
+        self._texts += 1
+        self._text_id = self._round_text_id = f"{self._run_id}-text-{self._texts}"
+        return [TextMessageStartEvent(message_id=self._text_id, role="assistant")]
+
+    def _end_text(self) -> list[BaseEvent]:
+        if self._text_id is None:
+            return []
+        ended, self._text_id = self._text_id, None
+        return [TextMessageEndEvent(message_id=ended)]
+
+    def _tool_call(
+        self, call_id: str, name: str, arguments: dict[str, object] | str
+    ) -> list[BaseEvent]:
+        # A round's calls belong to its text message, when it wrote one before them.
+        text = (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        )
+        return [
+            ToolCallStartEvent(
+                tool_call_id=call_id, tool_call_name=name, parent_message_id=self._round_text_id
+            ),
+            ToolCallArgsEvent(tool_call_id=call_id, delta=text),
+            ToolCallEndEvent(tool_call_id=call_id),
+        ]
+
+    def _result(self, call_id: str, content: str) -> ToolCallResultEvent:
+        return ToolCallResultEvent(
+            message_id=f"{self._run_id}-result-{call_id}",
+            tool_call_id=call_id,
+            content=content,
+            role="tool",
+        )
+
+    def _interrupt(self, event: ToolApprovalRequested) -> Interrupt:
+        return Interrupt(
+            id=approval_id(self._run_id, event.call_id),
+            reason=APPROVAL_INTERRUPT_REASON,
+            message=f"Run the tool {event.name!r}?",
+            tool_call_id=event.call_id,
+            response_schema=APPROVAL_RESPONSE_SCHEMA,
+            expires_at=event.expires_at.isoformat(),
+            metadata={"cleveractors": {"tool": event.name, "arguments": event.arguments}},
+        )
+
+    def _finished(
+        self, result: ExecutionResult, outcome: RunFinishedInterruptOutcome | None = None
+    ) -> RunFinishedEvent:
+        return RunFinishedEvent(
+            thread_id=self._thread_id,
+            run_id=self._run_id,
+            outcome=outcome,
+            usage=usage_entries(result),
+            metadata=_run_metadata(result),
+        )
+
+
+class _EncodedFrame(ServerSentEvent):
+    """A frame as `EventEncoder` wrote it, sent as it is."""
+
+    def __init__(self, encoded: str) -> None:
+        super().__init__()
+        self._encoded = encoded.encode()
+
+    def encode(self) -> bytes:
+        return self._encoded
+
+
+def add_ag_ui_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
+    """`POST /ag-ui`: the run as AG-UI events."""
+
+    @router.post("/ag-ui", response_class=EventSourceResponse)
+    async def ag_ui(request: Request) -> Response:
+        """Run an AG-UI `RunAgentInput` (or resume a paused run); answer AG-UI's events."""
+        try:
+            body = await _read_request(request, RunAgentInput, policy)
+            opened = await open_turn(
+                runs,
+                request,
+                lambda keeps_sessions: read_turn(body, keeps_sessions=keeps_sessions),
+                policy,
+                where="messages",
+            )
+        except _RequestRejected as rejected:
+            return rejection_response(rejected)
+        request_id = _request_id()
+        encoder = EventEncoder(accept=request.headers.get("accept", ""))
+        return _RunStreamResponse(
+            _ag_ui_frames(opened, body.thread_id, encoder, request_id),
+            _billed_run(opened.stream, runs.on_usage),
+            send_timeout_s=runs.send_timeout_s,
+            headers=headers_with(opened, request_id, {}),
+        )
+
+
+async def _ag_ui_frames(
+    opened: _OpenedRun, thread_id: str, encoder: EventEncoder, request_id: str
+) -> AsyncIterator[ServerSentEvent]:
+    first = opened.first
+    resumed = isinstance(first, RunStarted) and first.resumed_from is not None
+    translated = AgUiEvents(thread_id, opened.run_id or "", is_resumption=resumed)
+    async with aclosing(opened.all_events()) as events:
+        async for event in events:
+            for ag_ui_event in translated.of(event, request_id):
+                yield _EncodedFrame(encoder.encode(ag_ui_event))
+            if isinstance(event, RunFinished | RunPaused | RunFailed):
+                return  # a failed run's stream re-raises its exception after `RunFailed`

@@ -1,0 +1,371 @@
+"""`POST /ai-sdk`: the Vercel AI SDK's UI message stream protocol (v1, as `ai` 5 and later speak
+it), so a `useChat` frontend (React, Vue, Svelte, Angular, or the framework-free `Chat`) talks to
+an actor with its default transport and no adapter code:
+
+    useChat({transport: new DefaultChatTransport({api: "http://127.0.0.1:8000/ai-sdk"})})
+
+The request is what `DefaultChatTransport` sends: `{"id", "messages", "trigger"}`, the messages
+being UI messages with parts. Unknown fields are ignored (a transport may add its own `body`);
+a part of a type the protocol does not have is refused with 422 naming it, and so is a `file`
+part (an actor takes text). How the conversation becomes an actor turn:
+
+- the last message, the user's, is the message (its text parts joined by line breaks);
+- earlier user and assistant messages with text are the history; `system` messages are ignored
+  (the actor's own system prompt governs), and so are tool, reasoning, source, data and step
+  parts: the actor runs its tools server-side;
+- with a store, the chat `id` is the session id and the server holds the history: the earlier
+  messages a client sends are not read;
+- a last message from the assistant carrying approval responses (`addToolApprovalResponse`)
+  resumes the paused run the approvals were asked for (see `cleveractors.web.frontends`).
+
+The answer is the protocol's SSE (header `x-vercel-ai-ui-message-stream: v1`): `start` (message
+metadata `{"run_id"}`), per model call a step (`start-step` / `finish-step`) with its text
+(`text-start` / `text-delta` / `text-end`) and tool calls (`tool-input-available`, then
+`tool-output-available` or `tool-output-error` with the tool's own error text); a gated call's
+`tool-approval-request`; an `error` part for a failed run (the same generic wording as the
+other routes); last `finish` with the message metadata `{"run_id", "usage": {"prompt_tokens",
+"completion_tokens", "total_tokens", "details": {...}}, "cost_usd"}` (`cost_usd` a decimal
+string, absent when unpriced) and `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from cleveractors.events import (
+    Event,
+    RoundStarted,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunStarted,
+    TextDelta,
+    ToolApprovalRequested,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallSkipped,
+)
+from cleveractors.result import ExecutionResult
+from cleveractors.web.frontends import (
+    NewMessage,
+    Turn,
+    approval_id,
+    headers_with,
+    one_paused_run,
+    open_turn,
+    paused_call_of,
+    rejection_response,
+)
+from cleveractors.web.router import (
+    _billed_run,
+    _OpenedRun,
+    _read_request,
+    _request_id,
+    _RequestPolicy,
+    _RequestRejected,
+    _RunSettings,
+    _RunStreamResponse,
+)
+from cleveractors.web.security import public_error
+from cleveractors.web.sse import data_frame
+
+__all__ = [
+    "UI_MESSAGE_STREAM_HEADERS",
+    "UIMessage",
+    "UIMessageChunks",
+    "UIMessageRequest",
+    "UIPart",
+    "add_ai_sdk_route",
+    "message_metadata",
+    "read_turn",
+]
+
+UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
+"""The headers `ai`'s `createUIMessageStreamResponse` sends beside `text/event-stream`."""
+
+_DENIED: frozenset[str] = frozenset({"reject", "expired"})
+"""Decisions after which a gated call never runs: the client shows it denied."""
+_IGNORED_PARTS = frozenset({"step-start", "reasoning", "source-url", "source-document"})
+"""Parts of the protocol that carry nothing for the actor's turn."""
+_FINISH_REASONS = {"answered": "stop", "paused": "tool-calls", "failed": "error"}
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+class UIApproval(_Lenient):
+    """The `approval` of a tool part: the server's approval id, and once answered, the answer."""
+
+    id: str
+    approved: bool | None = None
+    reason: str | None = None
+
+
+class UIPart(BaseModel):
+    """One part of a UI message; the fields read here, the others kept as sent."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    type: str
+    text: str | None = None
+    state: str | None = None
+    tool_call_id: str | None = Field(default=None, alias="toolCallId")
+    approval: UIApproval | None = None
+
+    @property
+    def is_tool(self) -> bool:
+        return self.type.startswith("tool-") or self.type == "dynamic-tool"
+
+
+class UIMessage(_Lenient):
+    id: str = ""
+    role: Literal["system", "user", "assistant"]
+    parts: list[UIPart]
+
+    @property
+    def text(self) -> str:
+        """The message's text parts, joined by line breaks."""
+        return "\n".join(part.text or "" for part in self.parts if part.type == "text")
+
+
+class UIMessageRequest(_Lenient):
+    """The body `DefaultChatTransport` sends."""
+
+    id: str = Field(min_length=1, max_length=200)
+    """The chat's id: the session's id on a server with a store."""
+    messages: list[UIMessage] = Field(min_length=1)
+    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
+    message_id: str | None = Field(default=None, alias="messageId")
+
+
+def read_turn(body: UIMessageRequest, *, keeps_sessions: bool) -> Turn:
+    """The actor turn a request asks for: a new message, or a resumption.
+
+    Raises:
+        _RequestRejected: 422 naming the part of a type the protocol lacks or an actor cannot
+            take (`file`); a conversation that ends neither with the user's text nor with
+            approval responses.
+    """
+    for m, message in enumerate(body.messages):
+        for p, part in enumerate(message.parts):
+            _check_part(part, f"messages.{m}.parts.{p}")
+    last_index = len(body.messages) - 1
+    last = body.messages[last_index]
+    if last.role == "assistant":
+        return _resumption(last, f"messages.{last_index}")
+    if last.role != "user":
+        raise _RequestRejected(
+            422, f"messages.{last_index}: the last message must be from the user"
+        )
+    if not last.text.strip():
+        raise _RequestRejected(
+            422, f"messages.{last_index}: the last message (the user's) has no text"
+        )
+    if keeps_sessions:
+        return NewMessage(last.text, session_id=body.id)
+    history: list[dict[str, object]] = [
+        {"role": message.role, "content": message.text}
+        for message in body.messages[:-1]
+        if message.role != "system" and message.text
+    ]
+    return NewMessage(last.text, history)
+
+
+def _check_part(part: UIPart, where: str) -> None:
+    if part.type == "text" or part.is_tool or part.type.startswith("data-"):
+        return
+    if part.type in _IGNORED_PARTS:
+        return
+    if part.type == "file":
+        raise _RequestRejected(422, f"{where}: 'file' parts are not supported: an actor takes text")
+    raise _RequestRejected(422, f"{where}: unknown part type {part.type!r}")
+
+
+def _resumption(message: UIMessage, where: str) -> Turn:
+    """The paused run that the approval responses of MESSAGE answer, with their decisions."""
+    answers: list[tuple[str, dict[str, Any]]] = []
+    for p, part in enumerate(message.parts):
+        if not (part.is_tool and part.state == "approval-responded" and part.approval):
+            continue
+        part_where = f"{where}.parts.{p}"
+        run_id, call_id = paused_call_of(part.approval.id, f"{part_where}.approval.id")
+        if part.tool_call_id != call_id:
+            raise _RequestRejected(
+                422, f"{part_where}: the approval {part.approval.id!r} is not for this tool call"
+            )
+        decision = "approve" if part.approval.approved else "reject"
+        answers.append(
+            (run_id, {"call_id": call_id, "decision": decision, "reason": part.approval.reason})
+        )
+    if not answers:
+        raise _RequestRejected(
+            422, f"{where}: the last message is the assistant's and answers no approval request"
+        )
+    return one_paused_run(answers, where)
+
+
+def message_metadata(result: ExecutionResult) -> dict[str, Any]:
+    """What `finish` tells of the run: its id, every token it spent, and its cost when priced."""
+    metadata: dict[str, Any] = {
+        "run_id": result.run_id,
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.total_tokens,
+            "details": {
+                "cache_read_tokens": result.cache_read_tokens,
+                "cache_write_tokens": result.cache_write_tokens,
+                "reasoning_tokens": result.reasoning_tokens,
+                "llm_calls": result.llm_calls,
+                "estimated": result.usage_estimated,
+            },
+        },
+    }
+    if result.cost_usd is not None:
+        metadata["cost_usd"] = str(result.cost_usd)
+    return metadata
+
+
+class UIMessageChunks:
+    """Turns a run's events into UI message stream chunks; holds only what is open (a step, a
+    text part), so a long run costs no memory here."""
+
+    def __init__(self, run_id: str, *, is_resumption: bool) -> None:
+        self._run_id = run_id
+        self._is_resumption = is_resumption
+        self._texts = 0
+        self._text_id: str | None = None
+        self._in_step = False
+
+    def start(self) -> dict[str, Any]:
+        """The `start` chunk; a resumption goes on with the client's paused message."""
+        start: dict[str, Any] = {"type": "start", "messageMetadata": {"run_id": self._run_id}}
+        if not self._is_resumption:
+            start["messageId"] = self._run_id
+        return start
+
+    def of(self, event: Event, request_id: str) -> list[dict[str, Any]]:
+        """The chunks EVENT becomes (often none)."""
+        match event:
+            case RoundStarted():
+                return [*self._end_step(), self._start_step()]
+            case TextDelta(text=text) if text:
+                return [
+                    *self._open_text(),
+                    {"type": "text-delta", "id": self._text_id, "delta": text},
+                ]
+            case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
+                available = {"toolCallId": call_id, "toolName": name, "input": arguments}
+                return [*self._end_text(), {"type": "tool-input-available", **available}]
+            case ToolApprovalRequested(call_id=call_id):
+                approval = approval_id(self._run_id, call_id)
+                return [
+                    {"type": "tool-approval-request", "approvalId": approval, "toolCallId": call_id}
+                ]
+            case ToolCallFinished(call_id=call_id, output=output, error=None):
+                return [{"type": "tool-output-available", "toolCallId": call_id, "output": output}]
+            case (
+                ToolCallFinished(call_id=call_id, error=str(error))
+                | ToolCallSkipped(call_id=call_id, reason=error)
+            ):
+                return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": error}]
+            case ToolCallDecided(call_id=call_id, decision=decision) if (
+                self._is_resumption and decision in _DENIED
+            ):
+                return [{"type": "tool-output-denied", "toolCallId": call_id}]
+            case RunFinished(result=result) | RunPaused(result=result):
+                return [*self._end_step(), self._finish(result)]
+            case RunFailed(error=error, result=result):
+                told = public_error(error, request_id)
+                failed = {"type": "error", "errorText": f"{told.type}: {told.message}"}
+                return [*self._end_step(), failed, self._finish(result)]
+            case _:
+                return []
+
+    def _start_step(self) -> dict[str, Any]:
+        self._in_step = True
+        return {"type": "start-step"}
+
+    def _end_step(self) -> list[dict[str, Any]]:
+        chunks = self._end_text()
+        if self._in_step:
+            self._in_step = False
+            chunks.append({"type": "finish-step"})
+        return chunks
+
+    def _open_text(self) -> list[dict[str, Any]]:
+        if self._text_id is not None:
+            return []
+        self._texts += 1
+        self._text_id = f"{self._run_id}-text-{self._texts}"
+        return [{"type": "text-start", "id": self._text_id}]
+
+    def _end_text(self) -> list[dict[str, Any]]:
+        if self._text_id is None:
+            return []
+        ended, self._text_id = self._text_id, None
+        return [{"type": "text-end", "id": ended}]
+
+    @staticmethod
+    def _finish(result: ExecutionResult) -> dict[str, Any]:
+        reason = _FINISH_REASONS.get(result.status, "other")
+        return {
+            "type": "finish",
+            "finishReason": reason,
+            "messageMetadata": message_metadata(result),
+        }
+
+
+def add_ai_sdk_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
+    """`POST /ai-sdk`: the run as the Vercel AI SDK's UI message stream."""
+
+    @router.post("/ai-sdk", response_class=EventSourceResponse)
+    async def ai_sdk(request: Request) -> Response:
+        """Run a `useChat` turn (or resume one after approvals); answer the UI message stream."""
+        try:
+            body = await _read_request(request, UIMessageRequest, policy)
+            opened = await open_turn(
+                runs,
+                request,
+                lambda keeps_sessions: read_turn(body, keeps_sessions=keeps_sessions),
+                policy,
+                where="messages",
+            )
+        except _RequestRejected as rejected:
+            return rejection_response(rejected)
+        request_id = _request_id()
+        return _RunStreamResponse(
+            _ui_message_frames(opened, request_id),
+            _billed_run(opened.stream, runs.on_usage),
+            send_timeout_s=runs.send_timeout_s,
+            headers=headers_with(opened, request_id, UI_MESSAGE_STREAM_HEADERS),
+        )
+
+
+async def _ui_message_frames(opened: _OpenedRun, request_id: str) -> AsyncIterator[ServerSentEvent]:
+    first = opened.first
+    resumed = isinstance(first, RunStarted) and first.resumed_from is not None
+    chunks = UIMessageChunks(opened.run_id or "", is_resumption=resumed)
+    yield data_frame(_json(chunks.start()))
+    async with aclosing(opened.all_events()) as events:
+        async for event in events:
+            for chunk in chunks.of(event, request_id):
+                yield data_frame(_json(chunk))
+            if isinstance(event, RunFinished | RunPaused | RunFailed):
+                # A failed run's stream re-raises its exception after `RunFailed`: stop here.
+                yield data_frame("[DONE]")
+                return
+
+
+def _json(chunk: dict[str, Any]) -> str:
+    return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str)
