@@ -98,7 +98,7 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
     And "alice" has a run over HTTP paused on the refund in session "s-1"
     And another request of "alice" holds session "s-1"
     When "alice" approves the refund over HTTP
-    Then the response is 409 with a JSON detail saying "cannot be resumed now: session 's-1' is busy"
+    Then the response is 409 with a JSON detail saying "is being resumed or answered by another request"
     And the app's lookup ran once and its refund never
     When the other request lets session "s-1" go
     And "alice" approves the refund over HTTP

@@ -539,8 +539,8 @@ async def _open_resumption(
     """Resume the caller's paused run `run_id` with `decisions` and open the new segment.
 
     Raises:
-        _RequestRejected: not the caller's paused run (404), already resumed, an expired call
-            or a busy session (409), a decision that does not fit its call (422). Nothing ran,
+        _RequestRejected: not the caller's paused run (404), already resumed or being resumed,
+            an expired call (409), a decision that does not fit its call (422). Nothing ran,
             nothing is billed.
     """
     stream = runs.executor_factory().resume_events(run_id, decisions, caller=current_caller())
@@ -548,10 +548,7 @@ async def _open_resumption(
     first = opened.first
     if isinstance(first, RunFailed) and (status := _DECISION_REFUSALS.get(first.error.type)):
         await stream.aclose()
-        message = first.error.message
-        if first.error.type == "SessionBusyError":
-            message = f"run {run_id!r} cannot be resumed now: {message} (a resumption of it?)"
-        raise _RequestRejected(status, message)
+        raise _RequestRejected(status, first.error.message)
     return opened
 
 
