@@ -129,7 +129,8 @@ _NOTHING_SPENT = ExecutionResult(
 
 
 class ChatTurn(BaseModel):
-    """One earlier turn of the conversation."""
+    """One earlier turn of a `/chat` conversation: `role` `user` or `assistant` (no `system`:
+    the actor's own prompt governs) and its `content`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -139,7 +140,8 @@ class ChatTurn(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The body of `POST /chat`."""
+    """The body of `POST /chat`: the user's `message`, and either the earlier turns (`history`)
+    or a stored `session_id` to continue, never both (422)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
