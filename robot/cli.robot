@@ -336,11 +336,11 @@ Serve Refuses A Broken Actor, Listing Its Problems One Per Line
     ...    agent.tools.0: tool 'get_weather': handler 'nowhere.weather:get_weather' cannot be imported: ModuleNotFoundError: No module named 'nowhere'; looked for nowhere.py or nowhere/ beside the actor config in ${actor_dir}, then on sys.path; put the module beside the actor config, or make it importable (pip install your package, or set PYTHONPATH)
     ...    agent.tools.1: tool 'convert': handler 'cleveractors.demo:no_such_function' cannot be imported: module 'cleveractors.demo' (${demo_module}) has no 'no_such_function'
 
-The README's First Snippet Runs Against The Demo Actor, Calling It Three Times
+The Getting-Started Snippet Runs Against The Demo Actor, Calling It Three Times
     [Documentation]    The stub script replays from its first reply for every run: execute(),
     ...    execute_stream() and execute_events() on one executor all get the whole answer.
     ${demo}    Demo Actor
-    Run README Snippet    Using it    ${demo}
+    Run Docs Snippet    getting-started.md    Run an actor    ${demo}
     Command Should Succeed
     ${answer}    Scripted Answer Of    ${demo}
     Output Should Contain Times    ${answer}    2

@@ -65,4 +65,4 @@ The Example MCP Server Serves The Example Actor
     Exit Code Should Be    0
     Should Be Equal    ${result}[tool_calls][0][status]    ok
     Should Be Equal    ${result}[tool_calls][0][output]    Paris: 18°C, light rain
-    README MCP Server Example Should Be The Example File
+    Docs MCP Server Example Should Be The Example File

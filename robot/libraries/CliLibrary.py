@@ -575,11 +575,12 @@ class CliLibrary:
         self._completed = _run([str(COMMAND), *arguments], cwd=folder)
 
     @keyword
-    def run_readme_snippet(self, section_title: str, actor: str) -> None:
-        """Runs the first Python snippet of the README's section SECTION_TITLE, verbatim except
-        that its `actor.yaml` is ACTOR, as a user pasting it into a file would."""
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        section = readme.split(f"\n## {section_title}\n", 1)[1]
+    def run_docs_snippet(self, page: str, section_title: str, actor: str) -> None:
+        """Runs the first Python snippet of section SECTION_TITLE of the docs page PAGE (under
+        docs/), verbatim except that its `actor.yaml` is ACTOR, as a user pasting it into a
+        file would."""
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        section = text.split(f"\n## {section_title}\n", 1)[1]
         snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
         code = snippet.replace('"actor.yaml"', repr(actor))
         self._completed = _run([sys.executable, "-c", code])

@@ -246,14 +246,16 @@ class SignalsLibrary:
         return result
 
     @keyword
-    def readme_mcp_server_example_should_be_the_example_file(self) -> None:
-        """Every line of the Python block in README's MCP section is in the example server."""
-        section = (ROOT / "README.md").read_text(encoding="utf-8").partition("## MCP tools")[2]
-        block = section.partition("```python\n")[2].partition("```")[0]
+    def docs_mcp_server_example_should_be_the_example_file(self) -> None:
+        """Every line of the server in the MCP docs page is in the example server."""
+        page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+        block = page.partition("<!-- file: weather_server.py -->\n```python\n")[2].partition("```")[
+            0
+        ]
         example = (ROOT / "examples" / "mcp_weather_server.py").read_text(encoding="utf-8")
         missing = [line for line in block.splitlines() if line.strip() and line not in example]
         if not block.strip() or missing:
-            raise AssertionError(f"README lines not in the example server: {missing or block!r}")
+            raise AssertionError(f"docs lines not in the example server: {missing or block!r}")
 
     # -- checks ---------------------------------------------------------------------------------
 
