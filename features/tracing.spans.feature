@@ -5,7 +5,7 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
   carries its call's usage record, and the ledger row of the call names the span.
 
   Background:
-    Given a tracer provider and a meter provider that keep what they receive
+    Given a tracer provider and a meter provider that keep what they receive, and a sampler that notes what it is shown
 
   Scenario Outline: A two-round tool turn in <mode> mode is a run span with its calls as children
     Given a traced actor over a scripted OpenAI server whose first reply calls slow_lookup and whose second answers
@@ -20,6 +20,8 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     And every span was ended exactly once, and all share one trace
     And the run span has cleveractors.run.outcome "answered", the run's id and the run's totals, and no gen_ai.usage attribute
     And each chat span has gen_ai.operation.name "chat", gen_ai.provider.name "openai", gen_ai.request.model "gpt-4o-mini", gen_ai.request.stream <stream>, the server's address and port, a response model, <response id> and a finish reason
+    And the sampler saw each chat span's gen_ai.operation.name "chat", gen_ai.provider.name "openai", gen_ai.request.model "gpt-4o-mini", server address and port before it was created
+    And each chat span <first chunk>
     And the chat spans are rounds 1 and 2, attempt 1, purpose "round"
     And the tool span has gen_ai.tool.name "slow_lookup", gen_ai.tool.call.id "louvre" and gen_ai.tool.type "function"
     And the chat spans' usage and cost equal the result's calls and totals
@@ -27,9 +29,9 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
 
     Examples:
       # langchain-openai keeps the provider's id of a streamed reply to itself: never made up.
-      | mode     | stream | response id    |
-      | blocking | false  | a response id  |
-      | events   | true   | no response id |
+      | mode     | stream | response id    | first chunk                                                         |
+      | blocking | false  | a response id  | has no gen_ai.response.time_to_first_chunk                          |
+      | events   | true   | no response id | has gen_ai.response.time_to_first_chunk, above 0 and below its span |
 
   Scenario: A retried call is one span per attempt, the refused one an ERROR with no usage
     Given a traced actor retrying once over a scripted OpenAI server whose first reply is refused with HTTP 503 and whose second answers
@@ -87,8 +89,9 @@ Feature: Every run is an OpenTelemetry trace whose tokens and cost equal the bil
     When the actor runs "Look up the Louvre" in events mode
     Then the metric gen_ai.client.operation.duration has 2 measurements with the conventions' buckets
     And the metric gen_ai.client.token.usage sums to the result's prompt tokens as input and its completion tokens as output
-    And the metric gen_ai.client.operation.time_to_first_chunk has 2 measurements
-    And the metric gen_ai.client.operation.time_per_output_chunk has 2 measurements
+    And the metric gen_ai.client.operation.time_to_first_chunk has 2 measurements with the conventions' buckets
+    And the metric gen_ai.client.operation.time_to_first_chunk sums to the chat spans' gen_ai.response.time_to_first_chunk
+    And the metric gen_ai.client.operation.time_per_output_chunk has 2 measurements with the conventions' buckets
     And the metric cleveractors.client.cost sums to the result's cost
     And no metric attribute names a run, a session or a user
 

@@ -26,7 +26,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
+from opentelemetry.util.types import Attributes
 from sqlalchemy import select, text, update
 from support.harness import (
     NAMED_POSITIONS,
@@ -45,6 +47,11 @@ from cleveractors.store.schema import SCHEMA_VERSION, llm_calls, schema_version
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 _API_KEY_ENV = "CLEVERACTORS_TRACING_TEST_KEY"
+# The GenAI metrics conventions' boundaries for the duration, the time to the first chunk and
+# the time per output chunk, written out here rather than read from the code under test.
+_DURATION_BUCKETS = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
 _CONTENT_KEYS = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",
@@ -70,6 +77,32 @@ class _Lifecycle(SpanProcessor):
         self.ended[span.context.span_id] += 1
 
 
+class _NotingSampler(Sampler):
+    """Samples every span, noting the name and attributes each was created with: what a
+    sampler deciding by them would be shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, dict[str, Any]]] = []
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        self.shown.append((name, dict(attributes or {})))
+        return ALWAYS_ON.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return "NotingSampler"
+
+
 class _AllLogs(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -91,11 +124,15 @@ class _WarningLog(logging.Handler):
 # -- Given -------------------------------------------------------------------------------------
 
 
-@given("a tracer provider and a meter provider that keep what they receive")
+@given(
+    "a tracer provider and a meter provider that keep what they receive, and a sampler that "
+    "notes what it is shown"
+)
 def _given_providers(context: Context) -> None:
     context.exporter = InMemorySpanExporter()
     context.lifecycle = _Lifecycle()
-    context.tracer_provider = TracerProvider()
+    context.sampler = _NotingSampler()
+    context.tracer_provider = TracerProvider(sampler=context.sampler)
     context.tracer_provider.add_span_processor(context.lifecycle)
     context.tracer_provider.add_span_processor(SimpleSpanProcessor(context.exporter))
     context.metric_reader = InMemoryMetricReader()
@@ -486,6 +523,47 @@ def _then_chat_attributes(
         assert attributes["gen_ai.response.finish_reasons"], attributes
 
 
+@then(
+    'the sampler saw each chat span\'s gen_ai.operation.name "chat", gen_ai.provider.name '
+    '"{provider}", gen_ai.request.model "{model}", server address and port before it was created'
+)
+def _then_sampler_saw(context: Context, provider: str, model: str) -> None:
+    shown = [attributes for name, attributes in context.sampler.shown if name.startswith("chat")]
+    assert len(shown) == len(_named(context, "chat ")) == 2, context.sampler.shown
+    for attributes in shown:
+        assert attributes["gen_ai.operation.name"] == "chat", attributes
+        assert attributes["gen_ai.provider.name"] == provider, attributes
+        assert attributes["gen_ai.request.model"] == model, attributes
+        assert attributes["server.address"] == "127.0.0.1", attributes
+        assert f":{attributes['server.port']}/" in context.server.base_url, attributes
+
+
+def _time_to_first_chunk(span: ReadableSpan) -> float:
+    """The span's gen_ai.response.time_to_first_chunk, checked against its own duration."""
+    value = _attributes(span)["gen_ai.response.time_to_first_chunk"]
+    assert span.start_time is not None
+    assert span.end_time is not None
+    duration = (span.end_time - span.start_time) / 1e9
+    assert 0 < value < duration, (value, duration)
+    return float(value)
+
+
+@then("each chat span has gen_ai.response.time_to_first_chunk, above 0 and below its span")
+def _then_first_chunk(context: Context) -> None:
+    chats = _named(context, "chat ")
+    assert chats, "no chat span"
+    for span in chats:
+        _time_to_first_chunk(span)
+
+
+@then("each chat span has no gen_ai.response.time_to_first_chunk")
+def _then_no_first_chunk(context: Context) -> None:
+    chats = _named(context, "chat ")
+    assert chats, "no chat span"
+    for span in chats:
+        assert "gen_ai.response.time_to_first_chunk" not in _attributes(span), span.attributes
+
+
 @then('the chat spans are rounds {first:d} and {second:d}, attempt 1, purpose "{purpose}"')
 def _then_chat_rounds(context: Context, first: int, second: int, purpose: str) -> None:
     chats = [_attributes(span) for span in _named(context, "chat ")]
@@ -800,7 +878,17 @@ def _then_histogram(context: Context, name: str, count: int) -> None:
     points = _points(context, name)
     assert sum(point.count for point in points) == count, points
     for point in points:
-        assert tuple(point.explicit_bounds)[:3] == (0.01, 0.02, 0.04), point.explicit_bounds
+        assert tuple(point.explicit_bounds) == _DURATION_BUCKETS, point.explicit_bounds
+
+
+@then(
+    "the metric gen_ai.client.operation.time_to_first_chunk sums to the chat spans' "
+    "gen_ai.response.time_to_first_chunk"
+)
+def _then_first_chunk_metric(context: Context) -> None:
+    points = _points(context, "gen_ai.client.operation.time_to_first_chunk")
+    spans = sum(_time_to_first_chunk(span) for span in _named(context, "chat "))
+    assert abs(sum(point.sum for point in points) - spans) < 1e-9, (points, spans)
 
 
 @then("the metric {name} has {count:d} measurements")

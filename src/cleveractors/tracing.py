@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from cleveractors.errors import ToolExecutionError, http_status
 
@@ -58,18 +59,13 @@ CONTENT_MAX_BYTES_ENV = "CLEVERACTORS_OTEL_CONTENT_MAX_BYTES"
 _SPAN_CONTENT_MODES = frozenset({"true", "1", "span_only", "span_and_event"})
 _DEFAULT_CONTENT_MAX_BYTES = 64 * 1024
 
-# The conventions' advisory bucket boundaries (gen_ai metrics, v1.41).
+# The conventions' advisory bucket boundaries (gen_ai metrics, v1.41): the duration's are also
+# those of the time to the first chunk and of the time per output chunk.
 _DURATION_BUCKETS = (
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 )  # fmt: skip
 _TOKEN_BUCKETS = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-)  # fmt: skip
-_PER_CHUNK_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-)  # fmt: skip
-_FIRST_CHUNK_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 )  # fmt: skip
 
 # LangChain's provider names where the conventions spell them otherwise.
@@ -164,13 +160,13 @@ class Telemetry:
             "gen_ai.client.operation.time_to_first_chunk",
             unit="s",
             description="Time to receive the first chunk of a streamed response",
-            explicit_bucket_boundaries_advisory=_FIRST_CHUNK_BUCKETS,
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
         self._per_chunk = meter.create_histogram(
             "gen_ai.client.operation.time_per_output_chunk",
             unit="s",
             description="Mean time between the chunks of a streamed response after the first",
-            explicit_bucket_boundaries_advisory=_PER_CHUNK_BUCKETS,
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
         self._cost = meter.create_counter(
             "cleveractors.client.cost", unit="USD", description="Cost of the LLM calls"
@@ -188,13 +184,16 @@ class Telemetry:
 
     def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
         """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""
-        span = self.tracer.start_span(f"invoke_agent {self.actor_name}", kind=SpanKind.INTERNAL)
-        if span.is_recording():
-            span.set_attribute("gen_ai.operation.name", "invoke_agent")
-            span.set_attribute("gen_ai.agent.name", self.actor_name)
-            span.set_attribute("cleveractors.run.id", run_id)
-            if session_id is not None:
-                span.set_attribute("gen_ai.conversation.id", session_id)
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.actor_name,
+            "cleveractors.run.id": run_id,
+        }
+        if session_id is not None:
+            attributes["gen_ai.conversation.id"] = session_id
+        span = self.tracer.start_span(
+            f"invoke_agent {self.actor_name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
         return RunTrace(self, span)
 
     def _record_call(self, chat: ChatSpan, record: LLMCallUsage, error_type: str | None) -> None:
@@ -250,25 +249,25 @@ class RunTrace:
         stream: bool,
         messages: Sequence[BaseMessage],
     ) -> ChatSpan:
-        """Start the span of one LLM call attempt, as it is sent."""
+        """Start the span of one LLM call attempt, as it is sent. The attributes the conventions
+        call relevant to sampling (operation, provider, model, server) are given at creation, so
+        a sampler can decide by them."""
         name = "chat" if request_model is None else f"chat {request_model}"
-        span = self._child(name, SpanKind.CLIENT)
         provider_name = None if provider is None else _PROVIDER_NAMES.get(provider, provider)
-        if span.is_recording():
-            span.set_attribute("gen_ai.operation.name", "chat")
-            if provider_name is not None:
-                span.set_attribute("gen_ai.provider.name", provider_name)
-            if request_model is not None:
-                span.set_attribute("gen_ai.request.model", request_model)
-            span.set_attribute("gen_ai.request.stream", stream)
-            if (server := self.telemetry.server) is not None:
-                span.set_attribute("server.address", server[0])
-                span.set_attribute("server.port", server[1])
-            span.set_attribute("cleveractors.call.purpose", purpose)
-            span.set_attribute("cleveractors.call.round", round)
-            span.set_attribute("cleveractors.call.attempt", attempt)
-            if self.telemetry.content.enabled:
-                _set_input_content(span, messages, self.telemetry.content)
+        attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
+        if provider_name is not None:
+            attributes["gen_ai.provider.name"] = provider_name
+        if request_model is not None:
+            attributes["gen_ai.request.model"] = request_model
+        if (server := self.telemetry.server) is not None:
+            attributes["server.address"], attributes["server.port"] = server
+        attributes["gen_ai.request.stream"] = stream
+        attributes["cleveractors.call.purpose"] = purpose
+        attributes["cleveractors.call.round"] = round
+        attributes["cleveractors.call.attempt"] = attempt
+        span = self._child(name, SpanKind.CLIENT, attributes)
+        if span.is_recording() and self.telemetry.content.enabled:
+            _set_input_content(span, messages, self.telemetry.content)
         return ChatSpan(self, span, provider_name, request_model, time.perf_counter())
 
     def start_tool(
@@ -276,17 +275,18 @@ class RunTrace:
     ) -> ToolSpan:
         """Start the span of one tool call, as it runs. `source` names where a tool that is not
         a Python function comes from (``mcp server 'files'``)."""
-        span = self._child(f"execute_tool {name}", SpanKind.INTERNAL)
-        if span.is_recording():
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
-            span.set_attribute("gen_ai.tool.name", name)
-            span.set_attribute("gen_ai.tool.call.id", call_id)
-            span.set_attribute("gen_ai.tool.type", "function")
-            if source is not None and source != "python":
-                span.set_attribute("cleveractors.tool.source", source)
-            content = self.telemetry.content
-            if content.enabled and arguments is not None:
-                span.set_attribute("gen_ai.tool.call.arguments", content.capped(_json(arguments)))
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if source is not None and source != "python":
+            attributes["cleveractors.tool.source"] = source
+        span = self._child(f"execute_tool {name}", SpanKind.INTERNAL, attributes)
+        content = self.telemetry.content
+        if span.is_recording() and content.enabled and arguments is not None:
+            span.set_attribute("gen_ai.tool.call.arguments", content.capped(_json(arguments)))
         return ToolSpan(self, span)
 
     def skipped_tool(self, name: str, call_id: str) -> None:
@@ -297,8 +297,10 @@ class RunTrace:
             _set_error(tool.span, "skipped")
         tool.end(None, None)
 
-    def _child(self, name: str, kind: SpanKind) -> Span:
-        span = self.telemetry.tracer.start_span(name, self._context, kind=kind)
+    def _child(self, name: str, kind: SpanKind, attributes: dict[str, AttributeValue]) -> Span:
+        span = self.telemetry.tracer.start_span(
+            name, self._context, kind=kind, attributes=attributes
+        )
         if span.is_recording():
             self._open.add(span)
         return span
@@ -386,6 +388,10 @@ class ChatSpan:
             finish = "error" if failure is not None else _finish_reason(metadata)
             if finish is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", (finish,))
+            if self.first_chunk_at is not None:
+                span.set_attribute(
+                    "gen_ai.response.time_to_first_chunk", self.first_chunk_at - self.started
+                )
             if reply is not None and telemetry.content.enabled:
                 _set_output_content(span, reply, telemetry.content)
             if failure is not None:
