@@ -33,6 +33,7 @@ from cleveractors.agents._approval import (
     not_run,
 )
 from cleveractors.agents._bill import Bill, InFlightCall
+from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -227,6 +228,7 @@ class LLMAgent(Agent):
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
     ) -> None:
+        check_chat_model(model, agent_name=name)
         self.name = name
         self.model = model = prepared_model(
             model, has_stall_limit=limits.stream_stall_timeout_s is not None
