@@ -124,9 +124,12 @@ class _Handler(WireHandler["ScriptedAnthropicServer"]):
 class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
     """An Anthropic Messages API server on a free local port, replaying a script.
 
-    Each POST to `/v1/messages` consumes the next reply (or, as `ScriptedOpenAIServer`
-    explains, the one its conversation so far has come to); a request the script has no reply
-    for gets HTTP 422 `script_exhausted` (it never wraps around, and no client retries it).
+    The script is given as to `ScriptedOpenAIServer`, which spells the rules out: a list hands
+    its replies out in the order requests arrive; a list with `per_conversation=True` gives
+    every conversation its own copy, each request the reply its conversation so far (the
+    top-level `system` and every message) has come to; a mapping from a first user message to
+    a list gives that list to the conversations that start with it. A request the script has no
+    reply for gets HTTP 422 `script_exhausted` (it never wraps around, and no client retries it).
     Streamed replies send the events the API sends: `message_start` (input usage, cache reads and
     writes), `ping`, per content block `content_block_start` / `content_block_delta` /
     `content_block_stop` (`thinking_delta` and `signature_delta`, `text_delta` per word,
@@ -155,7 +158,8 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
             assert server.billed_total.completion_tokens == 2
 
     Args:
-        script: The replies, one per request, in order.
+        script: The replies, one per request, in order; or one list per first user message.
+        per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first content-block event.
         token_interval_s: Server-wide wait between later content-block events.
         host: Address to bind.
@@ -172,21 +176,25 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
 
     def __init__(
         self,
-        script: Sequence[ScriptedReply],
+        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
         *,
+        per_conversation: bool = False,
         first_token_delay_s: float = 0.0,
         token_interval_s: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        scripts = script.values() if isinstance(script, Mapping) else (script,)
+        for replies in scripts:
+            _check_served(replies)
         super().__init__(
-            [],
+            script,
+            per_conversation=per_conversation,
             first_token_delay_s=first_token_delay_s,
             token_interval_s=token_interval_s,
             host=host,
             port=port,
         )
-        self.add_replies(script)
 
     @property
     def base_url(self) -> str:
@@ -195,24 +203,37 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
 
     @property
     def replies_left(self) -> int:
-        """How many scripted replies no request has consumed yet."""
+        """How many replies of a list handed out in arrival order no request has consumed yet.
+
+        Raises:
+            TypeError: the script is per conversation (`per_conversation`, or a mapping), where
+                each conversation has its own count.
+        """
         with self._lock:
+            if self._script.per_conversation:
+                raise TypeError("replies_left needs a script handed out in arrival order")
             return self._script.left()
 
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
-        """Append replies to the end of the script.
+        """Append replies to the end of the script (a single script only; with
+        `per_conversation`, every conversation's copy gets them).
 
         Raises:
             ValueError: a reply sets `omit_usage`, which the Messages API never does.
+            TypeError: the script is a mapping, one list per first user message.
         """
-        for reply in replies:
-            if reply.omit_usage:
-                raise ValueError("the Messages API always reports usage: omit_usage is not served")
+        _check_served(replies)
         super().add_replies(replies)
 
     def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
         """The API's 400 for a well-formed request it refuses (see `request_rejection`)."""
         return request_rejection(body, issued)
+
+
+def _check_served(replies: Sequence[ScriptedReply]) -> None:
+    for reply in replies:
+        if reply.omit_usage:
+            raise ValueError("the Messages API always reports usage: omit_usage is not served")
 
 
 def _signatures(blocks: Sequence[BlockEvents]) -> Iterator[tuple[str, str]]:
