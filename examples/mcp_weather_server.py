@@ -2,7 +2,7 @@
 (2.x: `MCPServer`, which 1.x called `FastMCP`). Its tools are ordinary functions; the SDK builds
 each input schema from the type hints and the description from the docstring.
 
-    cleveractors run examples/mcp_weather_actor.yaml "Weather in Paris?"   # from the repo root
+    cleveractors run examples/mcp_weather_actor.yaml "Weather in Paris?"   # from any folder
 """
 
 from __future__ import annotations

@@ -260,6 +260,7 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
       | neither command nor url      | {name: files, env: {A: hunter2}}                                        | give either 'command' (stdio) or 'url' (streamable HTTP)          |
       | both command and url         | {name: files, command: [x], url: "http://127.0.0.1:1/mcp"}              | give either 'command' (stdio) or 'url' (streamable HTTP)          |
       | env on an HTTP server        | {name: web, url: "http://127.0.0.1:1/mcp", env: {A: hunter2}}           | 'env' is for a 'command' server                                   |
+      | cwd on an HTTP server        | {name: web, url: "http://127.0.0.1:1/mcp", cwd: hunter2}                | agent.mcp_servers.0.cwd: 'cwd' is for a 'command' server          |
       | headers on a command server  | {name: files, command: [x], headers: {X-Trace: hunter2}}                | 'headers' are for a 'url' server                                  |
       | a literal credential header  | {name: web, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer hunter2"}} | agent.mcp_servers.0.headers.Authorization: looks like a credential: give it as '${VARIABLE}' |
       | a literal credential in env  | {name: files, command: [x], env: {API_TOKEN: hunter2}}                  | agent.mcp_servers.0.env.API_TOKEN: looks like a credential        |

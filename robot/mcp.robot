@@ -4,10 +4,12 @@ Documentation       An actor whose tools come from an MCP server over stdio (our
 ...                 scripted OpenAI-compatible server: the counts equal the server's bill, every
 ...                 MCP failure is an error the model reads, and no server process is left behind.
 Resource            resources/common.resource
+Library             McpPathsLibrary
 Test Tags           wire    mcp
 Test Timeout        60 seconds
 Test Setup          Record MCP Server Processes
 Test Teardown       Run Keywords    Close Actor    AND    Stop Scripted OpenAI Servers
+...                 AND    Remove The Folders
 
 
 *** Test Cases ***
@@ -22,6 +24,18 @@ A Server Killed Mid-Call Is An Error The Model Reads, And The Turn Completes
     [Template]    A Killed MCP Server Should Be An Error The Model Reads
     blocking
     streaming
+
+A Stdio Server Beside The Actor File Is Found From Another Folder
+    [Documentation]    The server's `python tool_server.py` is taken from the actor file's
+    ...    folder: `validate` and `run`, started in an empty folder, start it and call it.
+    ${actor}=    Actor File With Its MCP Server Beside It
+    Run Cleveractors From Another Folder    validate    ${actor}
+    Cleveractors Should Have Succeeded
+    Output Should Start With    OK: beside (12 tools)
+    Run Cleveractors From Another Folder    run    ${actor}    Echo Paris.    --json
+    Cleveractors Should Have Succeeded
+    Json Result Should Have Tool Output    call_echo    Paris
+    No MCP Server Process Should Be Running
 
 
 *** Keywords ***

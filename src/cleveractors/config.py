@@ -204,7 +204,12 @@ class McpServer(_Frozen):
     name: str = Field(pattern=_SERVER_NAME_PATTERN)
     """Unique among the agent's servers; names the server in logs, errors and `validate`."""
     command: tuple[str, ...] | None = Field(default=None, min_length=1)
-    """The program and its arguments, started as a child process talking MCP on stdio."""
+    """The program and its arguments, started as a child process talking MCP on stdio. Read
+    from a file, their relative paths are taken from the file's folder, unless `cwd` is given
+    (`docs/mcp.md` says which count as paths)."""
+    cwd: str | None = Field(default=None, min_length=1)
+    """The folder the command runs in (relative: from the actor file's folder); the command and
+    its arguments are then taken as written."""
     env: dict[str, str] = Field(default_factory=dict)
     """Variables for the command's process, on top of a minimal inherited set (PATH, HOME...)."""
     url: str | None = Field(default=None, pattern=r"^https?://")
@@ -270,6 +275,8 @@ def _server_problems(server: Mapping[str, Any]) -> Iterator[_Problem]:
         yield _Problem((), "give either 'command' (stdio) or 'url' (streamable HTTP)")
     if has_url and not has_command and server.get("env"):
         yield _Problem(("env",), "'env' is for a 'command' server; an HTTP server takes 'headers'")
+    if has_url and not has_command and server.get("cwd") is not None:
+        yield _Problem(("cwd",), "'cwd' is for a 'command' server")
     if has_command and not has_url and server.get("headers"):
         yield _Problem(
             ("headers",), "'headers' are for a 'url' server; a command server takes 'env'"

@@ -52,6 +52,7 @@ from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
+from cleveractors.tools.mcp import with_server_paths_beside
 from cleveractors.tracing import Telemetry
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ class ActorExecutor:
             config_dir = Path(source).parent
         if not isinstance(source, ActorConfig):
             source = _validated_config(source, origin, config_dir)
-        config = source
+        config = with_server_paths_beside(source, config_dir)
         tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
         agent: LLMAgent | None = None
         try:

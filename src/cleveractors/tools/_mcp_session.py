@@ -194,7 +194,9 @@ class McpSession:
         # group on close; a child without our environment gets only what env names.
         env = self.server.resolved_env()
         self._secrets.values = tuple(value for value in env.values() if value)
-        stdio = StdioServerParameters(command=_program(program), args=arguments, env=env)
+        stdio = StdioServerParameters(
+            command=_program(program), args=arguments, env=env, cwd=self.server.cwd
+        )
         self._stderr = stack.enter_context(_ServerStderr(self._secrets))
         _spawned.set(self._stderr.processes)
         transport = stdio_client(stdio, errlog=self._stderr.file)

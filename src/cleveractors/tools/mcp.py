@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cleveractors.config import McpServer
+from cleveractors.config import ActorConfig, McpServer
 from cleveractors.errors import ConfigurationError
 from cleveractors.tools.spec import Tool
 
 if TYPE_CHECKING:
     from cleveractors.tools._mcp_session import McpSession
 
-__all__ = ["McpToolbox"]
+__all__ = ["McpToolbox", "servers_beside", "with_server_paths_beside"]
 
 
 def _import_session_class() -> type[McpSession]:
@@ -138,3 +139,50 @@ class McpToolbox:
     async def _close_sessions(self) -> None:
         for session in self._sessions:
             await session.close()
+
+
+def with_server_paths_beside(config: ActorConfig, config_dir: Path | None) -> ActorConfig:
+    """`config` with its stdio MCP servers' relative paths taken from `config_dir`, the actor
+    file's folder, as its handlers and SQLite path are; unchanged without one (a dict)."""
+    agent = config.agent
+    if config_dir is None or not agent.mcp_servers:
+        return config
+    servers = servers_beside(agent.mcp_servers, config_dir)
+    return config.model_copy(update={"agent": agent.model_copy(update={"mcp_servers": servers})})
+
+
+def servers_beside(servers: Sequence[McpServer], folder: Path) -> tuple[McpServer, ...]:
+    """Each stdio server with its relative paths taken from `folder`.
+
+    A server with a `cwd` runs there (a relative `cwd` is taken from `folder`), its command as
+    written. Without one, the program is taken from `folder` when it is a relative path with a
+    `/` (a bare name is looked up on PATH, as a shell does), and so is each argument that
+    starts with `./` or `../` (or is `.` or `..`), names a file in `folder`, or names a folder
+    in it by a path with a `/`. Options (`-m`, `--root=...`), module and package names and
+    paths found nowhere in `folder` are passed as written.
+    """
+    folder = folder.absolute()
+    return tuple(_server_beside(server, folder) for server in servers)
+
+
+def _server_beside(server: McpServer, folder: Path) -> McpServer:
+    if server.command is None:
+        return server
+    if server.cwd is not None:
+        return server.model_copy(update={"cwd": str(folder / server.cwd)})
+    program, *arguments = server.command
+    if "/" in program and not Path(program).is_absolute():
+        program = str(folder / program)
+    resolved = [str(folder / word) if _is_path(word, folder) else word for word in arguments]
+    return server.model_copy(update={"command": (program, *resolved)})
+
+
+def _is_path(argument: str, folder: Path) -> bool:
+    """Whether a command's argument is a relative path to take from `folder`. A bare name
+    counts only as a file: a folder of that name is as likely a package run with `-m`."""
+    if not argument or argument.startswith("-") or Path(argument).is_absolute():
+        return False
+    if argument in (".", "..") or argument.startswith(("./", "../")):
+        return True
+    beside = folder / argument
+    return beside.is_file() or ("/" in argument and beside.exists())
