@@ -60,3 +60,8 @@ Feature: A stdio MCP server's relative paths mean the same from every folder
     Given a folder holding the files "server.py", "tools/run.py" and "../shared.txt", and the folders "data/inbox" and "files_server"
     When an actor file in that folder runs its stdio MCP server in the cwd "tools" as "python server.py"
     Then the server runs in the actor's folder's "tools", its command "python server.py" as written
+
+  Scenario: A streamable HTTP server's entry is left as it is
+    Given a folder holding the files "server.py", "tools/run.py" and "../shared.txt", and the folders "data/inbox" and "files_server"
+    When an actor file in that folder uses the streamable HTTP MCP server "http://127.0.0.1:9/mcp"
+    Then the server's entry is the URL "http://127.0.0.1:9/mcp" with no command and no cwd

@@ -158,3 +158,18 @@ def _then_cwd(context: Context, cwd: str, command: str) -> None:
     server = context.mcp_server
     assert server.cwd == str(context.actor_folder / cwd), server
     assert server.command == tuple(command.split()), server
+
+
+@when('an actor file in that folder uses the streamable HTTP MCP server "{url}"')
+def _when_http(context: Context, url: str) -> None:
+    actor = _actor(["unused"])
+    actor["agent"]["mcp_servers"] = [{"name": "web", "url": url}]  # type: ignore[index]
+    path = _write_actor(context.actor_folder, actor)
+    config = with_server_paths_beside(load_actor_config(path), path.parent)
+    (context.mcp_server,) = config.agent.mcp_servers
+
+
+@then('the server\'s entry is the URL "{url}" with no command and no cwd')
+def _then_http(context: Context, url: str) -> None:
+    server = context.mcp_server
+    assert (server.url, server.command, server.cwd) == (url, None, None), server
