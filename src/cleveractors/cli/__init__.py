@@ -32,8 +32,8 @@ from __future__ import annotations
 import sys
 
 try:  # the console script is installed even without the extra
-    import rich.console  # noqa: F401
-    import typer.core  # noqa: F401
+    import typer  # noqa: F401
+    from rich import console  # noqa: F401
 except ImportError as _missing:
     sys.stderr.write(
         f"error: the command line needs {_missing.name!r}: pip install 'cleveractors[cli]'\n"

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -37,6 +37,9 @@ from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
 )
+
+if TYPE_CHECKING:  # the store extra is imported when a command needs it
+    from cleveractors.store import SqlStore
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,10 @@ def resume(
 def list_approvals(
     actor: Annotated[Path, ACTOR_ARGUMENT],
     run: Annotated[
-        str | None, typer.Option("--run", help="Only this paused run's calls.", metavar="RUN_ID")
+        str | None,
+        typer.Option(
+            "--run", help="Only this run's calls, in every segment of it.", metavar="RUN_ID"
+        ),
     ] = None,
     session: Annotated[
         str | None, typer.Option(help="Only this session's calls.", metavar="ID")
@@ -205,12 +211,12 @@ def list_approvals(
 ) -> None:
     """List every decision on a gated tool call kept in ACTOR's store, oldest first: when, who,
     the run and call, the tool, the decision (approve, edit, reject, respond, or expired /
-    superseded when nobody decided), the reason and the edited arguments."""
+    superseded when nobody decided), the reason and the edited arguments. With --run, the
+    run's whole chain of segments: the first run and each resumption, whichever of their ids
+    is given."""
     store = open_store(actor, store_url)
     try:
-        records = asyncio.run(
-            in_store(store, lambda: store.approvals(run_id=run, session_id=session))
-        )
+        records = asyncio.run(in_store(store, lambda: _records(store, run, session)))
     except CleverActorsError as exc:
         fail(str(exc))
     if as_json:
@@ -218,3 +224,13 @@ def list_approvals(
         out.file.write(json.dumps(rows, indent=2) + "\n")
         return
     print_unsqueezed(out, approvals_table(records))
+
+
+async def _records(store: SqlStore, run: str | None, session: str | None) -> list[ApprovalRecord]:
+    if run is None:
+        return await store.approvals(session_id=session)
+    return [
+        record
+        for segment in await store.run_segments(run)
+        for record in await store.approvals(run_id=segment, session_id=session)
+    ]

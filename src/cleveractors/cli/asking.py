@@ -18,6 +18,9 @@ from cleveractors.cli.render import call_label
 LineReader = Callable[[str], Awaitable[str | None]]
 """Shows a prompt and returns the line typed (without its newline); None at end of input."""
 
+EditCheck = Callable[[PendingApproval, dict[str, object]], str | None]
+"""Why a call's edited arguments cannot be taken (they break the tool's schema), or None."""
+
 _CHOICES = {"a": "approve", "approve": "approve", "e": "edit", "edit": "edit"}
 _CHOICES |= {"r": "reject", "reject": "reject"}
 
@@ -50,30 +53,40 @@ async def ask_decisions(
     console: Console,
     read_line: LineReader,
     *,
+    check_edit: EditCheck,
     problem: tuple[str, str] | None = None,
 ) -> list[ApprovalDecision] | None:
     """Ask about each pending call (its tool and arguments shown): approve, edit with new JSON
     arguments (asked again until they are a JSON object), or reject with an optional reason.
-    With `problem` (a call id and why its last edit was refused), only that call is asked again.
+    An edit `check_edit` refuses is refused at once, and the call asked about again. With
+    `problem` (a call id and why the run refused its last edit), only that call is asked again.
     None when the person ends the input (Ctrl-D) before every call has a decision."""
     decisions: list[ApprovalDecision] = []
+    asker = _Asker(read_line, console, check_edit)
     try:
         for call in pending:
             if problem is not None and call.call_id != problem[0]:
                 continue
             if problem is not None:
-                console.print(Text(f"the edit was refused: {problem[1]}", style="yellow"))
-            console.print(
-                Text.assemble(
-                    ("approval needed: ", "bold yellow"),
-                    (call_label(call.name, call.arguments), "bold"),
-                    (f"  [call {call.call_id}]", "dim"),
-                )
-            )
-            decisions.append(await _ask_one(call, console, _Asker(read_line)))
+                _refuse_edit(console, problem[1])
+            decisions.append(await asker.decide(call))
     except _LeftUndecided:
         return None
     return decisions
+
+
+def _show_call(console: Console, call: PendingApproval) -> None:
+    console.print(
+        Text.assemble(
+            ("approval needed: ", "bold yellow"),
+            (call_label(call.name, call.arguments), "bold"),
+            (f"  [call {call.call_id}]", "dim"),
+        )
+    )
+
+
+def _refuse_edit(console: Console, why: str) -> None:
+    console.print(Text(f"the edit was refused: {why}", style="yellow"))
 
 
 class _LeftUndecided(Exception):
@@ -83,42 +96,64 @@ class _LeftUndecided(Exception):
 @dataclass(frozen=True)
 class _Asker:
     read_line: LineReader
+    console: Console
+    check_edit: EditCheck
 
-    async def __call__(self, prompt: str) -> str:
+    async def ask(self, prompt: str) -> str:
         line = await self.read_line(prompt)
         if line is None:
             raise _LeftUndecided
         return line
 
-
-async def _ask_one(call: PendingApproval, console: Console, ask: _Asker) -> ApprovalDecision:
-    while True:
-        choice = _CHOICES.get((await ask("approve, edit or reject? [a/e/r] ")).strip().lower())
-        if choice == "approve":
-            return ApprovalDecision(call_id=call.call_id, decision="approve", digest=call.digest)
-        if choice == "reject":
-            reason = (await ask("reason (optional, Enter for none): ")).strip()
-            return ApprovalDecision(
-                call_id=call.call_id, decision="reject", digest=call.digest, reason=reason or None
+    async def decide(self, call: PendingApproval) -> ApprovalDecision:
+        """Ask until the call has a decision; an edit that is refused is asked about again."""
+        while True:
+            _show_call(self.console, call)
+            decision = await self._choose(call)
+            refusal = (
+                None if decision.arguments is None else self.check_edit(call, decision.arguments)
             )
-        if choice == "edit":
-            return await _ask_edit(call, console, ask)
-        console.print(Text("type a (approve), e (edit) or r (reject)", style="yellow"))
+            if refusal is None:
+                return decision
+            _refuse_edit(self.console, refusal)
 
+    async def _choose(self, call: PendingApproval) -> ApprovalDecision:
+        while True:
+            choice = _CHOICES.get(
+                (await self.ask("approve, edit or reject? [a/e/r] ")).strip().lower()
+            )
+            if choice == "approve":
+                return ApprovalDecision(
+                    call_id=call.call_id, decision="approve", digest=call.digest
+                )
+            if choice == "reject":
+                reason = (await self.ask("reason (optional, Enter for none): ")).strip()
+                return ApprovalDecision(
+                    call_id=call.call_id,
+                    decision="reject",
+                    digest=call.digest,
+                    reason=reason or None,
+                )
+            if choice == "edit":
+                return await self._edit(call)
+            self.console.print(Text("type a (approve), e (edit) or r (reject)", style="yellow"))
 
-async def _ask_edit(call: PendingApproval, console: Console, ask: _Asker) -> ApprovalDecision:
-    shown = json.dumps(call.arguments) if isinstance(call.arguments, dict) else call.arguments
-    console.print(Text(f"the arguments now: {shown}", style="dim"))
-    while True:
-        typed = await ask("new arguments (a JSON object): ")
-        try:
-            arguments = json.loads(typed)
-        except json.JSONDecodeError as exc:
-            console.print(Text(f"that is not JSON ({exc}); try again", style="yellow"))
-            continue
-        if not isinstance(arguments, dict):
-            console.print(Text("the arguments must be a JSON object {...}; try again", "yellow"))
-            continue
-        return ApprovalDecision(
-            call_id=call.call_id, decision="edit", digest=call.digest, arguments=arguments
-        )
+    async def _edit(self, call: PendingApproval) -> ApprovalDecision:
+        console = self.console
+        shown = json.dumps(call.arguments) if isinstance(call.arguments, dict) else call.arguments
+        console.print(Text(f"the arguments now: {shown}", style="dim"))
+        while True:
+            typed = await self.ask("new arguments (a JSON object): ")
+            try:
+                arguments = json.loads(typed)
+            except json.JSONDecodeError as exc:
+                console.print(Text(f"that is not JSON ({exc}); try again", style="yellow"))
+                continue
+            if not isinstance(arguments, dict):
+                console.print(
+                    Text("the arguments must be a JSON object {...}; try again", "yellow")
+                )
+                continue
+            return ApprovalDecision(
+                call_id=call.call_id, decision="edit", digest=call.digest, arguments=arguments
+            )

@@ -77,7 +77,7 @@ def ledger_table(report: UsageReport) -> Table:
         cells = [
             row.recorded_at.strftime("%Y-%m-%d %H:%M:%S"),
             row.session_id or "",
-            row.run_id[:12],
+            row.run_id,
             str(row.call_index),
             row.purpose,
             str(row.attempt),

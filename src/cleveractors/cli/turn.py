@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -20,8 +20,10 @@ from cleveractors.cli.actor import opened, run_error_line
 from cleveractors.cli.asking import LineReader, ask_decisions, read_terminal_line
 from cleveractors.cli.command import SIGTERM_EXIT, err, fail, fail_configured, out
 from cleveractors.cli.render import EventRenderer, call_label, print_unsqueezed, usage_table
+from cleveractors.cli.schema import edit_check
 from cleveractors.cli.segments import PAUSED_EXIT, Segments, print_pause
 from cleveractors.errors import (
+    ApprovalError,
     CleverActorsError,
     ConfigurationError,
     InvalidDecisionError,
@@ -131,15 +133,18 @@ async def run_to_the_end(
     ask: LineReader | None,
 ) -> ExecutionResult:
     """Run the turn, each segment kept in `segments`; while it pauses and a person can be asked
-    (`ask`), ask about its pending calls and resume it. An edit the run refuses (its arguments
-    fail the tool's schema) is asked again. Returns the last segment's result."""
+    (`ask`), ask about its pending calls and resume it. An edit that breaks the tool's schema is
+    refused as it is typed; one the run refuses is asked again. Returns the last segment's
+    result."""
     result = await _shown_turn(runner, executor, turn, view)
     segments.add(result)
     decided: dict[str, ApprovalDecision] = {}
     problem: tuple[str, str] | None = None
     while result.status == "paused" and ask is not None:
         pending = result.pending_approvals
-        answers = await ask_decisions(pending, out, ask, problem=problem)
+        answers = await ask_decisions(
+            pending, out, ask, check_edit=edit_check(executor.tools), problem=problem
+        )
         if answers is None:
             break  # left undecided: the run stays paused
         decided |= {decision.call_id: decision for decision in answers}
@@ -200,10 +205,12 @@ def run_shown(
     segments = Segments()
     runner = _run_blocking if output.no_stream else run_live
 
-    def work() -> Awaitable[ExecutionResult]:
+    async def work() -> ExecutionResult:
+        if turn.resuming is not None:
+            await _check_resumption(executor, turn.resuming, turn.decisions, view)
         if output.events:
-            return _print_events(executor, turn)
-        return run_to_the_end(runner, executor, turn, view, segments, ask=ask)
+            return await _print_events(executor, turn)
+        return await run_to_the_end(runner, executor, turn, view, segments, ask=ask)
 
     try:
         result = asyncio.run(opened(executor, work))
@@ -211,7 +218,9 @@ def run_shown(
         _report_spent(executor, segments, as_json=as_json)
         fail_configured(exc)
     except RUN_ERRORS as exc:
-        _report_spent(executor, segments, as_json=as_json)
+        # A refused resumption ran nothing: its empty result is no segment to bill.
+        is_refused = isinstance(exc, ApprovalError)
+        _report_spent(executor, segments, as_json=as_json, is_refused=is_refused)
         fail(run_error_line(exc, actor, output.base_url))
     except KeyboardInterrupt:
         _report_spent(executor, segments, as_json=as_json)
@@ -228,6 +237,29 @@ def run_shown(
         shown_on = out if view is not None else err  # --json / --events keep stdout theirs
         print_pause(shown_on, str(actor), result, has_store=executor.store is not None)
         raise typer.Exit(PAUSED_EXIT)
+
+
+async def _check_resumption(
+    executor: ActorExecutor,
+    run_id: str,
+    decisions: Sequence[ApprovalDecision],
+    view: EventRenderer | None,
+) -> None:
+    """Before a resumption runs: a decision on a call the run does not wait for is refused
+    with the ids it waits for, and the view names the decided calls with their arguments, as
+    `run` names them."""
+    pending = (await executor.paused_run(run_id)).pending
+    waiting = [call.call_id for call in pending]
+    for decision in decisions:
+        if decision.call_id not in waiting:
+            raise InvalidDecisionError(
+                f"run {run_id!r} has no pending call {decision.call_id!r} "
+                f"(it waits for {', '.join(waiting)})",
+                run_id=run_id,
+                call_id=decision.call_id,
+            )
+    if view is not None:
+        view.name_calls(decided_labels(pending, {d.call_id: d for d in decisions}))
 
 
 def _stopped_line(how: str, executor: ActorExecutor, segments: Segments) -> str:
@@ -251,9 +283,12 @@ def _print_usage(console: Console, segments: Segments) -> None:
         console.print(line)
 
 
-def _report_spent(executor: ActorExecutor, segments: Segments, *, as_json: bool) -> None:
+def _report_spent(
+    executor: ActorExecutor, segments: Segments, *, as_json: bool, is_refused: bool = False
+) -> None:
     """Show what a failed or interrupted run spent, in every segment (none when nothing ran)."""
-    segments.add(executor.last_result)
+    if not is_refused:
+        segments.add(executor.last_result)
     spent = segments.last
     if spent is not None and as_json:
         out.file.write(spent.model_dump_json(indent=2) + "\n")
