@@ -295,6 +295,11 @@ Chat Asks About A Gated Call As Run Does, And Keeps The Answered Turn
     Chat Should Prompt Again
     Type In Chat    ${REQUEST}
     Chat Should Show    ${QUESTION}
+    Type In Chat    e
+    Type In Chat    {"order": "A1", "amount": "twenty"}
+    Chat Should Show
+    ...    the edit was refused: the edited arguments of call 'call_refund' (refund) fail the tool's schema at amount: 'twenty' is not of type 'number'
+    Chat Should Show    ${QUESTION}
     End Input In Terminal
     Chat Should Show    the calls were left undecided; this turn is not kept, the chat goes on
     Chat Should Show    in 2 turns

@@ -22,9 +22,10 @@ Ctrl-C stops it).
 
 One module per command family (`run`, `chat`, `validate`, `serve`, `store` for `usage` and
 `store prune`, `approvals` for `resume` and `approvals`), over what they share: `turn` (a turn
-shown live, asked about, billed), `actor` (the config and executor a command needs), `asking`
-and `segments` (a person's decisions, a run's segments), `command` (the app, its consoles, the
-error lines) and `render` (events, usage tables). Nothing below imports a command module.
+shown live, asked about, billed; `turn.run_turn` is the one call of the executor's run
+methods), `actor` (the config and executor a command needs), `asking`, `schema` and `segments`
+(a person's decisions and their check, a run's segments), `command` (the app, its consoles,
+the error lines) and `render` (events, usage tables). Nothing below imports a command module.
 """
 
 from __future__ import annotations

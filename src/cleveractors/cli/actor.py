@@ -17,10 +17,7 @@ from langchain_core.exceptions import ModelConnectionError, ModelTimeoutError
 from cleveractors.cli.command import fail
 from cleveractors.cli.render import EventRenderer
 from cleveractors.config import ActorConfig, StoreConfig, load_actor_config, read_actor_source
-from cleveractors.errors import (
-    ConfigurationError,
-    redact_url,
-)
+from cleveractors.errors import ConfigurationError, redact_url
 from cleveractors.executor import ActorExecutor
 
 if TYPE_CHECKING:  # the store and web extras are imported when a command needs them

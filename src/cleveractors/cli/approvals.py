@@ -33,10 +33,7 @@ from cleveractors.cli.command import (
 )
 from cleveractors.cli.render import EventRenderer, print_unsqueezed
 from cleveractors.cli.turn import Output, Turn, run_shown
-from cleveractors.errors import (
-    CleverActorsError,
-    ConfigurationError,
-)
+from cleveractors.errors import CleverActorsError, ConfigurationError
 
 if TYPE_CHECKING:  # the store extra is imported when a command needs it
     from cleveractors.store import SqlStore

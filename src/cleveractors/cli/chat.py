@@ -21,9 +21,7 @@ from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, err, fail, ou
 from cleveractors.cli.render import EventRenderer, money, one_line, print_unsqueezed, usage_table
 from cleveractors.cli.segments import Segments
 from cleveractors.cli.turn import RUN_ERRORS, Turn, read_answer, run_live, run_to_the_end
-from cleveractors.errors import (
-    ConfigurationError,
-)
+from cleveractors.errors import ConfigurationError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
 from cleveractors.usage import LLMCallUsage

@@ -13,9 +13,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from cleveractors.cli.render import one_line
-from cleveractors.errors import (
-    ConfigurationError,
-)
+from cleveractors.errors import ConfigurationError
 
 _ACTOR_HELP = "The actor's YAML config."
 ACTOR_ARGUMENT = typer.Argument(help=_ACTOR_HELP, metavar="ACTOR", show_default=False)

@@ -16,9 +16,7 @@ from cleveractors.cli.actor import (
 from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, fail_configured, out
 from cleveractors.cli.render import EventRenderer
 from cleveractors.cli.turn import Output, Turn, run_shown
-from cleveractors.errors import (
-    ConfigurationError,
-)
+from cleveractors.errors import ConfigurationError
 
 
 @app.command(cls=Command, short_help="Send a message; see the answer and its tokens.")

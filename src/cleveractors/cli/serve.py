@@ -13,9 +13,7 @@ import typer
 
 from cleveractors.cli.actor import build_executor, export_telemetry
 from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, fail, fail_configured, out
-from cleveractors.errors import (
-    ConfigurationError,
-)
+from cleveractors.errors import ConfigurationError
 from cleveractors.executor import ActorExecutor
 
 _WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}

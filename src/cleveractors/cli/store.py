@@ -15,9 +15,7 @@ from rich.table import Table
 from cleveractors.cli.actor import in_store, open_store
 from cleveractors.cli.command import ACTOR_ARGUMENT, STORE_URL_OPTION, Command, app, fail, out
 from cleveractors.cli.render import money, print_unsqueezed
-from cleveractors.errors import (
-    CleverActorsError,
-)
+from cleveractors.errors import CleverActorsError
 
 if TYPE_CHECKING:  # the store and web extras are imported when a command needs them
     from cleveractors.store import UsageReport

@@ -12,10 +12,7 @@ from cleveractors.cli.actor import opened
 from cleveractors.cli.command import ACTOR_ARGUMENT, SIGTERM_EXIT, Command, app, err, out
 from cleveractors.cli.schema import schema_problem
 from cleveractors.config import load_actor_config
-from cleveractors.errors import (
-    ConfigurationError,
-    McpServerError,
-)
+from cleveractors.errors import ConfigurationError, McpServerError
 from cleveractors.executor import ActorExecutor
 from cleveractors.tools import Tool
 
