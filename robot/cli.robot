@@ -155,11 +155,19 @@ Validate Accepts The Demo Actor
     ...    get_weather [python]    convert_temperature [python]
     Error Output Should Not Contain    Warning
 
+Validate Checks A Stub Script's Tool Arguments Against The Tool's Schema
+    ${actor}    Actor Whose Script Calls A Tool With Arguments Its Schema Refuses
+    Run Cleveractors    validate    ${actor}
+    Command Should Fail With Exit Code    1
+    Error Output Should Be Lines
+    ...    INVALID: ${actor}: the script's tool calls do not fit their tools (1 problem)
+    ...    ${SPACE * 2}agent.script.1.tool_calls.0.args: script step 2 calls 'get_weather' with arguments that fail its schema at city: 42 is not of type 'string'
+
 Validate Accepts The Old Name Of A Renamed Key And Warns
     ${actor}    Actor With The Old Name Of Max Tool Rounds
     Run Cleveractors    validate    ${actor}
     Command Should Succeed
-    Output Should List Tools    OK: cli-test (1 tools)    get_weather [python]
+    Output Should List Tools    OK: cli-test (1 tool)    get_weather [python]
     Error Output Should Contain
     ...    DeprecationWarning: agent.tool_max_rounds is deprecated, use agent.max_tool_rounds; the old name goes in 1.0
 
@@ -359,7 +367,7 @@ A Handler Beside The YAML Validates And Runs From Another Folder
     ${elsewhere}    Another Folder
     Run Cleveractors In Folder    ${elsewhere}    validate    ${actor}
     Command Should Succeed
-    Output Should Show Line    OK: calculator (1 tools)
+    Output Should Show Line    OK: calculator (1 tool)
     Run Cleveractors In Folder    ${elsewhere}    run    ${actor}    What is 2 + 3?    --no-stream
     Command Should Succeed
     Output Should Show Finished Tool Call    add    a=${2}    b=${3}

@@ -14,6 +14,7 @@ Test Timeout        90 seconds
 *** Variables ***
 ${REQUEST}          Refund 30 on order A1.
 ${ASKED}            approval needed: refund(order="A1", amount=30)
+${ASKED_B2}         approval needed: refund(order="B2", amount=15)
 ${QUESTION}         approve, edit or reject? [a/e/r]
 ${ANSWER}           That is settled.
 
@@ -70,8 +71,7 @@ On A Terminal An Edit Is Asked Again Until It Is A JSON Object The Tool Accepts
     Terminal Should Show    the arguments must be a JSON object
     Type In Terminal    {"order": "A1", "amount": "twenty"}
     Terminal Should Show
-    ...    the edit was refused: the edited arguments of call 'call_refund' (refund) of run
-    Terminal Should Show    fail the tool's schema at amount: 'twenty' is not of type 'number'
+    ...    the edit was refused: the edited arguments of call 'call_refund' (refund) fail the tool's schema at amount: 'twenty' is not of type 'number'
     Terminal Should Show    ${ASKED}
     Type In Terminal    e
     Type In Terminal    {"order": "A1", "amount": 20}
@@ -83,6 +83,31 @@ On A Terminal An Edit Is Asked Again Until It Is A JSON Object The Tool Accepts
     Should Be Equal    ${refunds}    ${{ ["A1 20"] }}
     ${read}    Tool Output Read In Session    ${actor}    s-edit
     Should Contain    ${read}    A reviewer changed this call's arguments to {"amount": 20, "order": "A1"}
+    [Teardown]    Stop Chat
+
+An Edit That Breaks The Schema Is Refused As It Is Typed, Before The Next Call's Question
+    ${actor}    Actor Whose Refunds Need Approval    calls=2
+    Start Cleveractors In A Terminal    run    ${actor}    ${REQUEST}
+    Terminal Should Show    ${QUESTION}
+    Type In Terminal    e
+    Type In Terminal    {"order": "A1", "amount": "twenty"}
+    ${shown}    Terminal Should Show
+    ...    the edit was refused: the edited arguments of call 'call_refund' (refund) fail the tool's schema at amount: 'twenty' is not of type 'number'
+    Should Not Contain    ${shown}    ${ASKED_B2}
+    ${shown}    Terminal Should Show    ${QUESTION}
+    Should Contain    ${shown}    ${ASKED}
+    Should Not Contain    ${shown}    ${ASKED_B2}
+    Type In Terminal    e
+    Type In Terminal    {"order": "A1", "amount": 20}
+    Terminal Should Show    ${ASKED_B2}
+    Terminal Should Show    ${QUESTION}
+    Type In Terminal    a
+    Terminal Should Show    tool refund(order="A1", amount=20) edited
+    Terminal Should Show    tool refund(order="B2", amount=15) approved
+    Terminal Should Show    ${ANSWER}
+    Terminal Command Should Exit With Code    0
+    ${refunds}    Refunds Made By    ${actor}
+    Should Be Equal    ${refunds}    ${{ ["A1 20", "B2 15"] }}
     [Teardown]    Stop Chat
 
 Not On A Terminal The Run Pauses With Exit 3, And Resume Finishes It Once
@@ -97,7 +122,8 @@ Not On A Terminal The Run Pauses With Exit 3, And Resume Finishes It Once
     Should Be Empty    ${refunds}
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}    --approve    call_refund
     Command Should Succeed
-    Output Should Show Line    tool refund approved
+    Output Should Show Line    tool refund(order="A1", amount=30) approved
+    Output Should Show A Line Matching    tool refund\\(order="A1", amount=30\\) finished in \\d+\\.\\d\\ds
     Output Should Show Answer    ${ANSWER}
     Usage Table Total Should Be    44
     ${refunds}    Refunds Made By    ${actor}
@@ -105,9 +131,13 @@ Not On A Terminal The Run Pauses With Exit 3, And Resume Finishes It Once
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}    --approve    call_refund
     Command Should Fail With Exit Code    1
     Error Output Should Start With    ApprovalConflictError: run '${run_id}' was already resumed (by run run_
+    Error Output Should Not Contain    Token usage
     ${refunds}    Refunds Made By    ${actor}
     Should Be Equal    ${refunds}    ${{ ["A1 30"] }}
     Ledger Should Bill Tokens    ${actor}    69    runs=2
+    # The ledger names each run whole, as `resume` and `approvals --run` take it.
+    Run Cleveractors    usage    ${actor}
+    Output Should Show A Line Matching    \\s*\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\s+${run_id}\\s+1\\s+round\\s.*
 
 Approvals Lists Who Decided What, When, For Which Run And Call
     ${actor}    Actor Whose Refunds Need Approval
@@ -130,16 +160,23 @@ Resume Refuses What It Cannot Decide, And Keeps The Run Paused
     Run Cleveractors Without A Terminal    resume    ${actor}    run_nowhere    --approve    call_refund
     Command Should Fail With Exit Code    1
     Error Output Should Be    RunNotFoundError: no paused run 'run_nowhere'
+    Error Output Should Not Contain    Token usage
     Run Cleveractors Without A Terminal    run    ${actor}    ${REQUEST}
     ${run_id}    Paused Run Id Should Be Printed
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}    --approve    call_other
     Command Should Fail With Exit Code    1
-    Error Output Should Be    InvalidDecisionError: run '${run_id}' has no pending call 'call_other'
+    Error Output Should Be
+    ...    InvalidDecisionError: run '${run_id}' has no pending call 'call_other' (it waits for call_refund)
+    Error Output Should Not Contain    Token usage
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}
     ...    --edit    call_refund:{"order": "A1", "amount": "all"}
     Command Should Fail With Exit Code    1
     Error Output Should Be
     ...    InvalidDecisionError: the edited arguments of call 'call_refund' (refund) of run '${run_id}' fail the tool's schema at amount: 'all' is not of type 'number'
+    Error Output Should Not Contain    Token usage
+    Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}    --json    --approve    call_other
+    Command Should Fail With Exit Code    1
+    Output Should Be Empty
     ${refunds}    Refunds Made By    ${actor}
     Should Be Empty    ${refunds}
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}
@@ -152,6 +189,9 @@ Resume Refuses What It Cannot Decide, And Keeps The Run Paused
     Should Be Equal    ${refunds}    ${{ ["A1 10"] }}
     Run Cleveractors    approvals    ${actor}    --run    ${run_id}
     Output Should Show A Line Matching    .*call_refund\\s+refund\\s+edit\\s+{"amount": 10, "order": "A1"}\\s*
+    # The resumed segment's id names the same run: its whole chain of segments is listed.
+    Run Cleveractors    approvals    ${actor}    --run    ${result.run_id}
+    Output Should Show A Line Matching    .*${run_id}\\s+call_refund\\s+refund\\s+edit\\s+{"amount": 10, "order": "A1"}\\s*
 
 Resume Options Of The Wrong Form Exit 2 Before Anything Runs
     [Template]    Resume Option Should Be Refused
@@ -169,7 +209,7 @@ A Respond Decision Gives The Model A Person's Text Instead Of Running The Tool
     Run Cleveractors Without A Terminal    resume    ${actor}    ${run_id}
     ...    --respond    call_refund:Refunded by hand already.    --no-stream
     Command Should Succeed
-    Output Should Show Line    tool refund answered by a person
+    Output Should Show Line    tool refund(order="A1", amount=30) answered by a person
     ${refunds}    Refunds Made By    ${actor}
     Should Be Empty    ${refunds}
     ${read}    Tool Output Read In Session    ${actor}    s-respond
@@ -254,6 +294,11 @@ Chat Asks About A Gated Call As Run Does, And Keeps The Answered Turn
     Chat Should Show    in 1 turn
     Chat Should Prompt Again
     Type In Chat    ${REQUEST}
+    Chat Should Show    ${QUESTION}
+    Type In Chat    e
+    Type In Chat    {"order": "A1", "amount": "twenty"}
+    Chat Should Show
+    ...    the edit was refused: the edited arguments of call 'call_refund' (refund) fail the tool's schema at amount: 'twenty' is not of type 'number'
     Chat Should Show    ${QUESTION}
     End Input In Terminal
     Chat Should Show    the calls were left undecided; this turn is not kept, the chat goes on

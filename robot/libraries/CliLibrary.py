@@ -253,6 +253,17 @@ class CliLibrary:
         return self._write_stub_actor([{"text": "Hi."}], tool_max_rounds=2)
 
     @keyword
+    def actor_whose_script_calls_a_tool_with_arguments_its_schema_refuses(self) -> str:
+        """Writes an actor whose second reply calls `get_weather` with a number for `city`."""
+        return self._write_stub_actor(
+            [
+                {"text": "Hello."},
+                {"tool_calls": [{"name": "get_weather", "args": {"city": 42}}]},
+                {"text": "Done."},
+            ]
+        )
+
+    @keyword
     def remote_actor_without_a_model_and_with_a_mistyped_field(self) -> str:
         """Writes an `openai` actor with no `model` and `tool_max_round` (a misspelt key)."""
         agent = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "tool_max_round": 3}
@@ -448,11 +459,13 @@ class CliLibrary:
 
     @keyword
     def actor_whose_refunds_need_approval(
-        self, store: bool = True, timeout_s: float | None = None
+        self, store: bool = True, timeout_s: float | None = None, calls: int = 1
     ) -> str:
         """Copies robot/actors/cli_approvals.yaml and its refund tool (whose every call is gated)
         into a folder of their own, with its SQLite store there unless STORE is false; the tool
-        records its refunds beside itself. TIMEOUT_S sets `approval_timeout_s`."""
+        records its refunds beside itself. TIMEOUT_S sets `approval_timeout_s`. With CALLS 2,
+        the model asks for a second refund (15 on order B2, `call_refund_b2`) in the same
+        round."""
         folder = (self._output_folder("approvals") / f"actor-{time.time_ns()}").resolve()
         folder.mkdir(parents=True)
         shutil.copy(ACTORS / "cli_refunds.py", folder)
@@ -461,6 +474,13 @@ class CliLibrary:
             config.pop("store")
         if timeout_s is not None:
             config["agent"]["approval_timeout_s"] = float(timeout_s)
+        if int(calls) == 2:
+            second = {
+                "name": "refund",
+                "args": {"order": "B2", "amount": 15},
+                "id": "call_refund_b2",
+            }
+            config["agent"]["script"][0]["tool_calls"].append(second)
         path = folder / "refunds.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return str(path)
@@ -1026,6 +1046,18 @@ class CliLibrary:
         """Standard output is exactly this line."""
         if self._last().stdout != expected + "\n":
             raise AssertionError(f"output was {self._last().stdout!r}, expected {expected!r}")
+
+    @keyword
+    def output_should_be_empty(self) -> None:
+        if self._last().stdout:
+            raise AssertionError(f"standard output is not empty:\n{self._last().stdout}")
+
+    @keyword
+    def error_output_should_be_lines(self, *lines: str) -> None:
+        """Standard error is exactly these lines."""
+        if self._last().stderr.splitlines() != list(lines):
+            expected = "\n".join(lines)
+            raise AssertionError(f"error output is not:\n{expected}\nbut:\n{self._last().stderr}")
 
     @keyword
     def output_should_list_tools(self, first_line: str, *tools: str) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "keep_pause",
     "list_approvals",
     "pause_of_session",
+    "run_segments",
     "segment_status",
     "supersede_pause",
 ]
@@ -216,6 +217,21 @@ async def list_approvals(
         query = query.where(approvals.c.caller == caller)
     rows = await connection.execute(query.order_by(approvals.c.decided_at, approvals.c.call_id))
     return [_approval_record(row) for row in rows]
+
+
+async def run_segments(connection: AsyncConnection, run_id: str) -> list[str]:
+    """The segments of the run that `run_id` is one of, first to last: each paused segment,
+    then the one that resumed it; `[run_id]` alone for a run that never paused."""
+    chain = [run_id]
+    earlier = select(paused_runs.c.run_id).where(paused_runs.c.resumed_in == chain[0])
+    while (first := (await connection.execute(earlier)).scalar()) is not None:
+        chain.insert(0, first)
+        earlier = select(paused_runs.c.run_id).where(paused_runs.c.resumed_in == first)
+    later = select(paused_runs.c.resumed_in).where(paused_runs.c.run_id == chain[-1])
+    while (last := (await connection.execute(later)).scalar()) is not None:
+        chain.append(last)
+        later = select(paused_runs.c.resumed_in).where(paused_runs.c.run_id == last)
+    return chain
 
 
 async def _end_pause(

@@ -57,6 +57,7 @@ from cleveractors.store.pauses import (
     keep_pause,
     list_approvals,
     pause_of_session,
+    run_segments,
     segment_status,
     supersede_pause,
 )
@@ -451,6 +452,19 @@ class SqlStore:
             return await list_approvals(
                 connection, run_id=run_id, session_id=session_id, caller=caller
             )
+
+    async def run_segments(self, run_id: str) -> list[str]:
+        """The ids of the segments of the run that `run_id` is one of, first to last: the first
+        run, then each resumption (`resumed_from` links them); `[run_id]` when it never paused.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        try:
+            async with self.engine.connect() as connection:
+                return await run_segments(connection, run_id)
+        except SQLAlchemyError as exc:
+            raise _store_error(f"reading the segments of run {run_id}", exc) from exc
 
     async def claim_idempotency_key(
         self, *, caller: str | None, key: str, request_digest: str, run_id: str
