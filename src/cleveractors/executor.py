@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from cleveractors import tokens
 from cleveractors._pause import MemoryPauses, PausedRun
-from cleveractors._turn import ResumeRequest, TurnRequest, run_turn
+from cleveractors.turns import ResumeRequest, TurnRequest, run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
