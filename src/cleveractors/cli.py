@@ -75,6 +75,7 @@ from cleveractors.errors import (
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
 from cleveractors.tools import Tool
+from cleveractors.turns import Resumption
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:  # the store and web extras are imported when a command needs them
@@ -428,7 +429,7 @@ def _typed_store_url(url: str) -> str:
 
 def _events_of(executor: ActorExecutor, turn: _Turn) -> EventStream:
     if turn.resuming is not None:
-        return executor.resume_events(turn.resuming, turn.decisions)
+        return executor.execute_events(Resumption(turn.resuming, turn.decisions))
     return executor.execute_events(turn.message, turn.history, session_id=turn.session)
 
 
@@ -459,7 +460,7 @@ async def _run_blocking(
     among the tool lines."""
     on_event = None if view is None else view.show
     if turn.resuming is not None:
-        return await executor.resume(turn.resuming, turn.decisions, on_event=on_event)
+        return await executor.execute(Resumption(turn.resuming, turn.decisions), on_event=on_event)
     return await executor.execute(
         turn.message, turn.history, session_id=turn.session, on_event=on_event
     )
