@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from pydantic import ValidationError
 
 from cleveractors._pause import MemoryPauses
-from cleveractors.agents._approval import SUPERSEDED, not_run
+from cleveractors.agents._decisions import SUPERSEDED, not_run
 from cleveractors.agents.base import Agent, History
 from cleveractors.approvals import ApprovalDecision, CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.errors import (

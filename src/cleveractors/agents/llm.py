@@ -24,13 +24,9 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import streams_inside_ainvoke
-from cleveractors.agents._approval import (
-    ApprovalGate,
-    ApprovalPolicy,
-    ToolBatches,
-    check_decisions,
-)
+from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
+from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
