@@ -292,13 +292,8 @@ class ActorExecutor:
         can_pause: bool = True,
         on_event: Callable[[Event], None] | None = None,
     ) -> ExecutionResult:
-        """Run a turn to its end: a new message to its answer, or a paused run on, once a
-        person decided on its pending calls (`Resumption`, see `cleveractors.approvals`).
-
-        A resumption is a new run segment, with its own id (`resumed_from` names the paused
-        one), its own ledger rows and result. Approved and edited calls run; when every call of
-        the batch has an answer the model is asked again; while some still wait, the run pauses
-        again, to be resumed by the new segment's id.
+        """Run a turn to its end: a new message to its answer, or a paused run on once a person
+        decided on its pending calls (a `Resumption`: a new run segment, see there).
 
         Args:
             turn: The user's message (a `str`, which is `NewMessage(turn, history, ...)` with
@@ -440,13 +435,6 @@ class ActorExecutor:
     ) -> _BoundTurn:
         """The one path of every entry point: the turn as a `Turn`, with its run id minted now,
         ready to run with a sink, blocking or streaming."""
-        options = {
-            "history": history,
-            "session_id": session_id,
-            "caller": caller,
-            "idempotency_key": idempotency_key,
-            "max_output_tokens": max_output_tokens,
-        }
         if isinstance(turn, str):
             turn = NewMessage(
                 turn,
@@ -457,35 +445,24 @@ class ActorExecutor:
                 max_output_tokens=max_output_tokens,
                 can_pause=can_pause,
             )
-        elif not isinstance(turn, NewMessage | Resumption):
-            raise ConfigurationError(
-                "a turn is a message (str), a NewMessage or a Resumption, not "
-                f"{type(turn).__name__}"
-            )
-        elif given := [name for name, value in options.items() if value is not None]:
-            raise ConfigurationError(
-                f"{', '.join(given)} cannot be given with a {type(turn).__name__}: "
-                "set them on the turn itself"
-            )
-        elif not can_pause:
-            raise ConfigurationError(
-                f"can_pause cannot be given with a {type(turn).__name__}: set it on the turn"
-            )
+        else:
+            options = {
+                "history": history,
+                "session_id": session_id,
+                "caller": caller,
+                "idempotency_key": idempotency_key,
+                "max_output_tokens": max_output_tokens,
+                "can_pause": None if can_pause else can_pause,
+            }
+            _check_turn(turn, [name for name, value in options.items() if value is not None])
         if isinstance(turn, NewMessage):
-            self._check_store_options(turn)
+            for name in ("session_id", "idempotency_key"):
+                if getattr(turn, name) is not None and self.store is None:
+                    raise ConfigurationError(
+                        f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
+                    )
         telemetry = self._telemetry if self._telemetry.is_live else None
         return _BoundTurn(self.agent, self.store, turn, new_run_id(), telemetry, self._pauses)
-
-    def _check_store_options(self, turn: NewMessage) -> None:
-        """A session or an idempotency key needs a store."""
-        for name, value in (
-            ("session_id", turn.session_id),
-            ("idempotency_key", turn.idempotency_key),
-        ):
-            if value is not None and self.store is None:
-                raise ConfigurationError(
-                    f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
-                )
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -513,6 +490,23 @@ class _BoundTurn:
             streaming=streaming,
             telemetry=self.telemetry,
             pauses=self.pauses,
+        )
+
+
+def _check_turn(turn: object, options: list[str]) -> None:
+    """A turn given as an object is a `NewMessage` or a `Resumption`, and carries its options.
+
+    Raises:
+        ConfigurationError: another type, or keyword options given beside the turn.
+    """
+    if not isinstance(turn, NewMessage | Resumption):
+        raise ConfigurationError(
+            f"a turn is a message (str), a NewMessage or a Resumption, not {type(turn).__name__}"
+        )
+    if options:
+        raise ConfigurationError(
+            f"{', '.join(options)} cannot be given with a {type(turn).__name__}: "
+            "set them on the turn itself"
         )
 
 

@@ -99,8 +99,13 @@ class NewMessage:
 @dataclass(frozen=True, slots=True)
 class Resumption:
     """A person's decisions on the pending calls of the paused run segment `run_id`: a turn
-    that goes on with it as a new segment (`cleveractors.approvals`). The decisions are
-    `ApprovalDecision`s or their JSON form as dicts, kept as `ApprovalDecision`s.
+    that goes on with it (`cleveractors.approvals`). The decisions are `ApprovalDecision`s or
+    their JSON form as dicts, kept as `ApprovalDecision`s.
+
+    The resumption is a new run segment, with its own id (`resumed_from` names the paused one),
+    its own ledger rows and result. Approved and edited calls run; when every call of the batch
+    has an answer the model is asked again; while some still wait, the run pauses again, to be
+    resumed by the new segment's id.
 
     Raises:
         InvalidDecisionError: a decision that is not one (an unknown field, a missing one).
