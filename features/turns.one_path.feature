@@ -54,3 +54,8 @@ Feature: One turn type, one path: a message or decisions on a paused run, throug
   Scenario: A NewMessage refuses a history beside a session
     When a NewMessage "Hi" is made with a history and the session "s-1"
     Then it fails with ConfigurationError naming "history cannot be given with session_id"
+
+  Scenario: An agent of one's own implements run() alone, and answers through every entry point
+    Given an agent of my own that implements only run(), echoing the message
+    When it is asked "Hi" through process_message, stream_message, and an executor's execute and execute_stream
+    Then each answered "echo: Hi"

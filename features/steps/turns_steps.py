@@ -13,7 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from cleveractors import ActorExecutor, LLMAgent, NewMessage, Resumption, errors
 from cleveractors._pause import MemoryPauses
-from cleveractors.approvals import PausedRun, PendingApproval
+from cleveractors.agents import Agent
+from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
+from cleveractors.events import TextDelta
+from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 
 # -- Given ------------------------------------------------------------------------------------
@@ -25,7 +28,45 @@ def _given_executor(context: Context, text: str) -> None:
     context.executor = ActorExecutor(LLMAgent(ScriptedChatModel(replies=replies)))
 
 
+class _EchoAgent(Agent):
+    """An agent of one's own: only `run()`, the one abstract method."""
+
+    name = "echo"
+
+    async def run(
+        self, start: str | CheckedDecisions, *, history: Any, sink: Any, **_options: Any
+    ) -> RunOutcome:
+        assert isinstance(start, str), start
+        text = f"echo: {start}"
+        sink(TextDelta(round=1, text=text))
+        return RunOutcome(ExecutionResult(text=text, answer=text, run_id=_options.get("run_id")))
+
+
+@given("an agent of my own that implements only run(), echoing the message")
+def _given_echo(context: Context) -> None:
+    context.agent = _EchoAgent()
+
+
 # -- When -------------------------------------------------------------------------------------
+
+
+@when(
+    'it is asked "{message}" through process_message, stream_message, and an executor\'s '
+    "execute and execute_stream"
+)
+def _when_echo_everywhere(context: Context, message: str) -> None:
+    agent: Agent = context.agent
+    executor = ActorExecutor(agent)
+
+    async def ask() -> list[str]:
+        blocking = await agent.process_message(message)
+        async with agent.stream_message(message) as events:
+            streamed = "".join([e.text async for e in events if isinstance(e, TextDelta)])
+        executed = await executor.execute(message)
+        chunks = [chunk async for chunk in executor.execute_stream(message)]
+        return [blocking.text, streamed, executed.text, "".join(chunks)]
+
+    context.answers = asyncio.run(ask())
 
 
 @when('it is given "{message}" as a str, then as a NewMessage, in {mode} mode')
@@ -167,6 +208,11 @@ def _then_fails(context: Context, kind: str, words: str) -> None:
     assert error is not None, "nothing failed"
     assert type(error).__name__ == kind, (type(error).__name__, error)
     assert words in str(error), str(error)
+
+
+@then('each answered "{text}"')
+def _then_each(context: Context, text: str) -> None:
+    assert context.answers == [text] * 4, context.answers
 
 
 @then("the shop's executor keeps {count:d} paused {noun}")
