@@ -51,6 +51,10 @@ Feature: One turn type, one path: a message or decisions on a paused run, throug
     When a Resumption of "run-1" is made with the decision {"call_id": "r1", "decision": "maybe"}
     Then it fails with InvalidDecisionError naming "decisions[0] is not a decision: decision:"
 
+  Scenario: A Resumption's decisions are a list, not one decision
+    When a Resumption of "run-1" is made with the decisions {"call_id": "r1", "decision": "approve"}
+    Then it fails with InvalidDecisionError naming "decisions must be a list of decisions, not dict"
+
   Scenario: A NewMessage refuses a history beside a session
     When a NewMessage "Hi" is made with a history and the session "s-1"
     Then it fails with ConfigurationError naming "history cannot be given with session_id"

@@ -21,10 +21,13 @@ Feature: What a paused turn leaves behind: expired pauses leave memory, ran tool
     Then resuming is refused with ApprovalExpiredError naming "its calls were not run"
     And nothing of the refused resumption ran or was billed
 
-  Scenario: Many expired pauses do not pile up in an executor's memory
-    When a book of paused runs is kept 2000 pauses that expired and 1 that waits
+  Scenario: Many expired or resumed pauses do not pile up in an executor's memory
+    When a book of paused runs is kept 12000 pauses that expired and 1 that waits
+    And the book is kept 300 pauses that are resumed before they expire, and 300 after
     Then the book holds 1 paused run
+    And the book remembers at most 10000 ended pauses, and its expiry queue stays short
     And a pause that expired is refused with ApprovalExpiredError, the waiting one is found
+    And a pause resumed before it expired is refused with ApprovalConflictError
 
   Scenario Outline: A resumed segment that fails keeps the tool results that ran in the session (<database>)
     Given the shop keeps its runs in <database>

@@ -122,6 +122,15 @@ def _when_bad_resumption(context: Context, run_id: str, decision: str) -> None:
         context.error = exc
 
 
+@when('a Resumption of "{run_id}" is made with the decisions {decisions}')
+def _when_decisions_not_a_list(context: Context, run_id: str, decisions: str) -> None:
+    context.error = None
+    try:
+        Resumption(run_id, json.loads(decisions))
+    except errors.CleverActorsError as exc:
+        context.error = exc
+
+
 @when('a NewMessage "{message}" is made with a history and the session "{session_id}"')
 def _when_bad_message(context: Context, message: str, session_id: str) -> None:
     context.error = None
@@ -162,6 +171,18 @@ def _when_book(context: Context, expired: int, waiting: int) -> None:
     for number in range(waiting):
         book.keep(_paused(f"waiting-{number}", now + timedelta(hours=1)))
     context.book = book
+
+
+@when("the book is kept {before:d} pauses that are resumed before they expire, and {after:d} after")
+def _when_book_resumed(context: Context, before: int, after: int) -> None:
+    book: MemoryPauses = context.book
+    now = datetime.now(UTC)
+    for number in range(before):
+        book.keep(_paused(f"resumed-{number}", now + timedelta(hours=1)))
+        book.take(f"resumed-{number}", resumed_in=f"segment-{number}")
+    for number in range(after):  # resumed once its time was up, before anything swept it
+        book.keep(_paused(f"late-{number}", now - timedelta(seconds=1)))
+        book.take(f"late-{number}", resumed_in=f"late-segment-{number}")
 
 
 def _paused(run_id: str, expires_at: datetime) -> PausedRun:
@@ -235,7 +256,26 @@ def _then_read_fails(context: Context, kind: str, words: str) -> None:
 @then("the book holds {count:d} paused run")
 def _then_book_holds(context: Context, count: int) -> None:
     assert len(context.book) == count, len(context.book)
-    assert len(context.book._expiries) <= 2 * count + 64, len(context.book._expiries)
+
+
+@then("the book remembers at most {count:d} ended pauses, and its expiry queue stays short")
+def _then_book_bounded(context: Context, count: int) -> None:
+    book: MemoryPauses = context.book
+    assert count == book.MAX_REMEMBERED_ENDINGS
+    assert len(book._ended) == count, len(book._ended)
+    assert len(book._expiries) <= 2 * len(book) + 64, len(book._expiries)
+
+
+@then("a pause resumed before it expired is refused with ApprovalConflictError")
+def _then_book_resumed(context: Context) -> None:
+    refused: errors.ApprovalError | None = None
+    try:
+        context.book.find("resumed-299", None)
+    except errors.ApprovalConflictError as exc:
+        refused = exc
+    assert refused is not None, "a resumed pause was found"
+    assert not isinstance(refused, errors.ApprovalExpiredError), refused
+    assert "already resumed (by run segment-299)" in str(refused), refused
 
 
 @then("a pause that expired is refused with ApprovalExpiredError, the waiting one is found")
@@ -243,7 +283,7 @@ def _then_book_answers(context: Context) -> None:
     book: MemoryPauses = context.book
     refused: errors.ApprovalError | None = None
     try:
-        book.find("expired-7", None)
+        book.find("expired-11999", None)
     except errors.ApprovalExpiredError as exc:
         refused = exc
     assert refused is not None, "an expired pause was found"
