@@ -1,16 +1,14 @@
 Feature: What a paused turn leaves behind: expired pauses leave memory, ran tools stay in history
   Without a store, a paused run is kept in the executor's memory until it is resumed or its calls
   expire: then it is gone, and resuming it says it expired. With a store, a resumed segment that
-  fails keeps the tool calls that ran, and their results, in the session's history.
+  fails or is stopped keeps the tool calls that ran, and their results, in the session's history.
 
-  Background:
+  Scenario: Without a store, a pause past its expiry is gone, and resuming it says it expired
     Given a shop whose model replies
       | tool calls                                                           | text   | prompt tokens | completion tokens | error         |
       | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30}  |        | 20            | 5                 |               |
       |                                                                      |        | 40            | 0                 | the model fell over |
-
-  Scenario: Without a store, a pause past its expiry is gone, and resuming it says it expired
-    Given the shop's approvals expire after 0.2 seconds
+    And the shop's approvals expire after 0.2 seconds
     And the shop keeps its runs in memory
     When the shop is asked "Refund A1" in blocking mode
     Then the shop's executor keeps 1 paused run
@@ -30,7 +28,11 @@ Feature: What a paused turn leaves behind: expired pauses leave memory, ran tool
     And a pause resumed before it expired is refused with ApprovalConflictError
 
   Scenario Outline: A resumed segment that fails keeps the tool results that ran in the session (<database>)
-    Given the shop keeps its runs in <database>
+    Given a shop whose model replies
+      | tool calls                                                           | text   | prompt tokens | completion tokens | error         |
+      | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30}  |        | 20            | 5                 |               |
+      |                                                                      |        | 40            | 0                 | the model fell over |
+    And the shop keeps its runs in <database>
     When the shop is asked "Refund A1" in blocking mode
     And the first paused segment is resumed with an approval of r1, and the model fails
     Then the resumed segment failed with "the model fell over", its tools having run
@@ -40,3 +42,15 @@ Feature: What a paused turn leaves behind: expired pauses leave memory, ran tool
       | database   |
       | sqlite     |
       | postgresql |
+
+  Scenario: A resumed segment stopped once its tool ran keeps the tool results in the session
+    Given a shop whose model replies
+      | tool calls                                                           | text                          | prompt tokens | completion tokens |
+      | lookup#l1 {"order": "A1"} ; refund#r1 {"order": "A1", "amount": 30}  |                               | 20            | 5                 |
+      |                                                                      | The refund of 30 is done now. | 40            | 10                |
+    And the shop keeps its runs in sqlite
+    When the shop is asked "Refund A1" in events mode
+    And the resumed segment is stopped by cancel task at first text
+      | call | decision |
+      | r1   | approve  |
+    Then the shop's session history is "Refund A1", then the calls l1, r1 with their results

@@ -407,8 +407,8 @@ class _StoredBook:
             await finish_despite_cancellation(self._settle_key(_refused(self._run_id, error)))
 
     async def settle(self, outcome: RunOutcome) -> RunOutcome:
-        assert self._held is not None  # settled only once it began
-        settled, is_cancelled = await finish_despite_cancellation(self._held.close(outcome))
+        held = cast("StoreRun", self._held)  # a turn is settled only once it began
+        settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
         if self._key is not None:
             _, is_late = await finish_despite_cancellation(self._settle_key(settled.result))
             is_cancelled = is_cancelled or is_late
