@@ -27,7 +27,7 @@ from pathlib import Path
 
 from report import Row, Target, median_ms, spread_ms
 
-from cleveractors import ActorExecutor, LLMAgent, tool_from_callable
+from cleveractors import ActorExecutor, LLMAgent, Resumption, tool_from_callable
 from cleveractors.store import SqlStore
 from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
 
@@ -101,8 +101,8 @@ async def measure_approvals(runs: int) -> tuple[list[Row], dict[str, list[float]
             paused = _Clock.now().since(started)
             assert paused_result.status == "paused", paused_result
             started = _Clock.now()
-            resumed_result = await ex.resume(
-                paused_result.run_id, [{"call_id": "r1", "decision": "approve"}]
+            resumed_result = await ex.execute(
+                Resumption(paused_result.run_id, [{"call_id": "r1", "decision": "approve"}])
             )
             resumed = _Clock.now().since(started)
             assert resumed_result.status == "answered", resumed_result

@@ -33,8 +33,8 @@ Feature: The library never loads its test doubles or test-only dependencies
 
   Scenario: The store is a service the executor calls: it imports no agent, no loop, no executor
     When the imports of the modules under src/cleveractors/store are read
-    Then none of them is from cleveractors.agents, cleveractors._turn or cleveractors.executor
+    Then none of them is from cleveractors.agents, cleveractors.turns or cleveractors.executor
 
   Scenario: The import check sees an import of the agents where there is one
-    When the imports of the modules under src/cleveractors/_turn.py are read
+    When the imports of the modules under src/cleveractors/turns.py are read
     Then one of them is from cleveractors.agents

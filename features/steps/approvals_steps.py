@@ -27,7 +27,7 @@ from pydantic import SecretStr
 from support.approvals import HOLD_LIMIT_S, ResumeTarget, Shop, decision_of
 from support.harness import NAMED_POSITIONS, Stop, consume
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, demo, errors
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, Resumption, demo, errors
 from cleveractors.events import Event, RunPaused
 from cleveractors.testing import (
     ScriptedAnthropicReply,
@@ -116,10 +116,10 @@ def _message_run(shop: Shop, executor: ActorExecutor, message: str, mode: str) -
 
 def _resume_run(executor: ActorExecutor, run_id: str, decisions: Any, mode: str) -> Any:
     if mode == "blocking":
-        return lambda on_event: executor.resume(run_id, decisions, on_event=on_event)
+        return lambda on_event: executor.execute(Resumption(run_id, decisions), on_event=on_event)
     if mode == "text":
-        return lambda _: executor.resume_stream(run_id, decisions)
-    return lambda _: executor.resume_events(run_id, decisions)
+        return lambda _: executor.execute_stream(Resumption(run_id, decisions))
+    return lambda _: executor.execute_events(Resumption(run_id, decisions))
 
 
 def _decisions(context: Context, paused: ExecutionResult) -> list[dict[str, Any]]:
@@ -228,7 +228,7 @@ def _when_other_caller(context: Context, caller: str) -> None:
     shop.error = None
 
     def run(on_event: Any) -> Any:
-        return executor.resume(paused.run_id, decisions, caller=caller, on_event=on_event)
+        return executor.execute(Resumption(paused.run_id, decisions, caller), on_event=on_event)
 
     _on_loop(context, _segment(shop, executor, "blocking", run))
 
@@ -259,7 +259,7 @@ def _when_two_workers(context: Context) -> None:
             await worker.store.open()
         return list(
             await asyncio.gather(
-                *(worker.resume(paused.run_id, decisions, caller=None) for worker in workers),
+                *(worker.execute(Resumption(paused.run_id, decisions)) for worker in workers),
                 return_exceptions=True,
             )
         )
@@ -296,9 +296,9 @@ def _when_interleaved_workers(context: Context) -> None:
     second.store.paused_run = read_then_wait  # type: ignore[method-assign]  # the interleaving
 
     async def race() -> list[BaseException | ExecutionResult]:
-        later = asyncio.ensure_future(second.resume(paused.run_id, decisions))
+        later = asyncio.ensure_future(second.execute(Resumption(paused.run_id, decisions)))
         await asyncio.wait_for(has_read.wait(), timeout=HOLD_LIMIT_S)
-        sooner = asyncio.ensure_future(first.resume(paused.run_id, decisions))
+        sooner = asyncio.ensure_future(first.execute(Resumption(paused.run_id, decisions)))
         lost = await asyncio.gather(later, return_exceptions=True)
         assert shop.refund_released is not None
         shop.refund_released.set()
@@ -673,8 +673,8 @@ def _when_config_run(context: Context, message: str) -> None:
         async with executor:
             paused = await executor.execute(message)
             ran_then = [invocation.tool for invocation in demo.invocations()]
-            answered = await executor.resume(
-                paused.run_id, [{"call_id": "b1", "decision": "approve"}]
+            answered = await executor.execute(
+                Resumption(paused.run_id, [{"call_id": "b1", "decision": "approve"}])
             )
             return paused, ran_then, answered
 

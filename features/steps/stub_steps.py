@@ -11,7 +11,7 @@ from behave import given, then, when
 from behave.runner import Context
 from support.harness import consume
 
-from cleveractors import ActorExecutor, ExecutionResult
+from cleveractors import ActorExecutor, ExecutionResult, Resumption
 
 
 @given("the stub actor file:")
@@ -58,7 +58,7 @@ def _when_paused_and_resumed_elsewhere(context: Context, message: str) -> None:
             {"call_id": c.call_id, "decision": "approve"} for c in paused.pending_approvals
         ]
         async with ActorExecutor.from_config(context.stub_path) as second:
-            return [paused, await second.resume(paused.run_id, decisions)]
+            return [paused, await second.execute(Resumption(paused.run_id, decisions))]
 
     context.stub_results = asyncio.run(pause_then_resume())[1:]
 

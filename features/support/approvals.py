@@ -19,9 +19,10 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, tool_from_callable
+from cleveractors import ActorExecutor, ExecutionResult, LLMAgent, Resumption, tool_from_callable
+from cleveractors.agents import ApprovalPolicy
 from cleveractors.agents.tool import ToolCallRequest
-from cleveractors.approvals import ApprovalDecision, ApprovalPolicy
+from cleveractors.approvals import ApprovalDecision
 from cleveractors.config import McpServer
 from cleveractors.events import Event
 from cleveractors.store import SqlStore
@@ -190,13 +191,13 @@ class ResumeTarget:
         return self.executor.last_result
 
     async def execute(self, message: str, history: Any = None) -> ExecutionResult:
-        return await self.executor.resume(self.run_id, self.decisions)
+        return await self.executor.execute(Resumption(self.run_id, self.decisions))
 
     def execute_events(self, message: str, history: Any = None) -> Any:
-        return self.executor.resume_events(self.run_id, self.decisions)
+        return self.executor.execute_events(Resumption(self.run_id, self.decisions))
 
     def execute_stream(self, message: str, history: Any = None) -> Any:
-        return self.executor.resume_stream(self.run_id, self.decisions)
+        return self.executor.execute_stream(Resumption(self.run_id, self.decisions))
 
 
 def decision_of(row: Mapping[str, str], paused: ExecutionResult) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from cleveractors.executor import ActorExecutor
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
+from cleveractors.turns import NewMessage, Resumption, Turn
 from cleveractors.usage import LLMCallUsage, TokenUsage, last_token_usage_var
 
 __all__ = [
@@ -47,7 +48,9 @@ __all__ = [
     "McpServer",
     "McpServerError",
     "ModelPrices",
+    "NewMessage",
     "ResultCallback",
+    "Resumption",
     "RetryPolicy",
     "StreamStalledError",
     "TextStream",
@@ -57,6 +60,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolConfig",
     "ToolExecutionError",
+    "Turn",
     "last_token_usage_var",
     "load_actor_config",
     "tool_from_callable",

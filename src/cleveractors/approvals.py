@@ -4,8 +4,8 @@ A tool declared with `approval: required` (or named in `LLMAgent(approval=...)`,
 an approval policy) never runs on the model's word alone. When a reply asks for such a call, the
 calls of its batch that need no approval run at once, the gated ones do not, and the run ends
 *paused*: `ExecutionResult.status == "paused"`, `pending_approvals` lists each gated call. A
-person then decides each one, and `ActorExecutor.resume(run_id, decisions)` runs the run on as a
-new segment:
+person then decides each one, and `ActorExecutor.execute(Resumption(run_id, decisions))` runs
+the run on as a new segment:
 
     approve   the call runs as the model asked
     edit      the call runs with the reviewer's arguments (checked against the tool's schema;
@@ -17,29 +17,37 @@ A pending call that waits past `approval_timeout_s` is recorded as `expired` and
 model as declined; a new message on the session instead of a decision records `superseded`.
 Decisions are bound to the arguments they were made on (`digest`), single-use, taken on the
 server's records only, and each is kept with who made it and when.
+
+`PausedRun` is what the server keeps of a paused segment: the transcript up to the pause (the
+model's reply with the batch of calls last), the answers of the batch's calls that already ran or
+were decided, and the calls still waiting for a person. It round-trips through JSON for the store.
+`CheckedDecisions` is a resumption's decisions once checked against it: what the agent carries
+out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Self
+from decimal import Decimal
+from typing import Any, Literal, Self
 
+from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
 from pydantic import BaseModel, ConfigDict, model_validator
-
-if TYPE_CHECKING:
-    from cleveractors.agents.tool import ToolCallRequest
 
 __all__ = [
     "DEFAULT_APPROVAL_TIMEOUT_S",
     "ApprovalDecision",
-    "ApprovalPolicy",
     "ApprovalRecord",
+    "BatchCall",
+    "CheckedDecisions",
     "DecisionKind",
+    "PausedRun",
     "PendingApproval",
     "RecordedDecision",
+    "ToolAnswer",
     "call_digest",
 ]
 
@@ -52,11 +60,6 @@ DecisionKind = Literal["approve", "edit", "reject", "respond"]
 RecordedDecision = Literal["approve", "edit", "reject", "respond", "expired", "superseded"]
 """What became of a pending call, as the audit keeps it: a person's decision, or `expired`
 (nobody decided in time) or `superseded` (the user sent a new message instead)."""
-
-ApprovalPolicy = Callable[["ToolCallRequest"], bool | Awaitable[bool]]
-"""Decides per call whether a person must approve it (True) or it may run at once (False), for
-rules by argument ("refunds over 50 EUR"). It may be async. A policy that raises is read as True:
-a call whose rule cannot be checked waits for a person."""
 
 
 def call_digest(name: str, arguments: dict[str, Any] | str) -> str:
@@ -134,3 +137,138 @@ class ApprovalRecord(BaseModel):
     output: str | None = None
     resumed_in: str | None = None
     """The segment that carried the decision out."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """What the model reads for one call of the batch: its tool message's content and status."""
+
+    content: str
+    status: Literal["success", "error"] = "success"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCall:
+    """One call of the paused batch, in the model's order; `answer` is None while it waits."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    answer: ToolAnswer | None = None
+
+    def tool_message(self) -> ToolMessage:
+        answer = self.answer if self.answer is not None else ToolAnswer("", "error")
+        return ToolMessage(
+            content=answer.content, tool_call_id=self.call_id, name=self.name, status=answer.status
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PausedRun:
+    """A run segment that paused for a person: what the next segment starts from
+    (`ActorExecutor.paused_run()` reads it; its `pending` calls wait for decisions)."""
+
+    run_id: str
+    messages: tuple[BaseMessage, ...]
+    """The transcript up to the pause; its last message is the reply holding the batch."""
+    turn_start: int
+    user_message: str
+    round: int
+    tool_rounds: int
+    batch: tuple[BatchCall, ...]
+    pending: tuple[PendingApproval, ...]
+    session_id: str | None = None
+    caller: str | None = None
+    spent_tokens: int = 0
+    """Tokens of every segment of the run so far: the token budget spans the whole run."""
+    spent_cost_usd: Decimal = field(default=Decimal(0))
+    max_output_tokens: int | None = None
+
+    def pending_call(self, call_id: str) -> PendingApproval | None:
+        return next((call for call in self.pending if call.call_id == call_id), None)
+
+    def with_answers(self, answers: dict[str, ToolAnswer]) -> tuple[BatchCall, ...]:
+        """The batch with `answers` (by call id) filled in."""
+        return tuple(
+            replace(call, answer=answers[call.call_id]) if call.call_id in answers else call
+            for call in self.batch
+        )
+
+    def turn_messages(self, answers: dict[str, ToolAnswer]) -> list[BaseMessage]:
+        """The turn so far as a session stores it, every call of the batch answered (the
+        pending ones by `answers`): valid history for any provider."""
+        batch = self.with_answers(answers)
+        return [*self.messages[self.turn_start :], *(call.tool_message() for call in batch)]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "run_id": self.run_id,
+                "messages": messages_to_dict(list(self.messages)),
+                "turn_start": self.turn_start,
+                "user_message": self.user_message,
+                "round": self.round,
+                "tool_rounds": self.tool_rounds,
+                "batch": [_batch_call_json(call) for call in self.batch],
+                "pending": [call.model_dump(mode="json") for call in self.pending],
+                "session_id": self.session_id,
+                "caller": self.caller,
+                "spent_tokens": self.spent_tokens,
+                "spent_cost_usd": str(self.spent_cost_usd),
+                "max_output_tokens": self.max_output_tokens,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PausedRun:
+        data = json.loads(text)
+        return cls(
+            run_id=data["run_id"],
+            messages=tuple(messages_from_dict(data["messages"])),
+            turn_start=data["turn_start"],
+            user_message=data["user_message"],
+            round=data["round"],
+            tool_rounds=data["tool_rounds"],
+            batch=tuple(_batch_call(entry) for entry in data["batch"]),
+            pending=tuple(PendingApproval.model_validate(entry) for entry in data["pending"]),
+            session_id=data["session_id"],
+            caller=data["caller"],
+            spent_tokens=data["spent_tokens"],
+            spent_cost_usd=Decimal(data["spent_cost_usd"]),
+            max_output_tokens=data["max_output_tokens"],
+        )
+
+
+def _batch_call_json(call: BatchCall) -> dict[str, Any]:
+    answer = None if call.answer is None else [call.answer.content, call.answer.status]
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "answer": answer,
+    }
+
+
+def _batch_call(entry: dict[str, Any]) -> BatchCall:
+    answer = entry["answer"]
+    return BatchCall(
+        call_id=entry["call_id"],
+        name=entry["name"],
+        arguments=entry["arguments"],
+        answer=None if answer is None else ToolAnswer(answer[0], answer[1]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedDecisions:
+    """A resumption's decisions, checked against its paused run (`LLMAgent.check_decisions`):
+    what each pending call becomes. What an agent's `run()` starts a resumed segment from."""
+
+    paused: PausedRun
+    """The paused segment the decisions are on."""
+    decided: dict[str, ApprovalDecision]
+    """The decisions, by call id."""
+    expired: tuple[PendingApproval, ...]
+    """The pending calls that waited too long without a decision."""
+    waiting: tuple[PendingApproval, ...]
+    """The pending calls still undecided (the run pauses again for them)."""

@@ -2,6 +2,7 @@
 
     executor = ActorExecutor.from_config("actor.yaml")
     result = await executor.execute("Weather in Paris?")            # ExecutionResult
+    result = await executor.execute(Resumption(run_id, decisions))  # a paused run, on
     async for chunk in executor.execute_stream("Weather in Paris?"):  # answer text, live
         ...
     async for event in executor.execute_events("Weather in Paris?"):  # typed events
@@ -12,6 +13,9 @@ executor:` opens what it holds for its life (its store, its agent's MCP sessions
 on leaving, like `await executor.aclose()`. Without it, the first run opens them. A start that
 fails closes again whatever it had started; an executor garbage-collected with something still
 open says what in a `ResourceWarning`.
+
+Each entry point takes a `Turn` (`cleveractors.turns`): a `str` or `NewMessage`, or a
+`Resumption` of a paused run; every one of them takes the same path (`turns.run_turn`).
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -29,12 +33,11 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import ValidationError
 
 from cleveractors import tokens
-from cleveractors._pause import MemoryPauses, PausedRun
-from cleveractors._turn import ResumeRequest, TurnRequest, run_turn
+from cleveractors._pause import MemoryPauses
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
-from cleveractors.approvals import ApprovalDecision
+from cleveractors.approvals import PausedRun
 from cleveractors.config import (
     ActorConfig,
     LLMAgentConfig,
@@ -46,7 +49,7 @@ from cleveractors.config import (
     read_actor_source,
     valid_part_of_agent,
 )
-from cleveractors.errors import ConfigurationError, InvalidDecisionError
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event
 from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult, RunOutcome
@@ -54,6 +57,7 @@ from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 from cleveractors.tracing import Telemetry
+from cleveractors.turns import NewMessage, Resumption, Turn, run_turn
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -279,7 +283,7 @@ class ActorExecutor:
 
     async def execute(
         self,
-        message: str,
+        turn: str | Turn,
         history: History | None = None,
         *,
         session_id: str | None = None,
@@ -289,10 +293,13 @@ class ActorExecutor:
         can_pause: bool = True,
         on_event: Callable[[Event], None] | None = None,
     ) -> ExecutionResult:
-        """Run a message to its answer.
+        """Run a turn to its end: a new message to its answer, or a paused run on once a person
+        decided on its pending calls (a `Resumption`: a new run segment, see there).
 
         Args:
-            message: The user's message.
+            turn: The user's message (a `str`, which is `NewMessage(turn, history, ...)` with
+                the keyword arguments below), or a `NewMessage` or `Resumption` that carries
+                its own options: then the keyword arguments (`on_event` apart) are not given.
             history: Earlier turns, when the executor keeps no session for them.
             session_id: Continue (or start) this stored session; needs a store.
             caller: Whose session it is: another caller's session does not exist for them.
@@ -306,23 +313,29 @@ class ActorExecutor:
             can_pause: False where nobody can approve a tool call (an endpoint without a way
                 to ask): calls that need approval are then declined, never run, and the model
                 reads why. True (the default) pauses the run for them: the result's `status`
-                is `paused`, and `resume()` goes on once a person decided.
+                is `paused`, and a `Resumption` goes on once a person decided.
             on_event: Called with each event of the run as it happens, to show progress:
                 those of `execute_events()`, each reply's text as one `TextDelta` (the model
                 is not streamed), and no `RunFinished` / `RunFailed` (the return value or the
                 exception says how the run ended). It must not block.
 
         Raises:
-            ConfigurationError: the message or history is malformed, a session or an
+            ConfigurationError: the turn is not a `str`, `NewMessage` or `Resumption` (or is
+                one given with options), the message or history is malformed, a session or an
                 idempotency key without a store, or a key that is empty or too long.
             SessionBusyError: another run holds the session.
             IdempotencyKeyInProgressError: the key's first run is still going.
             IdempotencyKeyMismatchError: the key was first used for another request.
+            RunNotFoundError: a resumption of no paused run by that id for this caller.
+            ApprovalConflictError: the run was already resumed (one of two workers wins), or a
+                call has two decisions; `ApprovalExpiredError` for a call that expired.
+            InvalidDecisionError: a decision that does not fit its call (unknown call id or
+                field, stale digest, edited arguments failing the tool's schema).
             StoreError: the ledger or the session could not be written.
             Exception: the model's own error, unchanged; `last_result` holds the usage.
         """
-        turn = self._turn(
-            message,
+        bound = self._bound(
+            turn,
             history,
             session_id=session_id,
             caller=caller,
@@ -330,12 +343,12 @@ class ActorExecutor:
             max_output_tokens=max_output_tokens,
             can_pause=can_pause,
         )
-        outcome = await turn(on_event or discard_event, streaming=False)
+        outcome = await bound(on_event or discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
 
     def execute_events(
         self,
-        message: str,
+        turn: str | Turn,
         history: History | None = None,
         *,
         session_id: str | None = None,
@@ -344,18 +357,19 @@ class ActorExecutor:
         max_output_tokens: int | None = None,
         can_pause: bool = True,
     ) -> EventStream:
-        """Run a message, yielding typed events: first `RunStarted` (the run's id), last
+        """Run a turn, yielding typed events: first `RunStarted` (the run's id; a resumption's
+        names the paused run in `resumed_from`, then a `ToolCallDecided` per decision), last
         `RunFinished`, `RunPaused` (it waits for a person) or `RunFailed`. Arguments as for
         `execute()`; a replayed request streams `RunStarted(replayed=True)`, its stored answer
         as one `TextDelta`, then `RunFinished`.
 
         Raises:
             ConfigurationError: as `execute()`, at the call, before anything runs. A run that
-                fails ends the stream with `RunFailed`, and its error is raised when the stream
-                ends.
+                fails (a resumption refused among them) ends the stream with `RunFailed`, and
+                its error is raised when the stream ends.
         """
-        turn = self._turn(
-            message,
+        bound = self._bound(
+            turn,
             history,
             session_id=session_id,
             caller=caller,
@@ -363,11 +377,11 @@ class ActorExecutor:
             max_output_tokens=max_output_tokens,
             can_pause=can_pause,
         )
-        return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
+        return EventStream(lambda sink: bound(sink, streaming=True), on_result=self._remember)
 
     def execute_stream(
         self,
-        message: str,
+        turn: str | Turn,
         history: History | None = None,
         *,
         session_id: str | None = None,
@@ -376,7 +390,7 @@ class ActorExecutor:
         max_output_tokens: int | None = None,
         can_pause: bool = True,
     ) -> TextStream:
-        """Run a message, yielding the answer's text chunks (non-empty) as they arrive.
+        """Run a turn, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`.
 
         Raises:
@@ -384,7 +398,7 @@ class ActorExecutor:
                 the stream ends.
         """
         events = self.execute_events(
-            message,
+            turn,
             history,
             session_id=session_id,
             caller=caller,
@@ -394,71 +408,14 @@ class ActorExecutor:
         )
         return TextStream(events)
 
-    async def resume(
-        self,
-        run_id: str,
-        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
-        *,
-        caller: str | None = None,
-        on_event: Callable[[Event], None] | None = None,
-    ) -> ExecutionResult:
-        """Go on with a paused run once a person decided on its pending calls
-        (`cleveractors.approvals`): a new run segment, with its own id (`resumed_from` names
-        the paused one), its own ledger rows and result. Approved and edited calls run; when
-        every call of the batch has an answer the model is asked again; while some still wait,
-        the run pauses again, to be resumed by the new segment's id.
-
-        Args:
-            run_id: The paused segment's id (`result.run_id` of the paused result).
-            decisions: `ApprovalDecision`s, or their JSON form as dicts.
-            caller: Who decides: the run's own caller only (the audit records them).
-            on_event: As for `execute()`.
-
-        Raises:
-            RunNotFoundError: no paused run by that id for this caller.
-            ApprovalConflictError: the run was already resumed (one of two workers wins), or a
-                call has two decisions; `ApprovalExpiredError` for a call that expired.
-            InvalidDecisionError: a decision that does not fit its call (unknown call id or
-                field, stale digest, edited arguments failing the tool's schema).
-            Exception: as for `execute()`, once the segment runs.
-        """
-        turn = self._resumption(run_id, decisions, caller=caller)
-        outcome = await turn(on_event or discard_event, streaming=False)
-        return settle_blocking(outcome, self._remember)
-
-    def resume_events(
-        self,
-        run_id: str,
-        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
-        *,
-        caller: str | None = None,
-    ) -> EventStream:
-        """`resume()`, streaming its events: first `RunStarted(resumed_from=...)`, a
-        `ToolCallDecided` per decision, then as for `execute_events()`.
-
-        Raises:
-            InvalidDecisionError: a decision that is not one (an unknown field, a missing one).
-        """
-        turn = self._resumption(run_id, decisions, caller=caller)
-        return EventStream(lambda sink: turn(sink, streaming=True), on_result=self._remember)
-
-    def resume_stream(
-        self,
-        run_id: str,
-        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
-        *,
-        caller: str | None = None,
-    ) -> TextStream:
-        """`resume()`, yielding the answer's text chunks as they arrive."""
-        return TextStream(self.resume_events(run_id, decisions, caller=caller))
-
     async def paused_run(self, run_id: str, *, caller: str | None = None) -> PausedRun:
         """The paused run segment `run_id` (its `pending` calls wait for decisions), for its
         own caller: from the store, or, without one, from this executor's memory.
 
         Raises:
             RunNotFoundError: no paused run by that id for this caller.
-            ApprovalConflictError: it was resumed already, or a new message answered it.
+            ApprovalConflictError: it was resumed already, or a new message answered it;
+                `ApprovalExpiredError` (without a store) when its calls expired.
             StoreError: the store could not be read.
         """
         if self.store is None:
@@ -466,20 +423,9 @@ class ActorExecutor:
         await self.store.open()
         return await self.store.paused_run(run_id, caller=caller)
 
-    def _resumption(
+    def _bound(
         self,
-        run_id: str,
-        decisions: Sequence[ApprovalDecision | Mapping[str, Any]],
-        *,
-        caller: str | None,
-    ) -> _BoundTurn:
-        request = ResumeRequest(run_id, _decisions(run_id, decisions), caller=caller)
-        telemetry = self._telemetry if self._telemetry.is_live else None
-        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry, self._pauses)
-
-    def _turn(
-        self,
-        message: str,
+        turn: str | Turn,
         history: History | None,
         *,
         session_id: str | None,
@@ -488,32 +434,36 @@ class ActorExecutor:
         max_output_tokens: int | None,
         can_pause: bool,
     ) -> _BoundTurn:
-        """The one path of every entry point: a run with its id minted now, ready to run with a
-        sink, blocking or streaming."""
-        for name, value in (("session_id", session_id), ("idempotency_key", idempotency_key)):
-            if value is not None and self.store is None:
-                raise ConfigurationError(
-                    f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
-                )
-        if session_id is not None and history:
-            raise ConfigurationError(
-                "history cannot be given with session_id: the session holds the history"
+        """The one path of every entry point: the turn as a `Turn`, with its run id minted now,
+        ready to run with a sink, blocking or streaming."""
+        if isinstance(turn, str):
+            turn = NewMessage(
+                turn,
+                history,
+                session_id=session_id,
+                caller=caller,
+                idempotency_key=idempotency_key,
+                max_output_tokens=max_output_tokens,
+                can_pause=can_pause,
             )
-        if max_output_tokens is not None and max_output_tokens < 1:
-            raise ConfigurationError(
-                f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}"
-            )
-        request = TurnRequest(
-            message,
-            history,
-            session_id=session_id,
-            caller=caller,
-            idempotency_key=idempotency_key,
-            max_output_tokens=max_output_tokens,
-            can_pause=can_pause,
-        )
+        else:
+            options = {
+                "history": history,
+                "session_id": session_id,
+                "caller": caller,
+                "idempotency_key": idempotency_key,
+                "max_output_tokens": max_output_tokens,
+                "can_pause": None if can_pause else can_pause,
+            }
+            _check_turn(turn, [name for name, value in options.items() if value is not None])
+        if isinstance(turn, NewMessage):
+            for name in ("session_id", "idempotency_key"):
+                if getattr(turn, name) is not None and self.store is None:
+                    raise ConfigurationError(
+                        f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
+                    )
         telemetry = self._telemetry if self._telemetry.is_live else None
-        return _BoundTurn(self.agent, self.store, request, new_run_id(), telemetry, self._pauses)
+        return _BoundTurn(self.agent, self.store, turn, new_run_id(), telemetry, self._pauses)
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -525,7 +475,7 @@ class _BoundTurn:
 
     agent: Agent
     store: SqlStore | None
-    request: TurnRequest | ResumeRequest
+    turn: Turn
     run_id: str
     telemetry: Telemetry | None
     """None when nothing would record the run's spans and metrics."""
@@ -535,7 +485,7 @@ class _BoundTurn:
         return run_turn(
             self.agent,
             self.store,
-            self.request,
+            self.turn,
             run_id=self.run_id,
             sink=sink,
             streaming=streaming,
@@ -544,33 +494,21 @@ class _BoundTurn:
         )
 
 
-def _decisions(
-    run_id: str, decisions: Sequence[ApprovalDecision | Mapping[str, Any]]
-) -> tuple[ApprovalDecision, ...]:
-    """The decisions as models; one that is not a decision is refused, its problem named.
+def _check_turn(turn: object, options: list[str]) -> None:
+    """A turn given as an object is a `NewMessage` or a `Resumption`, and carries its options.
 
     Raises:
-        InvalidDecisionError: a decision with an unknown or a missing field.
+        ConfigurationError: another type, or keyword options given beside the turn.
     """
-    checked: list[ApprovalDecision] = []
-    for position, decision in enumerate(decisions):
-        if isinstance(decision, ApprovalDecision):
-            checked.append(decision)
-            continue
-        try:
-            checked.append(ApprovalDecision.model_validate(decision))
-        except ValidationError as exc:
-            call_id = decision.get("call_id") if isinstance(decision, Mapping) else None
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in error['loc']) or 'decision'}: {error['msg']}"
-                for error in exc.errors()
-            )
-            raise InvalidDecisionError(
-                f"decisions[{position}] is not a decision: {problems}",
-                run_id=run_id,
-                call_id=call_id if isinstance(call_id, str) else None,
-            ) from None
-    return tuple(checked)
+    if not isinstance(turn, NewMessage | Resumption):
+        raise ConfigurationError(
+            f"a turn is a message (str), a NewMessage or a Resumption, not {type(turn).__name__}"
+        )
+    if options:
+        raise ConfigurationError(
+            f"{', '.join(options)} cannot be given with a {type(turn).__name__}: "
+            "set them on the turn itself"
+        )
 
 
 def _is_open(store: SqlStore) -> bool:

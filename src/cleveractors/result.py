@@ -20,7 +20,7 @@ from cleveractors.approvals import PendingApproval
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:
-    from cleveractors._pause import PausedRun
+    from cleveractors.approvals import PausedRun
 
 __all__ = [
     "SYNTHESIS_WITHOUT_ANSWER",

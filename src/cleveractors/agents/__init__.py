@@ -1,5 +1,6 @@
 """Agents: `LLMAgent` (a chat model with tools) and `ToolAgent` (one tool call)."""
 
+from cleveractors.agents._approval import ApprovalPolicy
 from cleveractors.agents.base import Agent, History, ResultCallback
 from cleveractors.agents.llm import LLMAgent, LoopLimits, RetryPolicy
 from cleveractors.agents.stream import EventStream, TextStream
@@ -7,6 +8,7 @@ from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
 
 __all__ = [
     "Agent",
+    "ApprovalPolicy",
     "EventStream",
     "History",
     "LLMAgent",

@@ -5,72 +5,66 @@ from `approval: required` in config or an MCP server's rule), a name in `LLMAgen
 or a policy that says so. It fails closed: a policy that raises, or a call whose arguments it
 could not read, waits for a person.
 
-`check_decisions` checks a resumption's decisions against the paused run before anything runs,
-and says what each pending call becomes; `declined` and `edited` are the texts the model reads.
+`ToolBatches` answers a reply's batch of calls: the ungated calls run, the gated ones pause the
+run (or are declined where nobody can approve them); on resuming, it carries out the decisions
+(checked by `agents._decisions`).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
-from cleveractors.agents.tool import ToolCallRequest
-from cleveractors.approvals import ApprovalDecision, ApprovalPolicy, PendingApproval
-from cleveractors.errors import (
-    ApprovalConflictError,
-    ApprovalExpiredError,
-    ConfigurationError,
-    InvalidDecisionError,
+from langchain_core.messages import AIMessage
+
+from cleveractors.agents._decisions import (
+    UNAVAILABLE,
+    declined,
+    edited,
+    expired_answer,
+    not_run,
 )
+from cleveractors.agents._loop import _Run
+from cleveractors.agents._toolset import (
+    ToolSet,
+    answer_call,
+    answer_for_person,
+    append_answers,
+    skip_call,
+)
+from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
+from cleveractors.approvals import (
+    BatchCall,
+    CheckedDecisions,
+    PausedRun,
+    PendingApproval,
+    RecordedDecision,
+    ToolAnswer,
+    call_digest,
+)
+from cleveractors.errors import (
+    ConfigurationError,
+)
+from cleveractors.events import ToolApprovalRequested, ToolCallDecided, ToolCallRequested
+from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
 
 __all__ = [
-    "SUPERSEDED",
-    "UNAVAILABLE",
     "ApprovalGate",
-    "CheckedDecisions",
-    "check_decisions",
-    "declined",
-    "edited",
-    "expired_answer",
-    "not_run",
+    "ApprovalPolicy",
+    "BatchOutcome",
+    "ToolBatches",
 ]
 
 logger = logging.getLogger(__name__)
 
-SUPERSEDED = "the user sent a new message instead of deciding on it"
-UNAVAILABLE = "it needs a person's approval, which is not available on this endpoint"
-_EXPIRED = "nobody approved it within {seconds:g} seconds"
-
-
-def declined(name: str, reason: str | None) -> ToolAnswer:
-    """What the model reads for a call a person rejected: an error naming why, and not to ask
-    again (a bare refusal makes models re-issue the same call)."""
-    because = f" ({reason})" if reason else ""
-    return ToolAnswer(
-        f"Not run: a person declined this call to {name!r}{because}. Do not retry it unless "
-        "the user asks for it again.",
-        "error",
-    )
-
-
-def not_run(name: str, why: str) -> ToolAnswer:
-    """What the model reads for a gated call nobody decided on: why it did not run."""
-    return ToolAnswer(
-        f"Not run: the call to {name!r} was declined because {why}. Do not retry it unless the "
-        "user asks for it again.",
-        "error",
-    )
-
-
-def edited(arguments: Mapping[str, object], output: str) -> str:
-    """An edited call's output, headed by what the reviewer changed, so the model knows."""
-    shown = json.dumps(arguments, sort_keys=True)
-    return f"[A reviewer changed this call's arguments to {shown} before it ran.]\n{output}"
+ApprovalPolicy = Callable[[ToolCallRequest], bool | Awaitable[bool]]
+"""Decides per call whether a person must approve it (True) or it may run at once (False), for
+rules by argument ("refunds over 50 EUR"). It may be async. A policy that raises is read as True:
+a call whose rule cannot be checked waits for a person."""
 
 
 class ApprovalGate:
@@ -154,84 +148,206 @@ class ApprovalGate:
         return verdict is not False
 
 
-def check_decisions(
-    paused: PausedRun,
-    decisions: Sequence[ApprovalDecision],
-    tools: Mapping[str, Tool],
-    *,
-    now: datetime,
-) -> CheckedDecisions:
-    """Check every decision against the paused run; nothing is applied when one is wrong.
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """How a batch of tool calls ended."""
 
-    Raises:
-        InvalidDecisionError: an unknown call id, a digest of other arguments, edited arguments
-            that fail the tool's schema, or no decision while no call has expired.
-        ApprovalConflictError: two decisions for one call.
-        ApprovalExpiredError: a decision for a call that expired.
-    """
-    run_id = paused.run_id
-    decided: dict[str, ApprovalDecision] = {}
-    for decision in decisions:
-        call = paused.pending_call(decision.call_id)
-        if call is None:
-            raise InvalidDecisionError(
-                f"run {run_id!r} has no pending call {decision.call_id!r}",
-                run_id=run_id,
-                call_id=decision.call_id,
+    answer: str | None = None
+    """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
+    paused: PausedRun | None = None
+    """Set when gated calls of the batch wait for a person: the run pauses."""
+
+
+Prune = Callable[[_Run, ToolCallRequest, ToolOutcome], Awaitable[str]]
+"""The output the model reads of a call that ran (condensed when it is too long)."""
+
+
+class ToolBatches:
+    """Answers the batches of calls of one agent's replies: each call run, or gated and
+    waiting for a person (the run pauses), or carried out as a person decided on resuming."""
+
+    def __init__(
+        self, toolset: ToolSet, gate: ApprovalGate, *, prune: Prune, agent_name: str
+    ) -> None:
+        self._toolset = toolset
+        self._gate = gate
+        self._prune = prune
+        self._agent_name = agent_name
+
+    async def run(
+        self, run: _Run, reply: AIMessage, calls: Sequence[ToolCallRequest]
+    ) -> BatchOutcome:
+        """Run a reply's batch: the calls that need no person run at once; the gated ones wait
+        (the run pauses) or, where nobody can approve them, are declined."""
+        run.tool_rounds += 1
+        run.transcript.append(reply)
+        for call in calls:
+            run.sink(
+                ToolCallRequested(
+                    round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments
+                )
             )
-        if decision.call_id in decided:
-            raise ApprovalConflictError(
-                f"call {call.call_id!r} of run {run_id!r} has two decisions",
-                run_id=run_id,
-                call_id=call.call_id,
+        if len(calls) > 1:
+            logger.info(
+                "agent %s, run %s: %d tool calls in one reply: %s",
+                self._agent_name,
+                current_run_id(),
+                len(calls),
+                ", ".join(call.name for call in calls),
             )
-        if call.expires_at <= now:
-            raise ApprovalExpiredError(
-                f"call {call.call_id!r} ({call.name}) of run {run_id!r} expired at "
-                f"{call.expires_at.isoformat()}: it was not run",
-                run_id=run_id,
-                call_id=call.call_id,
-            )
-        if decision.digest is not None and decision.digest != call.digest:
-            raise InvalidDecisionError(
-                f"the decision on call {call.call_id!r} of run {run_id!r} was made on other "
-                "arguments (its digest does not match): look at the call again",
-                run_id=run_id,
-                call_id=call.call_id,
-            )
-        if decision.decision == "edit":
-            _check_edit(run_id, call, decision, tools.get(call.name))
-        decided[decision.call_id] = decision
-    undecided = [call for call in paused.pending if call.call_id not in decided]
-    expired = tuple(call for call in undecided if call.expires_at <= now)
-    if not decided and not expired:
-        raise InvalidDecisionError(
-            f"no decision was given for run {run_id!r}, whose calls wait for one", run_id=run_id
+        gated = await self._gate.gated(calls, self._toolset.tools)
+        answers: dict[str, ToolAnswer] = {}
+        waiting: list[PendingApproval] = []
+        for call in gated:
+            if run.can_pause:
+                waiting.append(self._pending(call))
+            else:
+                answers[call.call_id] = answer_for_person(
+                    run, call, not_run(call.name, UNAVAILABLE)
+                )
+        gated_ids = {call.call_id for call in gated}
+        ready = [call for call in calls if call.call_id not in gated_ids]
+        return await self._answer_batch(run, calls, ready, answers, waiting=waiting)
+
+    async def resume(self, run: _Run, checked: CheckedDecisions) -> BatchOutcome:
+        """Carry out the decisions on a paused batch: approved and edited calls run (in the
+        model's order), the others are answered as the person (or the clock) decided; a call
+        that ran before the pause never runs again."""
+        await self._toolset.sync()  # another worker's first run: its MCP tools are not bound yet
+        paused = checked.paused
+        answers = {call.call_id: call.answer for call in paused.batch if call.answer is not None}
+        ready: list[ToolCallRequest] = []
+        edits: dict[str, Mapping[str, object]] = {}
+        expired = {call.call_id for call in checked.expired}
+        for pending in paused.pending:
+            call = ToolCallRequest(pending.call_id, pending.name, pending.arguments)
+            decision = checked.decided.get(pending.call_id)
+            if decision is None:
+                if pending.call_id in expired:
+                    self._decided(run, pending, "expired", None)
+                    answers[call.call_id] = answer_for_person(
+                        run, call, expired_answer(pending, self._gate.timeout_s)
+                    )
+                continue
+            self._decided(run, pending, decision.decision, decision.reason)
+            match decision.decision:
+                case "approve":
+                    ready.append(call)
+                case "edit":
+                    arguments = dict(decision.arguments or {})
+                    ready.append(ToolCallRequest(call.call_id, call.name, arguments))
+                    edits[call.call_id] = arguments
+                case "reject":
+                    answers[call.call_id] = answer_for_person(
+                        run, call, declined(call.name, decision.reason)
+                    )
+                case "respond":
+                    answers[call.call_id] = answer_for_person(
+                        run, call, ToolAnswer(decision.output or "")
+                    )
+        calls = [ToolCallRequest(call.call_id, call.name, call.arguments) for call in paused.batch]
+        return await self._answer_batch(
+            run, calls, ready, answers, waiting=list(checked.waiting), edits=edits
         )
-    waiting = tuple(call for call in undecided if call.expires_at > now)
-    return CheckedDecisions(decided, expired, waiting)
 
+    async def _answer_batch(
+        self,
+        run: _Run,
+        calls: Sequence[ToolCallRequest],
+        ready: Sequence[ToolCallRequest],
+        answers: dict[str, ToolAnswer],
+        *,
+        waiting: Sequence[PendingApproval],
+        edits: Mapping[str, Mapping[str, object]] | None = None,
+    ) -> BatchOutcome:
+        """Run the `ready` calls and answer the batch: in full, in the model's order, when no
+        call waits for a person; otherwise the run pauses with what it has."""
+        dispatched = await self._toolset.dispatcher.dispatch(run, ready)
+        for call, outcome in dispatched.ran:
+            output = await self._prune(run, call, outcome)
+            if edits and (arguments := edits.get(call.call_id)) is not None:
+                output = edited(arguments, output)
+            answers[call.call_id] = answer_call(run, call, outcome, output)
+        if dispatched.ender is not None:
+            ender_call, ender_outcome = dispatched.ender
+            for call in calls:
+                if call.call_id not in answers:
+                    answers[call.call_id] = skip_call(
+                        run, call, ended_by=ender_call, agent_name=self._agent_name
+                    )
+            append_answers(run, calls, answers)
+            run.show_text(ender_outcome.output)
+            return BatchOutcome(answer=ender_outcome.output)
+        if waiting:
+            return BatchOutcome(paused=self._pause(run, calls, answers, waiting))
+        append_answers(run, calls, answers)
+        return BatchOutcome()
 
-def _check_edit(
-    run_id: str, call: PendingApproval, decision: ApprovalDecision, tool: Tool | None
-) -> None:
-    if tool is None:
-        raise InvalidDecisionError(
-            f"call {call.call_id!r} of run {run_id!r}: tool {call.name!r} is no longer offered",
-            run_id=run_id,
+    def _pending(self, call: ToolCallRequest) -> PendingApproval:
+        now = datetime.now(UTC)
+        return PendingApproval(
             call_id=call.call_id,
-        )
-    problem = next(iter(tool.validator.iter_errors(decision.arguments)), None)
-    if problem is not None:
-        where = "/".join(str(part) for part in problem.absolute_path) or "(the arguments)"
-        raise InvalidDecisionError(
-            f"the edited arguments of call {call.call_id!r} ({call.name}) of run {run_id!r} "
-            f"fail the tool's schema at {where}: {problem.message}",
-            run_id=run_id,
-            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            digest=call_digest(call.name, call.arguments),
+            requested_at=now,
+            expires_at=now + timedelta(seconds=self._gate.timeout_s),
         )
 
+    def _pause(
+        self,
+        run: _Run,
+        calls: Sequence[ToolCallRequest],
+        answers: Mapping[str, ToolAnswer],
+        waiting: Sequence[PendingApproval],
+    ) -> PausedRun:
+        """What a later segment needs to go on: the transcript (the batch's reply last), the
+        answers so far, the calls that wait. Each waiting call is announced."""
+        for pending in waiting:
+            run.sink(
+                ToolApprovalRequested(
+                    round=run.round,
+                    call_id=pending.call_id,
+                    name=pending.name,
+                    arguments=pending.arguments,
+                    digest=pending.digest,
+                    expires_at=pending.expires_at,
+                )
+            )
+        logger.info(
+            "agent %s, run %s: paused for approval of %s",
+            self._agent_name,
+            current_run_id(),
+            ", ".join(f"{pending.name} (call {pending.call_id})" for pending in waiting),
+        )
+        transcript = run.transcript
+        return PausedRun(
+            run_id=run.run_id,
+            messages=tuple(transcript.messages),
+            turn_start=transcript.turn_start,
+            user_message=transcript.user_message,
+            round=run.round,
+            tool_rounds=run.tool_rounds,
+            batch=tuple(
+                BatchCall(call.call_id, call.name, call.arguments, answers.get(call.call_id))
+                for call in calls
+            ),
+            pending=tuple(waiting),
+            spent_tokens=run.spent_tokens,
+            spent_cost_usd=run.spent_cost_usd,
+            max_output_tokens=run.max_output_tokens,
+        )
 
-def expired_answer(call: PendingApproval, timeout_s: float) -> ToolAnswer:
-    """What the model reads for a call that nobody decided in time."""
-    return not_run(call.name, _EXPIRED.format(seconds=timeout_s))
+    @staticmethod
+    def _decided(
+        run: _Run, pending: PendingApproval, decision: RecordedDecision, reason: str | None
+    ) -> None:
+        run.sink(
+            ToolCallDecided(
+                round=run.round,
+                call_id=pending.call_id,
+                name=pending.name,
+                decision=decision,
+                reason=reason,
+            )
+        )

@@ -39,8 +39,7 @@ from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
-    from cleveractors._pause import CheckedDecisions, PausedRun
-    from cleveractors.approvals import PendingApproval
+    from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
 
@@ -210,6 +209,18 @@ class Transcript:
     def append(self, message: BaseMessage) -> None:
         self.messages.append(message)
 
+    def answered_turn(self) -> tuple[BaseMessage, ...]:
+        """The turn so far, up to the first reply whose calls are not all answered: valid
+        history for any provider, though the turn has no answer."""
+        turn = self.messages[self._turn_start :]
+        for position, message in enumerate(turn):
+            if isinstance(message, AIMessage):
+                sent = [*message.tool_calls, *message.invalid_tool_calls]
+                answered = {m.tool_call_id for m in turn[position:] if isinstance(m, ToolMessage)}
+                if not {call["id"] for call in sent} <= answered:
+                    return tuple(turn[:position])
+        return tuple(turn)
+
     def turn(self, answer: AIMessage) -> tuple[BaseMessage, ...]:
         """The turn as a session stores it: the user's message, tool calls and results, answer."""
         return (*self.messages[self._turn_start :], answer)
@@ -280,7 +291,10 @@ class _Run:
         )
 
     def error(self, cause: BaseException) -> _ToolLoopError:
-        return _ToolLoopError(cause, self._execution_result(text="", error=cause))
+        # A resumed segment's turn holds tool calls a person approved and that ran: a session
+        # keeps what of it is whole, so the conversation does not forget what was done.
+        kept = self.transcript.answered_turn() if self.resumed_from is not None else ()
+        return _ToolLoopError(cause, self._execution_result(text="", error=cause), kept)
 
     def _execution_result(
         self, *, text: str, answer: str = "", error: BaseException | None = None
@@ -325,7 +339,14 @@ class _ToolLoopResult:
 class _ToolLoopError(Exception):
     """A run failed: `cause` is the original exception, `result` what was spent before it."""
 
-    def __init__(self, cause: BaseException, result: ExecutionResult) -> None:
+    def __init__(
+        self,
+        cause: BaseException,
+        result: ExecutionResult,
+        turn: tuple[BaseMessage, ...] = (),
+    ) -> None:
         super().__init__(f"tool loop failed: {type(cause).__name__}: {cause}")
         self.cause = cause
         self.result = result
+        self.turn = turn
+        """What a session keeps of the failed turn: none, or its whole rounds."""

@@ -23,9 +23,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from cleveractors._pause import ToolAnswer
 from cleveractors.agents._loop import _Run
 from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
+from cleveractors.approvals import ToolAnswer
 from cleveractors.config import McpServer
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import ToolCallFinished, ToolCallSkipped, ToolCallStarted

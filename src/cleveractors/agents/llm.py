@@ -1,18 +1,20 @@
 """`LLMAgent`: a chat model plus tools, run by one tool loop for both blocking and streaming.
 
-`process_message` and `stream_message` are thin: both call `_execute_tool_loop`, which reads as
-the five steps of a round (model turn, usage, decide, tools, limits). Every failure inside it is
-converted once into `_ToolLoopError`, carrying what was spent; the public methods record that
-usage and re-raise the original exception.
+`process_message` and `stream_message` (`Agent`'s, made of `run`) are thin: both come to
+`_execute_tool_loop`, which reads as the five steps of a round (model turn, usage, decide, tools,
+limits). Every failure inside it is converted once into `_ToolLoopError`, carrying what was
+spent; `run` makes it the outcome, and the public methods record that usage and re-raise the
+original exception. A batch of tool calls, and the pause for a person's approval, are
+`ToolBatches`' (`agents._approval`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, assert_never
 
@@ -22,18 +24,10 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import streams_inside_ainvoke
-from cleveractors._pause import BatchCall, CheckedDecisions, PausedRun, ToolAnswer
-from cleveractors.agents._approval import (
-    UNAVAILABLE,
-    ApprovalGate,
-    check_decisions,
-    declined,
-    edited,
-    expired_answer,
-    not_run,
-)
+from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
+from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -46,46 +40,27 @@ from cleveractors.agents._loop import (
     _ToolLoopError,
     _ToolLoopResult,
     decide,
-    discard_event,
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
 from cleveractors.agents._pacing import StallWatch
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
-from cleveractors.agents._toolset import (
-    ToolSet,
-    answer_call,
-    answer_for_person,
-    append_answers,
-    skip_call,
-)
-from cleveractors.agents.base import Agent, History, ResultCallback, settle_blocking
+from cleveractors.agents._toolset import ToolSet
+from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
-from cleveractors.agents.stream import EventStream
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.approvals import (
     DEFAULT_APPROVAL_TIMEOUT_S,
     ApprovalDecision,
-    ApprovalPolicy,
-    PendingApproval,
-    RecordedDecision,
-    call_digest,
+    CheckedDecisions,
+    PausedRun,
 )
 from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
-from cleveractors.events import (
-    OutputPruned,
-    RoundStarted,
-    SynthesisStarted,
-    TextDelta,
-    ToolApprovalRequested,
-    ToolCallDecided,
-    ToolCallRequested,
-)
+from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
-    ExecutionResult,
     RunOutcome,
     SynthesisReason,
 )
@@ -147,33 +122,6 @@ class LoopLimits:
             raise ConfigurationError(
                 f"LoopLimits: stream_stall_timeout_s must be positive or None, got {stall!r}"
             )
-
-
-@dataclass(frozen=True, slots=True)
-class _BatchOutcome:
-    answer: str | None = None
-    """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
-    paused: PausedRun | None = None
-    """Set when gated calls of the batch wait for a person: the run pauses."""
-
-
-@dataclass(frozen=True, slots=True)
-class _NewMessage:
-    """A run that begins with the user's message."""
-
-    message: str
-    history: History | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Resumption:
-    """A run that goes on from a paused one, with decisions on its gated calls."""
-
-    paused: PausedRun
-    checked: CheckedDecisions
-
-
-_Start = _NewMessage | _Resumption
 
 
 class LLMAgent(Agent):
@@ -253,13 +201,14 @@ class LLMAgent(Agent):
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
         )
-        self._gate = ApprovalGate(
+        gate = ApprovalGate(
             approval,
             timeout_s=approval_timeout_s,
             tools=self._toolset.tools,
             agent_name=name,
             has_mcp_servers=bool(mcp_servers),
         )
+        self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -318,46 +267,11 @@ class LLMAgent(Agent):
             approval_timeout_s=config.approval_timeout_s,
         )
 
-    # -- public: both modes are this thin ------------------------------------------------------
-
-    async def process_message(
-        self,
-        message: str,
-        *,
-        history: History | None = None,
-        on_result: ResultCallback | None = None,
-        on_call: CallRecorder | None = None,
-    ) -> ExecutionResult:
-        """Run a message to its answer, blocking.
-
-        Raises:
-            ConfigurationError: the message or history is malformed.
-            Exception: whatever the model raised (e.g. langchain-core's `ModelError` family),
-                unchanged, after the usage spent before it was recorded.
-        """
-        outcome = await self.run(
-            message, history=history, sink=discard_event, streaming=False, on_call=on_call
-        )
-        return settle_blocking(outcome, on_result)
-
-    def stream_message(
-        self,
-        message: str,
-        *,
-        history: History | None = None,
-        on_result: ResultCallback | None = None,
-        on_call: CallRecorder | None = None,
-    ) -> EventStream:
-        """Run a message, streaming its events (text deltas as the provider sends them)."""
-
-        def run(sink: EventSink) -> Awaitable[RunOutcome]:
-            return self.run(message, history=history, sink=sink, streaming=True, on_call=on_call)
-
-        return EventStream(run, on_result=on_result)
+    # -- public: the one run both modes are made of ------------------------------------------
 
     async def run(
         self,
-        message: str,
+        start: str | CheckedDecisions,
         *,
         history: History | None,
         sink: EventSink,
@@ -367,17 +281,25 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
     ) -> RunOutcome:
-        """Run the message once as run `run_id`, its events into `sink`; never raises for a
-        failed run (the outcome carries the result and the error). See `Agent.run`."""
-        return await self._run(
-            _NewMessage(message, history),
-            sink,
-            streaming=streaming,
-            on_call=on_call,
-            run_id=run_id,
-            max_output_tokens=max_output_tokens,
-            can_pause=can_pause,
-        )
+        """Run the message (or carry out the checked decisions on a paused run) once as run
+        `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
+        result and the error). See `Agent.run`. `process_message` and `stream_message` are made
+        of it, and so is every run of an executor."""
+        with run_scope(run_id) as scope:
+            try:
+                finished = await self._execute_tool_loop(
+                    start,
+                    history,
+                    sink,
+                    streaming=streaming,
+                    on_call=on_call,
+                    run_id=scope.id,
+                    max_output_tokens=max_output_tokens,
+                    can_pause=can_pause,
+                )
+            except _ToolLoopError as failure:
+                return RunOutcome(failure.result, failure.cause, failure.turn)
+            return RunOutcome(finished.result, turn=finished.turn, pause=finished.paused)
 
     def check_decisions(
         self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
@@ -389,58 +311,12 @@ class LLMAgent(Agent):
         """
         return check_decisions(paused, decisions, self.tools, now=now)
 
-    async def resume(
-        self,
-        paused: PausedRun,
-        checked: CheckedDecisions,
-        *,
-        sink: EventSink,
-        streaming: bool,
-        on_call: CallRecorder | None = None,
-        run_id: str | None = None,
-    ) -> RunOutcome:
-        """Go on with a paused run as segment `run_id`, carrying out `checked` (see `Agent`)."""
-        return await self._run(
-            _Resumption(paused, checked),
-            sink,
-            streaming=streaming,
-            on_call=on_call,
-            run_id=run_id,
-            max_output_tokens=paused.max_output_tokens,
-            can_pause=True,
-        )
-
-    async def _run(
-        self,
-        start: _Start,
-        sink: EventSink,
-        *,
-        streaming: bool,
-        on_call: CallRecorder | None,
-        run_id: str | None,
-        max_output_tokens: int | None,
-        can_pause: bool,
-    ) -> RunOutcome:
-        with run_scope(run_id) as scope:
-            try:
-                finished = await self._execute_tool_loop(
-                    start,
-                    sink,
-                    streaming=streaming,
-                    on_call=on_call,
-                    run_id=scope.id,
-                    max_output_tokens=max_output_tokens,
-                    can_pause=can_pause,
-                )
-            except _ToolLoopError as failure:
-                return RunOutcome(failure.result, failure.cause)
-            return RunOutcome(finished.result, turn=finished.turn, pause=finished.paused)
-
     # -- the loop ------------------------------------------------------------------------------
 
     async def _execute_tool_loop(
         self,
-        start: _Start,
+        start: str | CheckedDecisions,
+        history: History | None,
         sink: EventSink,
         *,
         streaming: bool,
@@ -459,7 +335,7 @@ class LLMAgent(Agent):
             can_pause=can_pause,
         )
         try:
-            step = self._first_step(run, start)
+            step = self._first_step(run, start, history)
             while True:
                 if step is None:
                     step = await self._round(run)
@@ -469,9 +345,9 @@ class LLMAgent(Agent):
                     case _Synthesize(reason=reason):
                         return run.result(await self._synthesize(run, reason))
                     case _CallTools(reply=tool_reply, calls=calls):
-                        batch = await self._run_tool_batch(run, tool_reply, calls)
-                    case _ResumeBatch(paused=paused, checked=checked):
-                        batch = await self._resume_batch(run, paused, checked)
+                        batch = await self._batches.run(run, tool_reply, calls)
+                    case _ResumeBatch(checked=checked):
+                        batch = await self._batches.resume(run, checked)
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
@@ -486,13 +362,13 @@ class LLMAgent(Agent):
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
 
-    def _first_step(self, run: _Run, start: _Start) -> _Step | None:
+    def _first_step(
+        self, run: _Run, start: str | CheckedDecisions, history: History | None
+    ) -> _Step | None:
         """Where the run begins: the model is asked about the user's message (None), or a
         paused run's decisions are carried out."""
-        if isinstance(start, _NewMessage):
-            run.transcript = Transcript.of(
-                start.message, start.history, system_prompt=self.system_prompt
-            )
+        if not isinstance(start, CheckedDecisions):
+            run.transcript = Transcript.of(start, history, system_prompt=self.system_prompt)
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -502,7 +378,7 @@ class LLMAgent(Agent):
         run.resumed_from = paused.run_id
         run.spent_tokens_before = paused.spent_tokens
         run.spent_cost_before = paused.spent_cost_usd
-        return _ResumeBatch(paused, start.checked)
+        return _ResumeBatch(paused, start)
 
     async def _round(self, run: _Run) -> _Step:
         """Ask the model (with the tools bound) and decide what its reply asks for."""
@@ -609,183 +485,6 @@ class LLMAgent(Agent):
         return fold.message()
 
     # -- step 4: tools -------------------------------------------------------------------------
-
-    async def _run_tool_batch(
-        self, run: _Run, reply: AIMessage, calls: Sequence[ToolCallRequest]
-    ) -> _BatchOutcome:
-        run.tool_rounds += 1
-        run.transcript.append(reply)
-        for call in calls:
-            run.sink(
-                ToolCallRequested(
-                    round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments
-                )
-            )
-        if len(calls) > 1:
-            logger.info(
-                "agent %s, run %s: %d tool calls in one reply: %s",
-                self.name,
-                current_run_id(),
-                len(calls),
-                ", ".join(call.name for call in calls),
-            )
-        gated = await self._gate.gated(calls, self.tools)
-        answers: dict[str, ToolAnswer] = {}
-        waiting: list[PendingApproval] = []
-        for call in gated:
-            if run.can_pause:
-                waiting.append(self._pending(call))
-            else:
-                answers[call.call_id] = answer_for_person(
-                    run, call, not_run(call.name, UNAVAILABLE)
-                )
-        gated_ids = {call.call_id for call in gated}
-        ready = [call for call in calls if call.call_id not in gated_ids]
-        return await self._answer_batch(run, calls, ready, answers, waiting=waiting)
-
-    async def _resume_batch(
-        self, run: _Run, paused: PausedRun, checked: CheckedDecisions
-    ) -> _BatchOutcome:
-        """Carry out the decisions on a paused batch: approved and edited calls run (in the
-        model's order), the others are answered as the person (or the clock) decided; a call
-        that ran before the pause never runs again."""
-        await self._toolset.sync()  # another worker's first run: its MCP tools are not bound yet
-        answers = {call.call_id: call.answer for call in paused.batch if call.answer is not None}
-        ready: list[ToolCallRequest] = []
-        edits: dict[str, Mapping[str, object]] = {}
-        expired = {call.call_id for call in checked.expired}
-        for pending in paused.pending:
-            call = ToolCallRequest(pending.call_id, pending.name, pending.arguments)
-            decision = checked.decided.get(pending.call_id)
-            if decision is None:
-                if pending.call_id in expired:
-                    self._decided(run, pending, "expired", None)
-                    answers[call.call_id] = answer_for_person(
-                        run, call, expired_answer(pending, self._gate.timeout_s)
-                    )
-                continue
-            self._decided(run, pending, decision.decision, decision.reason)
-            match decision.decision:
-                case "approve":
-                    ready.append(call)
-                case "edit":
-                    arguments = dict(decision.arguments or {})
-                    ready.append(ToolCallRequest(call.call_id, call.name, arguments))
-                    edits[call.call_id] = arguments
-                case "reject":
-                    answers[call.call_id] = answer_for_person(
-                        run, call, declined(call.name, decision.reason)
-                    )
-                case "respond":
-                    answers[call.call_id] = answer_for_person(
-                        run, call, ToolAnswer(decision.output or "")
-                    )
-        calls = [ToolCallRequest(call.call_id, call.name, call.arguments) for call in paused.batch]
-        return await self._answer_batch(
-            run, calls, ready, answers, waiting=list(checked.waiting), edits=edits
-        )
-
-    async def _answer_batch(
-        self,
-        run: _Run,
-        calls: Sequence[ToolCallRequest],
-        ready: Sequence[ToolCallRequest],
-        answers: dict[str, ToolAnswer],
-        *,
-        waiting: Sequence[PendingApproval],
-        edits: Mapping[str, Mapping[str, object]] | None = None,
-    ) -> _BatchOutcome:
-        """Run the `ready` calls and answer the batch: in full, in the model's order, when no
-        call waits for a person; otherwise the run pauses with what it has."""
-        dispatched = await self._toolset.dispatcher.dispatch(run, ready)
-        for call, outcome in dispatched.ran:
-            output = await self._prune(run, call, outcome)
-            if edits and (arguments := edits.get(call.call_id)) is not None:
-                output = edited(arguments, output)
-            answers[call.call_id] = answer_call(run, call, outcome, output)
-        if dispatched.ender is not None:
-            ender_call, ender_outcome = dispatched.ender
-            for call in calls:
-                if call.call_id not in answers:
-                    answers[call.call_id] = skip_call(
-                        run, call, ended_by=ender_call, agent_name=self.name
-                    )
-            append_answers(run, calls, answers)
-            run.show_text(ender_outcome.output)
-            return _BatchOutcome(answer=ender_outcome.output)
-        if waiting:
-            return _BatchOutcome(paused=self._pause(run, calls, answers, waiting))
-        append_answers(run, calls, answers)
-        return _BatchOutcome()
-
-    def _pending(self, call: ToolCallRequest) -> PendingApproval:
-        now = datetime.now(UTC)
-        return PendingApproval(
-            call_id=call.call_id,
-            name=call.name,
-            arguments=call.arguments,
-            digest=call_digest(call.name, call.arguments),
-            requested_at=now,
-            expires_at=now + timedelta(seconds=self._gate.timeout_s),
-        )
-
-    def _pause(
-        self,
-        run: _Run,
-        calls: Sequence[ToolCallRequest],
-        answers: Mapping[str, ToolAnswer],
-        waiting: Sequence[PendingApproval],
-    ) -> PausedRun:
-        """What a later segment needs to go on: the transcript (the batch's reply last), the
-        answers so far, the calls that wait. Each waiting call is announced."""
-        for pending in waiting:
-            run.sink(
-                ToolApprovalRequested(
-                    round=run.round,
-                    call_id=pending.call_id,
-                    name=pending.name,
-                    arguments=pending.arguments,
-                    digest=pending.digest,
-                    expires_at=pending.expires_at,
-                )
-            )
-        logger.info(
-            "agent %s, run %s: paused for approval of %s",
-            self.name,
-            current_run_id(),
-            ", ".join(f"{pending.name} (call {pending.call_id})" for pending in waiting),
-        )
-        transcript = run.transcript
-        return PausedRun(
-            run_id=run.run_id,
-            messages=tuple(transcript.messages),
-            turn_start=transcript.turn_start,
-            user_message=transcript.user_message,
-            round=run.round,
-            tool_rounds=run.tool_rounds,
-            batch=tuple(
-                BatchCall(call.call_id, call.name, call.arguments, answers.get(call.call_id))
-                for call in calls
-            ),
-            pending=tuple(waiting),
-            spent_tokens=run.spent_tokens,
-            spent_cost_usd=run.spent_cost_usd,
-            max_output_tokens=run.max_output_tokens,
-        )
-
-    @staticmethod
-    def _decided(
-        run: _Run, pending: PendingApproval, decision: RecordedDecision, reason: str | None
-    ) -> None:
-        run.sink(
-            ToolCallDecided(
-                round=run.round,
-                call_id=pending.call_id,
-                name=pending.name,
-                decision=decision,
-                reason=reason,
-            )
-        )
 
     async def _prune(self, run: _Run, call: ToolCallRequest, outcome: ToolOutcome) -> str:
         """The output the model will read: condensed by one LLM call when it is over the limit,

@@ -32,8 +32,9 @@ from cleveractors.cli.command import (
     out,
 )
 from cleveractors.cli.render import EventRenderer, print_unsqueezed
-from cleveractors.cli.turn import Output, Turn, run_shown
+from cleveractors.cli.turn import Output, run_shown
 from cleveractors.errors import CleverActorsError, ConfigurationError
+from cleveractors.turns import Resumption
 
 if TYPE_CHECKING:  # the store extra is imported when a command needs it
     from cleveractors.store import SqlStore
@@ -187,7 +188,7 @@ def resume(
             )
     except ConfigurationError as exc:
         fail_configured(exc)
-    turn = Turn("", resuming=run_id, decisions=tuple(decisions))
+    turn = Resumption(run_id, tuple(decisions))
     run_shown(actor, executor, turn, Output(no_stream, events, as_json), view)
 
 

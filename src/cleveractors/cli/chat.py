@@ -20,10 +20,11 @@ from cleveractors.cli.actor import (
 from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, err, fail, out
 from cleveractors.cli.render import EventRenderer, money, one_line, print_unsqueezed, usage_table
 from cleveractors.cli.segments import Segments
-from cleveractors.cli.turn import RUN_ERRORS, Turn, read_answer, run_live, run_to_the_end
+from cleveractors.cli.turn import RUN_ERRORS, read_answer, run_live, run_to_the_end
 from cleveractors.errors import ConfigurationError
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
+from cleveractors.turns import NewMessage
 from cleveractors.usage import LLMCallUsage
 
 _CHAT_HELP = (
@@ -41,10 +42,10 @@ class _Chat:
     calls: list[LLMCallUsage] = field(default_factory=list)
     turns: int = 0
 
-    def next_turn(self, message: str) -> Turn:
+    def next_turn(self, message: str) -> NewMessage:
         if self.session is not None:  # the store holds the history
-            return Turn(message, session=self.session)
-        return Turn(message, history=list(self.history))
+            return NewMessage(message, session_id=self.session)
+        return NewMessage(message, history=list(self.history))
 
     def answered(self, message: str, segments: Segments) -> None:
         self.paid(segments)

@@ -15,8 +15,9 @@ from cleveractors.cli.actor import (
 )
 from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, fail_configured, out
 from cleveractors.cli.render import EventRenderer
-from cleveractors.cli.turn import Output, Turn, run_shown
+from cleveractors.cli.turn import Output, run_shown
 from cleveractors.errors import ConfigurationError
+from cleveractors.turns import NewMessage
 
 
 @app.command(cls=Command, short_help="Send a message; see the answer and its tokens.")
@@ -56,4 +57,4 @@ def run(
         executor = build_executor(actor, base_url=base_url)
     except ConfigurationError as exc:
         fail_configured(exc)
-    run_shown(actor, executor, Turn(message, session=session), output, view)
+    run_shown(actor, executor, NewMessage(message, session_id=session), output, view)

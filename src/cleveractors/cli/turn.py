@@ -30,21 +30,10 @@ from cleveractors.errors import (
 )
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ExecutionResult
+from cleveractors.turns import Resumption, Turn
 
 # What a run raises for a reason the user can act on; anything else is a bug and keeps its trace.
 RUN_ERRORS = (CleverActorsError, ModelError)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One message to the actor, with what it follows: the earlier turns, or a stored session;
-    or, `resuming` a paused run, the decisions on its pending calls."""
-
-    message: str
-    history: list[dict[str, object]] | None = None
-    session: str | None = None
-    resuming: str | None = None
-    decisions: tuple[ApprovalDecision, ...] = ()
 
 
 async def run_turn(
@@ -57,16 +46,8 @@ async def run_turn(
     """The one place the command line asks the executor to run or resume a turn: streamed (the
     model's text as it comes) or blocking (each reply's text whole); each event to `on_event`."""
     if not is_streamed:
-        if turn.resuming is not None:
-            return await executor.resume(turn.resuming, turn.decisions, on_event=on_event)
-        return await executor.execute(
-            turn.message, turn.history, session_id=turn.session, on_event=on_event
-        )
-    if turn.resuming is not None:
-        stream = executor.resume_events(turn.resuming, turn.decisions)
-    else:
-        stream = executor.execute_events(turn.message, turn.history, session_id=turn.session)
-    async with stream as events:
+        return await executor.execute(turn, on_event=on_event)
+    async with executor.execute_events(turn) as events:
         async for event in events:
             on_event(event)
     # A stream that ended without raising has settled its result.
@@ -150,7 +131,7 @@ async def run_to_the_end(
         decided |= {decision.call_id: decision for decision in answers}
         if view is not None:
             view.name_calls(decided_labels(pending, decided))
-        resumption = Turn("", resuming=result.run_id, decisions=tuple(decided.values()))
+        resumption = Resumption(str(result.run_id), tuple(decided.values()))
         try:
             result = await _shown_turn(runner, executor, resumption, view)
         except InvalidDecisionError as exc:
@@ -206,8 +187,8 @@ def run_shown(
     runner = _run_blocking if output.no_stream else run_live
 
     async def work() -> ExecutionResult:
-        if turn.resuming is not None:
-            await _check_resumption(executor, turn.resuming, turn.decisions, view)
+        if isinstance(turn, Resumption):
+            await _check_resumption(executor, turn.run_id, turn.decided, view)
         if output.events:
             return await _print_events(executor, turn)
         return await run_to_the_end(runner, executor, turn, view, segments, ask=ask)

@@ -16,8 +16,13 @@ from langchain_core.messages import BaseMessage, messages_to_dict
 from sqlalchemy import Row, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
-from cleveractors.approvals import ApprovalRecord, RecordedDecision
+from cleveractors.approvals import (
+    ApprovalRecord,
+    CheckedDecisions,
+    PausedRun,
+    RecordedDecision,
+    ToolAnswer,
+)
 from cleveractors.errors import ApprovalConflictError, RunNotFoundError
 from cleveractors.store.records import SegmentStatus
 from cleveractors.store.schema import approvals, paused_runs, runs, turns

@@ -33,8 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from cleveractors._pause import CheckedDecisions, PausedRun, ToolAnswer
-from cleveractors.approvals import ApprovalRecord
+from cleveractors.approvals import ApprovalRecord, CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.config import StoreConfig
 from cleveractors.errors import (
     ConfigurationError,
@@ -656,6 +655,9 @@ class StoreRun:
                 await self.commit_turn(outcome.turn, result)
             else:
                 self.failure = ("cancelled" if result.cancelled else "failed", result)
+                if outcome.turn and self.session_id is not None:  # what of it is whole
+                    async with self.store.engine.begin() as connection:
+                        await self._append_turn(connection, outcome.turn)
         except (StoreError, SQLAlchemyError) as exc:
             failure = (
                 exc if isinstance(exc, StoreError) else _store_error(f"run {self.run_id}", exc)

@@ -14,7 +14,8 @@ request helpers, so each route keeps the router's guarantees: the caller checked
 A resumption names the paused run by the id the server gave it (in the approval id of an AI SDK
 `tool-approval-request` part, in an AG-UI interrupt's id); whether that run is paused, is the
 caller's, and which calls it waits for is decided by the executor on its own records
-(`ActorExecutor.resume_events`), never on what the client sends back.
+(`ActorExecutor.execute_events` of a `cleveractors.turns.Resumption`), never on what the
+client sends back.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from cleveractors import turns
 from cleveractors.errors import InvalidDecisionError
 from cleveractors.events import RunFailed
 from cleveractors.web.router import (
@@ -136,7 +138,7 @@ async def _open_resumption(
 ) -> _OpenedRun:
     executor = runs.executor_factory()
     try:
-        stream = executor.resume_events(run_id, decisions, caller=current_caller())
+        stream = executor.execute_events(turns.Resumption(run_id, decisions, current_caller()))
     except InvalidDecisionError as invalid:
         raise _RequestRejected(422, str(invalid)) from None
     opened = await _open_run(stream, runs.on_usage)

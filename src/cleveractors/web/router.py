@@ -77,6 +77,7 @@ from cleveractors.approvals import ApprovalDecision
 from cleveractors.events import Event, RunFailed, RunFinished, RunPaused, RunStarted, TextDelta
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
+from cleveractors.turns import Resumption
 from cleveractors.web.openai_compat import (
     AnswerText,
     ChatCompletionRequest,
@@ -545,7 +546,7 @@ async def _open_resumption(
             an expired call (409), a decision that does not fit its call (422). Nothing ran,
             nothing is billed.
     """
-    stream = runs.executor_factory().resume_events(run_id, decisions, caller=current_caller())
+    stream = runs.executor_factory().execute_events(Resumption(run_id, decisions, current_caller()))
     opened = await _open_run(stream, runs.on_usage)
     first = opened.first
     if isinstance(first, RunFailed) and (status := _DECISION_REFUSALS.get(first.error.type)):
