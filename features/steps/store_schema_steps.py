@@ -36,8 +36,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from cleveractors.errors import IdempotencyKeyInProgressError, SessionBusyError
 from cleveractors.store import Claimed, SqlStore, dialects, request_digest
+from cleveractors.store.engine import async_url
 from cleveractors.store.schema import SCHEMA_VERSION, metadata, schema_version, sessions
-from cleveractors.store.urls import async_url
 
 T = TypeVar("T")
 

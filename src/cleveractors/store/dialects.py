@@ -6,7 +6,6 @@
   (plus a span) as the database reads it in the statement that uses it, so workers whose clocks
   disagree still agree on whether a lease has run out.
 - `insert_for()`: the dialect's INSERT, which has ON CONFLICT.
-- `engine_options()` and `tune_sqlite()`: the connection pool, and SQLite's journal.
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 __all__ = [
     "as_utc",
     "database_time",
-    "engine_options",
     "insert_for",
-    "tune_sqlite",
     "utc_now",
 ]
 
@@ -64,19 +61,3 @@ def insert_for(connection: AsyncConnection) -> Callable[..., Any]:
         postgresql if connection.dialect.name == "postgresql" else sqlite
     ).insert
     return insert
-
-
-def engine_options(backend: str) -> dict[str, Any]:
-    if backend == "sqlite":
-        # Writers from several processes wait for each other instead of failing at once.
-        return {"connect_args": {"timeout": 30}}
-    return {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
-
-
-def tune_sqlite(dbapi_connection: Any, _record: object) -> None:
-    # WAL lets readers go on while one process writes; NORMAL sync is durable at each commit
-    # in WAL mode except across a power loss, which is the usual trade for a local ledger.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()

@@ -13,8 +13,9 @@ process was killed frees the session when its lease runs out. Ledger rows are ke
 `(run_id, call_index)` and inserted with ON CONFLICT DO NOTHING, so a write retried after a
 transient error never doubles a row.
 
-The rows themselves are written by the modules beside this one: `sessions` (holds and turns),
-`ledger`, `idempotency`, `pauses`; `run` holds one run from its start to its settling.
+The rows are written by the modules beside this one: `sessions` (holds and turns), `ledger`,
+`idempotency`, `pauses`; `run` holds one run from its start to its settling; `engine` opens the
+database and migrates its `schema`.
 """
 
 from __future__ import annotations
@@ -26,18 +27,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import event
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cleveractors._pause import PausedRun
 from cleveractors.approvals import ApprovalRecord
 from cleveractors.config import StoreConfig
-from cleveractors.errors import ConfigurationError, StoreError
 from cleveractors.result import ExecutionResult
 from cleveractors.runs import finish_despite_cancellation, new_run_id
-from cleveractors.store.dialects import engine_options, tune_sqlite, utc_now
+from cleveractors.store.dialects import utc_now
+from cleveractors.store.engine import (
+    DEFAULT_STORE_URL,
+    async_url,
+    open_engine,
+    resolve_sqlite_path,
+    shown_url,
+)
 from cleveractors.store.idempotency import (
     IdempotencyClaim,
     claim_key,
@@ -50,19 +55,12 @@ from cleveractors.store.ledger import read_ledger
 from cleveractors.store.pauses import find_pause, list_approvals, segment_status
 from cleveractors.store.records import SegmentStatus, StoredTurn, UsageReport
 from cleveractors.store.run import StoreRun, store_error
-from cleveractors.store.schema import migrate, sessions
+from cleveractors.store.schema import sessions
 from cleveractors.store.sessions import (
     delete_sessions,
     idle_session_ids,
     read_turns,
     session_exists,
-)
-from cleveractors.store.urls import (
-    DEFAULT_STORE_URL,
-    async_url,
-    check_driver,
-    resolve_sqlite_path,
-    sqlite_file,
 )
 
 __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun", "resolve_sqlite_path"]
@@ -110,9 +108,7 @@ class SqlStore:
     def shown_url(self) -> str:
         """The database URL fit for a log line or a banner: as a config writes it (no async
         driver), its password and query hidden."""
-        parsed = make_url(self.url)
-        plain = parsed.set(drivername=parsed.get_backend_name(), query={})
-        return plain.render_as_string(hide_password=True)
+        return shown_url(self.url)
 
     @classmethod
     def from_config(
@@ -143,28 +139,8 @@ class SqlStore:
                 `should_create`) the SQLite file does not exist.
             StoreError: the database cannot be reached or written.
         """
-        if self._engine is not None:
-            return
-        check_driver(self.url)
-        missing = sqlite_file(self.url)
-        if not self.should_create and missing is not None and not missing.exists():
-            raise ConfigurationError(
-                f"no store database at {missing.resolve()} (nothing was created)"
-            )
-        backend = make_url(self.url).get_backend_name()
-        engine = create_async_engine(self.url, **engine_options(backend))
-        if backend == "sqlite":
-            event.listen(engine.sync_engine, "connect", tune_sqlite)
-        try:
-            async with engine.begin() as connection:
-                await migrate(connection)
-        except (SQLAlchemyError, OSError) as exc:  # OSError: asyncpg's refused connection
-            await engine.dispose()
-            raise StoreError(f"store: cannot open {self.shown_url} ({type(exc).__name__})") from exc
-        except BaseException:
-            await engine.dispose()
-            raise
-        self._engine = engine
+        if self._engine is None:
+            self._engine = await open_engine(self.url, should_create=self.should_create)
 
     async def aclose(self) -> None:
         """Close the connection pool; a later use opens it again."""
