@@ -48,8 +48,7 @@ class Lease:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._keep())
+        self._task = asyncio.create_task(self._keep())
 
     async def stop(self) -> None:
         """Stop renewing and wait for the renewal task's end (a cancellation of the caller's

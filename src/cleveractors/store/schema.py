@@ -2,7 +2,10 @@
 
 The schema is versioned in `cleveractors_schema`; `migrate()` applies every step above the
 stored version in one transaction, so a database is always at exactly one version. Steps are
-only ever appended: a released step never changes.
+only ever appended, and each is told the version the database was at: a step creates its tables
+as they are now, and a later step brings a database made by an earlier cleveractors up to them
+(`_v3_call_spans` adds columns, `_v5_prefixed_names` moves the unprefixed pause tables).
+Every table carries the `cleveractors_` prefix, so none collides with an application's own.
 
 Money is stored as text (`Decimal` rendered exactly) because SQLite has no exact decimal type;
 sums are made in Python with `Decimal`.
@@ -226,15 +229,8 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
     left alone."""
     if found != 4:
         return
-
-    def present(sync: Connection) -> set[str]:
-        return set(inspect(sync).get_table_names())
-
-    existing = await connection.run_sync(present)
     await _v4_approvals(connection, found)
-    for current, name in _UNPREFIXED:
-        if name not in existing:
-            continue
+    for current, name in _UNPREFIXED:  # version 4 made both
         columns = [each.name for each in current.columns]
         old = table_named(name, *(column_named(each) for each in columns))
         await connection.execute(current.insert().from_select(columns, select(old)))
