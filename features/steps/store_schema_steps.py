@@ -4,13 +4,15 @@ approvals.expiry.feature.
 A "database made by schema version 4" is written here with the DDL that version created (the
 pause tables without the `cleveractors_` prefix) and rows in it, then opened by the store. A
 "worker whose clock is an hour ahead" is a second `SqlStore` in this process whose clock (the
-store's `utc_now`, the only process clock it reads) is moved, while it acts.
+store's `utc_now`, the only process clock it reads, in every module that reads it) is moved
+while it acts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -226,9 +228,18 @@ def application_table_kept(context: Context) -> None:
 
 @contextlib.contextmanager
 def _clock_moved(by: timedelta) -> Iterator[None]:
-    """This process's clock, as the store reads it, moved by `by` meanwhile."""
+    """This process's clock, as every module of the store reads it (`utc_now`), moved by `by`
+    meanwhile."""
     moved = datetime.now(UTC) + by  # the test is over in far less than a lease
-    with mock.patch.object(dialects, "utc_now", return_value=moved):
+    readers = [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("cleveractors.store") and hasattr(module, "utc_now")
+    ]
+    assert dialects in readers, readers
+    with contextlib.ExitStack() as stack:
+        for module in readers:
+            stack.enter_context(mock.patch.object(module, "utc_now", return_value=moved))
         yield
 
 
