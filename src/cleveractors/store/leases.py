@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 class Lease:
-    """Renews a held row every third of `span_s` while the holder works.
+    """Renews a held row every third of `span_s`, from its making until `stop()` (or the end of
+    its `async with` block); made while the holder's event loop runs.
 
     Args:
         renew: Extends the lease; returns False when the row is no longer the holder's.
@@ -45,20 +46,15 @@ class Lease:
         self._span_s = span_s
         self._on_lost = on_lost
         self._name = name
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
         self._task = asyncio.create_task(self._keep())
 
     async def stop(self) -> None:
         """Stop renewing and wait for the renewal task's end (a cancellation of the caller's
         own still reaches it)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task})
+        self._task.cancel()
+        await asyncio.wait({self._task})
 
     async def __aenter__(self) -> Self:
-        self.start()
         return self
 
     async def __aexit__(

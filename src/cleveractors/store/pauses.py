@@ -184,12 +184,14 @@ async def supersede_pause(
     paused: PausedRun,
     answers: dict[str, ToolAnswer],
     *,
+    session_id: str,
     by_run: str,
     caller: str,
 ) -> list[BaseMessage]:
-    """End a pause that a new message on its session answers: its waiting calls recorded as
-    `superseded`, its turn appended to the session (every call answered, so the history stays
-    valid for any provider). The caller holds the session. Returns the turn's messages.
+    """End a pause that a new message on session `session_id` answers: its waiting calls
+    recorded as `superseded`, its turn appended to the session (every call answered, so the
+    history stays valid for any provider). Run `by_run`, the new message's, holds the session.
+    Returns the turn's messages.
 
     Raises:
         ApprovalConflictError: a resumption took the pause first.
@@ -205,10 +207,9 @@ async def supersede_pause(
             still=approvals.c.decision.is_(None),
         )
     messages = paused.turn_messages(answers)
-    if paused.session_id is not None:
-        await append_turn(
-            connection, paused.session_id, run_id=paused.run_id, messages=messages, held_by=by_run
-        )
+    await append_turn(
+        connection, session_id, run_id=paused.run_id, messages=messages, held_by=by_run
+    )
     return messages
 
 

@@ -92,7 +92,6 @@ class StoreRun:
                 on_lost=self._lost_session,
                 name=f"the lease of run {self.run_id} on session {self.session_id!r}",
             )
-            self._lease.start()
 
     def _lost_session(self) -> None:
         logger.warning(
@@ -192,7 +191,12 @@ class StoreRun:
                 if paused is None:
                     return []
                 return await supersede_pause(
-                    connection, paused, answer(paused), by_run=self.run_id, caller=self.caller
+                    connection,
+                    paused,
+                    answer(paused),
+                    session_id=self.session_id,
+                    by_run=self.run_id,
+                    caller=self.caller,
                 )
         except SQLAlchemyError as exc:
             raise store_error(f"declining the waiting calls of {self.session_id!r}", exc) from exc

@@ -290,8 +290,9 @@ class SqlStore:
 
     async def run_status(self, run_id: str, *, caller: str | None = None) -> SegmentStatus | None:
         """How run segment `run_id` stands, for its own caller: `running` (or its process
-        died), `answered`, `failed`, `cancelled`, `paused` (it waits for decisions), `resumed`
-        or `superseded` (see `SegmentStatus`); None for no such run of this caller's.
+        died), `answered`, `failed`, `cancelled`, `paused` (it waits for decisions), `expired`
+        (every call it waited on expired), `resumed` or `superseded` (see `SegmentStatus`); None
+        for no such run of this caller's.
 
         Raises:
             StoreError: the database could not be read.
@@ -363,10 +364,10 @@ class SqlStore:
     def idempotency_lease(
         self, *, caller: str | None, key: str, run_id: str, on_lost: Callable[[], None]
     ) -> Lease:
-        """The run's claim on `key`, renewed every third of `lease_s` while the run goes (use
-        it as `async with`), as its hold on its session is. `on_lost` is called once if the
-        claim was taken over by another run (the database was out of reach for a whole lease):
-        the request runs there now."""
+        """The run's claim on `key`, renewed every third of `lease_s` from this call until the
+        end of its `async with` block, as the run's hold on its session is. `on_lost` is called
+        once if the claim was taken over by another run (the database was out of reach for a
+        whole lease): the request runs there now."""
         return Lease(
             lambda: self.renew_idempotency_key(caller=caller, key=key, run_id=run_id),
             span_s=self.lease_s,
