@@ -51,3 +51,18 @@ Feature: A pending call expires: it never runs, a late decision is refused, the 
     When the shop is asked "Refund A1" in blocking mode
     And the latest paused segment is resumed in blocking mode with no decision
     Then resuming is refused with InvalidDecisionError naming "no decision was given"
+
+  Scenario Outline: A call nobody decided is recorded expired when it expires, with no resumption (<database>)
+    Given the shop keeps its runs in <database>
+    When the shop is asked "Refund A1" in blocking mode
+    And the shop waits 0.3 seconds
+    Then the audit of the shop's session lists
+      | segment | call | decision | resumed in |
+      | 1       | r1   | expired  | -          |
+    And with no resumption, the first paused segment reads as expired: call r1 decided at its expiry, the segment's status expired, the run still resumable
+    And the shop's model was asked 1 times
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |

@@ -521,36 +521,21 @@ def _replay(
 async def _holding_key(
     store: SqlStore, caller: str | None, key: str, run_id: str
 ) -> AsyncIterator[None]:
-    """Renew the run's claim on its key every third of the store's lease while the run goes,
-    as the run's hold on its session is renewed: a claim left to run out is a dead run's. A run
-    that lost its claim (the database was out of reach for a whole lease, and another worker
-    took the key over) is stopped: the request now runs there, and must not be paid for twice."""
+    """Keep the run's claim on its key while the run goes (the store's lease, as for its
+    session). A run that lost its claim (the database was out of reach for a whole lease, and
+    another worker took the key over) is stopped: the request now runs there, and must not be
+    paid for twice."""
     running = asyncio.current_task()
 
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(store.lease_s / 3)
-            try:
-                is_held = await store.renew_idempotency_key(caller=caller, key=key, run_id=run_id)
-            except Exception as exc:  # the next renewal may succeed; the claim holds until then
-                logger.warning("run %s: renewing idempotency key %r failed: %r", run_id, key, exc)
-                continue
-            if not is_held:
-                logger.warning(
-                    "run %s lost its claim on idempotency key %r to another run; stopping it",
-                    run_id,
-                    key,
-                )
-                if running is not None:
-                    running.cancel()
-                return
+    def stop() -> None:
+        logger.warning(
+            "run %s lost its claim on idempotency key %r to another run; stopping it", run_id, key
+        )
+        if running is not None:
+            running.cancel()
 
-    renewal = asyncio.create_task(renew())
-    try:
+    async with store.idempotency_lease(caller=caller, key=key, run_id=run_id, on_lost=stop):
         yield
-    finally:
-        renewal.cancel()
-        await asyncio.wait({renewal})  # its end, not its cancellation, is what we wait for
 
 
 def _refused(run_id: str, error: BaseException) -> ExecutionResult:

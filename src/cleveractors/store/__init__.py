@@ -7,8 +7,11 @@ and an append-only usage ledger in one SQL database.
 - `store.run(session_id=..., caller=...)`: one run's hold on its session, its history and its
   ledger rows; `store.history()`, `store.session_turns()`, `store.delete_session()`,
   `store.usage()`, `store.prune()`, `store.idle_sessions()`.
-- `store.claim_idempotency_key()`, `renew_idempotency_key()`, `settle_idempotency_key()`: one
-  run per request sent under an idempotency key (`request_digest()` tells requests apart).
+- `store.claim_idempotency_key()`, `renew_idempotency_key()` (or `idempotency_lease()`, which
+  renews it while a run goes), `settle_idempotency_key()`: one run per request sent under an
+  idempotency key (`request_digest()` tells requests apart).
+- `store.paused_run()`, `store.run_status()`, `store.approvals()`: paused runs and the audit of
+  decisions. Leases (a run's hold on its session or key) are judged by the database's clock.
 """
 
 try:

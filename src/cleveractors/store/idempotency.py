@@ -4,10 +4,11 @@ A key is one caller's (another caller's key of the same name is another key) and
 request, told by `request_digest()`. Its row in `cleveractors_idempotency_keys` goes through:
 
 - **claimed**: the first request's run holds it (`status` "running"), on a lease
-  (`claimed_until`, `lease_s` long) that the run renews while it goes, as it renews its
-  session's. A repeat meanwhile is refused with `IdempotencyKeyInProgressError`. A claim whose
-  lease ran out belongs to a run whose process died (or stalled past its lease): the next
-  request takes it over and runs anew. Settling does not need the lease, only the run id, so a
+  (`claimed_until`, `lease_s` long, judged by the database's clock) that the run renews while
+  it goes, as it renews its session's (`SqlStore.idempotency_lease`). A repeat meanwhile is
+  refused with `IdempotencyKeyInProgressError`. A claim whose lease ran out belongs to a run
+  whose process died (or stalled past its lease): the next request takes it over and runs
+  anew. Settling does not need the lease, only the run id, so a
   slow run nobody took over from still settles.
 - **answered**: the run settled with an answer; every repeat gets that `ExecutionResult` back
   (`Replay`) and nothing runs.
@@ -16,7 +17,9 @@ request, told by `request_digest()`. Its row in `cleveractors_idempotency_keys` 
 
 The same key with another request's digest is refused with `IdempotencyKeyMismatchError`,
 whatever the state. A key expires `retention_days` after it was claimed (never when that is
-None): an expired key is claimed anew as if unseen, and `prune_keys()` deletes it.
+None): an expired key is claimed anew as if unseen, and `prune_keys()` deletes it. Every moment
+here is the database's (`now=None`); a caller may bring its own clock (`now=`), as tests that
+step through a lease do.
 
 Claiming is one INSERT ... ON CONFLICT DO UPDATE ... WHERE <the row is free>, then a read of the
 row in the same transaction: on PostgreSQL the upsert locks the row it found (also when its WHERE
@@ -31,13 +34,12 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_to_dict
 from pydantic import ValidationError
 from sqlalchemy import Delete, Update, and_, delete, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -48,6 +50,7 @@ from cleveractors.errors import (
     StoreError,
 )
 from cleveractors.result import ExecutionResult
+from cleveractors.store.dialects import database_time, insert_for
 from cleveractors.store.schema import idempotency_keys
 
 __all__ = [
@@ -118,9 +121,9 @@ async def claim_key(
     key: str,
     request_digest: str,
     run_id: str,
-    now: datetime,
     lease_s: float,
     retention_days: int | None,
+    now: datetime | None = None,
 ) -> IdempotencyClaim:
     """Claim `key` for `run_id`, or find the answer its request already has.
 
@@ -131,23 +134,26 @@ async def claim_key(
         StoreError: the database failed, or the answer kept for the key cannot be read.
     """
     _check_key(key)
-    claim = {
-        "request_digest": request_digest,
-        "run_id": run_id,
-        "status": "running",
-        "result": None,
-        "created_at": now,
-        "expires_at": None if retention_days is None else now + timedelta(days=retention_days),
-        "claimed_until": now + timedelta(seconds=lease_s),
-    }
     async with _writing(f"claiming idempotency key {key!r}", engine) as connection:
-        insert = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
-        upsert = insert(idempotency_keys).values(caller=caller, key=key, **claim)
+        dialect = connection.dialect.name
+        retention_s = None if retention_days is None else retention_days * 86_400.0
+        claim = {
+            "request_digest": request_digest,
+            "run_id": run_id,
+            "status": "running",
+            "result": None,
+            "created_at": database_time(dialect, at=now),
+            "expires_at": (
+                None if retention_s is None else database_time(dialect, after_s=retention_s, at=now)
+            ),
+            "claimed_until": database_time(dialect, after_s=lease_s, at=now),
+        }
+        upsert = insert_for(connection)(idempotency_keys).values(caller=caller, key=key, **claim)
         taken = await connection.execute(
             upsert.on_conflict_do_update(
                 index_elements=[_keys.caller, _keys.key],
                 set_={name: upsert.excluded[name] for name in claim},
-                where=_is_free(now),
+                where=_is_free(database_time(dialect, at=now)),
             )
         )
         if taken.rowcount == 1:
@@ -173,9 +179,15 @@ def _stored_result(stored: str, *, key: str, run_id: str) -> ExecutionResult:
 
 
 async def renew_key(
-    engine: AsyncEngine, *, caller: str, key: str, run_id: str, now: datetime, lease_s: float
+    engine: AsyncEngine,
+    *,
+    caller: str,
+    key: str,
+    run_id: str,
+    lease_s: float,
+    now: datetime | None = None,
 ) -> bool:
-    """Extend the claim's lease to `now + lease_s`; False when `run_id` holds no claim on the
+    """Extend the claim's lease to `lease_s` from now; False when `run_id` holds no claim on the
     key (it was taken over after its lease ran out, or settled).
 
     Raises:
@@ -185,7 +197,7 @@ async def renew_key(
         renewed = await connection.execute(
             update(idempotency_keys)
             .where(_held(caller, key, run_id))
-            .values(claimed_until=now + timedelta(seconds=lease_s))
+            .values(claimed_until=database_time(connection.dialect.name, after_s=lease_s, at=now))
         )
     return bool(renewed.rowcount == 1)
 
@@ -214,10 +226,11 @@ async def settle_key(
     return bool(settled.rowcount == 1)
 
 
-async def prune_keys(connection: AsyncConnection, *, now: datetime) -> int:
+async def prune_keys(connection: AsyncConnection, *, now: datetime | None = None) -> int:
     """Delete the keys past their expiry (none a live run holds); returns how many."""
+    moment = database_time(connection.dialect.name, at=now)
     pruned = await connection.execute(
-        delete(idempotency_keys).where(_keys.expires_at < now, _is_free(now))
+        delete(idempotency_keys).where(_keys.expires_at < moment, _is_free(moment))
     )
     return int(pruned.rowcount)
 
@@ -238,7 +251,7 @@ def _held(caller: str, key: str, run_id: str) -> Any:
     return _one(caller, key) & (_keys.run_id == run_id) & (_keys.status == "running")
 
 
-def _is_free(now: datetime) -> Any:
+def _is_free(now: Any) -> Any:
     """A row that no longer binds its key: an abandoned claim, or an answer past its expiry."""
     return or_(
         and_(_keys.status == "running", _keys.claimed_until < now),

@@ -18,11 +18,13 @@ RunStatus = Literal["running", "ok", "failed", "cancelled", "paused"]
 """A run in the ledger: still going (or its process died), answered, failed, or stopped."""
 
 SegmentStatus = Literal[
-    "running", "answered", "failed", "cancelled", "paused", "resumed", "superseded"
+    "running", "answered", "failed", "cancelled", "paused", "expired", "resumed", "superseded"
 ]
 """How a run segment stands for its owner (`SqlStore.run_status`): as the ledger says, or, for
-one that paused, whether it still waits (`paused`), a later segment carried its decisions out
-(`resumed`), or a new message on its session declined its calls (`superseded`)."""
+one that paused, whether it still waits for a decision (`paused`), every call it waited on
+expired before anyone decided (`expired`: resuming it with no decision lets the model read them
+declined), a later segment carried its decisions out (`resumed`), or a new message on its
+session declined its calls (`superseded`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,10 @@
 
 The schema is versioned in `cleveractors_schema`; `migrate()` applies every step above the
 stored version in one transaction, so a database is always at exactly one version. Steps are
-only ever appended: a released step never changes.
+only ever appended, and each is told the version the database was at: a step creates its tables
+as they are now, and a later step brings a database made by an earlier cleveractors up to them
+(`_v3_call_spans` adds columns, `_v5_prefixed_names` moves the unprefixed pause tables).
+Every table carries the `cleveractors_` prefix, so none collides with an application's own.
 
 Money is stored as text (`Decimal` rendered exactly) because SQLite has no exact decimal type;
 sums are made in Python with `Decimal`.
@@ -25,6 +28,8 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy import column as column_named
+from sqlalchemy import table as table_named
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -32,9 +37,11 @@ from cleveractors.errors import ConfigurationError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "approvals",
     "idempotency_keys",
     "llm_calls",
     "migrate",
+    "paused_runs",
     "runs",
     "sessions",
     "turns",
@@ -136,7 +143,7 @@ idempotency_keys = Table(
 
 paused_runs = Table(
     # A run segment that waits for a person: the state its resumption starts from.
-    "paused_runs",
+    "cleveractors_paused_runs",
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("session_id", String(200), index=True),
@@ -151,7 +158,7 @@ paused_runs = Table(
 
 approvals = Table(
     # Every gated call a run paused for, and what became of it: the audit of decisions.
-    "approvals",
+    "cleveractors_approvals",
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("call_id", String(200), primary_key=True),
@@ -161,7 +168,8 @@ approvals = Table(
     Column("arguments", Text, nullable=False),
     Column("digest", String(64), nullable=False),
     Column("requested_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
+    # Readers mark the calls past this `expired` first (`pauses.expire_overdue`).
+    Column("expires_at", DateTime(timezone=True), nullable=False, index=True),
     # NULL while it waits; then approve, edit, reject, respond, expired or superseded.
     Column("decision", String(16)),
     Column("decided_by", String(200)),
@@ -172,19 +180,20 @@ approvals = Table(
     Column("resumed_in", String(64)),
 )
 
-_Step = Callable[[AsyncConnection], Awaitable[None]]
+_Step = Callable[[AsyncConnection, int], Awaitable[None]]
+"""One migration step, given the version the database was at before this opening."""
 
 
-async def _v1_tables(connection: AsyncConnection) -> None:
+async def _v1_tables(connection: AsyncConnection, _found: int) -> None:
     tables = [sessions, turns, runs, llm_calls]
     await connection.run_sync(lambda sync: metadata.create_all(sync, tables=tables))
 
 
-async def _v2_idempotency_keys(connection: AsyncConnection) -> None:
+async def _v2_idempotency_keys(connection: AsyncConnection, _found: int) -> None:
     await connection.run_sync(idempotency_keys.create)
 
 
-async def _v3_call_spans(connection: AsyncConnection) -> None:
+async def _v3_call_spans(connection: AsyncConnection, _found: int) -> None:
     """The trace and span ids of each ledger row. A database made at version 3 or later has
     them from `_v1_tables` already (it creates the table as it is now)."""
 
@@ -200,13 +209,41 @@ async def _v3_call_spans(connection: AsyncConnection) -> None:
             )
 
 
-async def _v4_approvals(connection: AsyncConnection) -> None:
+async def _v4_approvals(connection: AsyncConnection, _found: int) -> None:
+    """The paused runs and the audit, as they are now: a database made at version 4 by an
+    earlier cleveractors has them under unprefixed names, which `_v5_prefixed_names` moves."""
     await connection.run_sync(
         lambda sync: metadata.create_all(sync, tables=[paused_runs, approvals])
     )
 
 
-_STEPS: Sequence[_Step] = (_v1_tables, _v2_idempotency_keys, _v3_call_spans, _v4_approvals)
+_UNPREFIXED = ((paused_runs, "paused_runs"), (approvals, "approvals"))
+"""The tables version 4 once created without the `cleveractors_` prefix, by their names then."""
+
+
+async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
+    """Every table the store creates carries the `cleveractors_` prefix, so none collides with
+    an application's own (an `approvals` table is common). A database that was at version 4
+    has `paused_runs` and `approvals`: their rows move to the prefixed tables, and they go. Any
+    other database never had ours: a table of those names there is the application's, and is
+    left alone."""
+    if found != 4:
+        return
+    await _v4_approvals(connection, found)
+    for current, name in _UNPREFIXED:  # version 4 made both
+        columns = [each.name for each in current.columns]
+        old = table_named(name, *(column_named(each) for each in columns))
+        await connection.execute(current.insert().from_select(columns, select(old)))
+        await connection.execute(text(f"DROP TABLE {name}"))
+
+
+_STEPS: Sequence[_Step] = (
+    _v1_tables,
+    _v2_idempotency_keys,
+    _v3_call_spans,
+    _v4_approvals,
+    _v5_prefixed_names,
+)
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
 
@@ -230,7 +267,7 @@ async def migrate(connection: AsyncConnection) -> int:
             f"knows ({SCHEMA_VERSION}); upgrade cleveractors"
         )
     for step in _STEPS[current:]:
-        await step(connection)
+        await step(connection, current)
     if found is None:
         await connection.execute(schema_version.insert().values(version=SCHEMA_VERSION))
     elif current < SCHEMA_VERSION:
