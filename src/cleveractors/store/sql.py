@@ -67,7 +67,7 @@ from cleveractors.store.records import (
     StoredTurn,
     UsageReport,
 )
-from cleveractors.store.schema import llm_calls, migrate, runs, sessions, turns
+from cleveractors.store.schema import llm_calls, migrate, paused_runs, runs, sessions, turns
 from cleveractors.usage import LLMCallUsage
 
 __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun", "resolve_sqlite_path"]
@@ -340,18 +340,23 @@ class SqlStore:
     async def session_turns(
         self, session_id: str, *, caller: str | None = None
     ) -> list[StoredTurn] | None:
-        """Every turn of a session, oldest first: empty for a session whose first run has not
-        answered yet (a session exists from its first run's start); None when there is no such
-        session for this caller (also when it is another caller's)."""
+        """Every turn of a session, oldest first, and last the turn that waits for a person,
+        if one does (its `pending` calls): empty for a session whose first run has neither
+        answered nor paused yet (a session exists from its first run's start); None when there
+        is no such session for this caller (also when it is another caller's)."""
+        owner = caller or _NO_CALLER
         async with self.engine.connect() as connection:
             exists = await connection.scalar(
-                select(sessions.c.id).where(
-                    sessions.c.id == session_id, sessions.c.caller == (caller or _NO_CALLER)
-                )
+                select(sessions.c.id).where(sessions.c.id == session_id, sessions.c.caller == owner)
             )
             if exists is None:
                 return None
-            return await _turns(connection, session_id, caller or _NO_CALLER, limit=None)
+            found = await _turns(connection, session_id, owner, limit=None)
+            paused = await pause_of_session(connection, session_id, owner)
+            if paused is not None:
+                earlier = await _earlier_segments(connection, session_id)
+                found.append(_waiting_turn(paused, len(found) + 1, earlier))
+            return found
 
     async def delete_session(self, session_id: str, *, caller: str | None = None) -> bool:
         """Remove a session and its turns (its ledger rows stay: they are the bill).
@@ -881,15 +886,48 @@ async def _turns(
     if limit is not None:
         query = query.limit(limit)
     rows = (await connection.execute(query)).all()
+    earlier = await _earlier_segments(connection, session_id) if rows else {}
     return [
         StoredTurn(
             position=row.position,
             run_id=row.run_id,
             created_at=_as_utc(row.created_at),
             messages=tuple(messages_from_dict(json.loads(row.messages))),
+            segments=_segments(row.run_id, earlier),
         )
         for row in reversed(rows)
     ]
+
+
+async def _earlier_segments(connection: AsyncConnection, session_id: str) -> dict[str, str]:
+    """By run segment of the session: the paused segment it resumed (a turn that paused is
+    every segment of its chain)."""
+    query = select(paused_runs.c.run_id, paused_runs.c.resumed_in).where(
+        paused_runs.c.session_id == session_id, paused_runs.c.status == "resumed"
+    )
+    return {row.resumed_in: row.run_id for row in await connection.execute(query)}
+
+
+def _segments(last: str, earlier: dict[str, str]) -> tuple[str, ...]:
+    """The run segments of the turn whose last segment is `last`, oldest first."""
+    chain = [last]
+    while chain[-1] in earlier:
+        chain.append(earlier[chain[-1]])
+    return tuple(reversed(chain))
+
+
+def _waiting_turn(paused: PausedRun, position: int, earlier: dict[str, str]) -> StoredTurn:
+    """The turn `paused` waits in: its messages so far, the batch's answered calls with their
+    answers, and the calls it waits on."""
+    answered = (call.tool_message() for call in paused.batch if call.answer is not None)
+    return StoredTurn(
+        position=position,
+        run_id=paused.run_id,
+        created_at=min(call.requested_at for call in paused.pending),
+        messages=(*paused.messages[paused.turn_start :], *answered),
+        segments=_segments(paused.run_id, earlier),
+        pending=paused.pending,
+    )
 
 
 async def _delete_sessions(connection: AsyncConnection, which: Any) -> bool:
