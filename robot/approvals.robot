@@ -36,6 +36,11 @@ A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model
     Should Be Equal As Integers    ${waiting.status_code}    200
     Should Be Equal    ${waiting.json()}[status]    paused
     Length Should Be    ${waiting.json()}[pending_approvals]    2
+    ${shown}=    Session Turns    ${second}    s-evening
+    ${turn}=    Set Variable    ${shown.json()}[turns][0]
+    Should Be Equal    ${turn}[status]    paused    the waiting turn is shown, on any worker
+    Should Be Equal    ${turn}[run_id]    ${run_id}
+    Length Should Be    ${turn}[pending_approvals]    2
     ${decisions}=    Decisions On    ${paused}    approve:call_weather    reject:call_table:${REASON}
     ${resumed}=    Post Decisions    ${second}    ${run_id}    ${decisions}
     Should Be Equal As Integers    ${resumed.status_code}    200    ${resumed.body}
@@ -58,6 +63,11 @@ A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model
     ${messages}=    Set Variable    ${stored.json()}[turns][0][messages]
     Should Be Equal    ${messages}[0][content]    Plan my evening in Paris
     Should Be Equal    ${messages}[-1][content]    ${resumed.stream.last}[result][text]
+    ${turn}=    Set Variable    ${stored.json()}[turns][0]
+    Should Be Equal    ${turn}[segments]    ${{ ["${run_id}", "${resumed.run_id}"] }}
+    Should Be Equal As Integers    ${turn}[usage][total_tokens]    ${{ 64 + 29 + 121 + 21 }}
+    ...    the turn is both segments' calls
+    Should Be Equal As Integers    ${turn}[usage][llm_calls]    2
 
 Two Servers Posting Decisions On The Same Call At Once: One Streams The Resumed Run, The Other Is 409
     [Documentation]    With a session the loser finds it held by the winner's resumption; without
