@@ -203,3 +203,14 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
     Then the session shows 2 turns, the first made by the paused run alone
     And the first turn billed 20 prompt and 5 completion tokens in 1 LLM call
     And the first turn's refund was "superseded"
+
+  Scenario: A turn that paused twice is counted whole: its three segments
+    Given the approvals app keeps its pauses in a sqlite store, its model asking for a second refund
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" approves the refund over HTTP
+    Then the response is 200 and the stream ends with run_paused
+    When "alice" approves the second refund over HTTP
+    Then the response is 200 and the stream ends with run_finished
+    When "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, answered, made by its 3 segments
+    And the turn billed 90 prompt and 12 completion tokens in 3 LLM calls, as the ledger holds for session "s-1"

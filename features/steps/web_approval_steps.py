@@ -44,6 +44,8 @@ class _ApprovalsWorld:
     paused_run_id: str | None = None
     resumed_run_id: str | None = None
     paused_digest: str | None = None
+    segments: list[str] = field(default_factory=list)
+    """Every run segment of the latest turn, oldest first."""
 
     def app(self) -> Any:
         async def caller_from_header(request: Request) -> str | None:
@@ -99,6 +101,7 @@ def _decide(world: _ApprovalsWorld, who: str, decisions: list[dict[str, Any]]) -
     )
     if response.status_code == 200 and (started := _events_of(world, "run_started")):
         world.resumed_run_id = started[0]["run_id"]
+        world.segments.append(world.resumed_run_id)
     return response
 
 
@@ -106,7 +109,7 @@ def _decide(world: _ApprovalsWorld, who: str, decisions: list[dict[str, Any]]) -
 
 
 def _actor(
-    world_ran: list[str], *, approval_timeout_s: float
+    world_ran: list[str], *, approval_timeout_s: float, refunds: int = 1
 ) -> tuple[LLMAgent, ScriptedChatModel]:
     def lookup(order: str) -> str:
         """Look an order up."""
@@ -122,11 +125,23 @@ def _actor(
         ScriptedToolCall(name="lookup", args={"order": "A1"}, id="c1"),
         ScriptedToolCall(name="refund", args={"order": "A1", "amount": 30}, id="c2"),
     )
+    again = [  # each further refund asked for in a round of its own, paused for again
+        ScriptedReply(
+            text="One more refund.",
+            tool_calls=(
+                ScriptedToolCall(name="refund", args={"order": "A1", "amount": 5}, id=f"c{n}"),
+            ),
+            prompt_tokens=30,
+            completion_tokens=3,
+        )
+        for n in range(3, refunds + 2)
+    ]
     model = ScriptedChatModel(
         replies=[
             ScriptedReply(
                 text="Let me look.", tool_calls=calls, prompt_tokens=20, completion_tokens=5
             ),
+            *again,
             ScriptedReply(text=_ANSWER, prompt_tokens=40, completion_tokens=4),
         ]
     )
@@ -135,9 +150,11 @@ def _actor(
     return agent, model
 
 
-def _keep_pauses(context: Context, where: str, *, approval_timeout_s: float = 3600.0) -> None:
+def _keep_pauses(
+    context: Context, where: str, *, approval_timeout_s: float = 3600.0, refunds: int = 1
+) -> None:
     ran: list[str] = []
-    agent, model = _actor(ran, approval_timeout_s=approval_timeout_s)
+    agent, model = _actor(ran, approval_timeout_s=approval_timeout_s, refunds=refunds)
     store = None
     if where == "in a sqlite store":
         from cleveractors.store import SqlStore
@@ -164,6 +181,11 @@ def _keep_pauses(context: Context, where: str, *, approval_timeout_s: float = 36
 @given("the approvals app keeps its pauses {where}, its calls expiring at once")
 def keeps_pauses_expiring(context: Context, where: str) -> None:
     _keep_pauses(context, where, approval_timeout_s=0.001)
+
+
+@given("the approvals app keeps its pauses {where}, its model asking for a second refund")
+def keeps_pauses_refunding_twice(context: Context, where: str) -> None:
+    _keep_pauses(context, where, refunds=2)
 
 
 @given("the approvals app keeps its pauses {where}")
@@ -223,6 +245,17 @@ def _chat(world: _ApprovalsWorld, who: str, body: dict[str, Any]) -> None:
     if paused := _events_of(world, "run_paused"):
         world.paused_run_id = paused[0]["result"]["run_id"]
         world.paused_digest = paused[0]["result"]["pending_approvals"][0]["digest"]
+        world.segments = [world.paused_run_id]
+
+
+@when('"{who}" approves the second refund over HTTP')
+def approves_again(context: Context, who: str) -> None:
+    world = _world(context)
+    (paused,) = _events_of(world, "run_paused")
+    (pending,) = paused["result"]["pending_approvals"]
+    world.paused_run_id = paused["result"]["run_id"]
+    decision = {"call_id": pending["call_id"], "decision": "approve", "digest": pending["digest"]}
+    _decide(world, who, [decision])
 
 
 @when('"{who}" approves the refund over HTTP')
@@ -519,6 +552,15 @@ def shows_paused_turn(context: Context) -> None:
         "reason": None,
     }, turn["messages"][0]
     assert turn["text"] == "Let me look.", turn["text"]
+
+
+@then("the session shows 1 turn, answered, made by its {count:d} segments")
+def shows_segments(context: Context, count: int) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "answered", turn
+    assert len(world.segments) == count, world.segments
+    assert (turn["run_id"], turn["segments"]) == (world.segments[-1], world.segments), turn
 
 
 @then("the session shows 2 turns, the first made by the paused run alone")
