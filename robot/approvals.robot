@@ -155,6 +155,10 @@ A Chat Page Reloaded While Its Turn Waits Shows The Approval Cards Again, And Th
     Element Attribute Value Should Be    id:usage    data-llm-calls    1
     Page Should Not Contain Element    css:#current-turn img    message=an argument's HTML was rendered
     Element Should Be Disabled    id:send
+    ${outside}=    Execute Javascript
+    ...    const reply = document.querySelector("#current-turn .reply").getBoundingClientRect();
+    ...    return [...document.querySelectorAll("#current-turn .tool-card")].filter((card) => card.getBoundingClientRect().right > reply.right).map((card) => card.dataset.callId);
+    Should Be Empty    ${outside}    a tool card sticks out of its reply
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals-paused-reloaded.png
     Click Button    css:.approval-card[data-call-id="call_weather"] button.approve
     Input Text    css:.approval-card[data-call-id="call_table"] .approval-reason    ${REASON}
