@@ -209,6 +209,9 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
     And "alice" has a run over HTTP paused on the refund in session "s-1"
     When "alice" approves the refund over HTTP
     Then the response is 200 and the stream ends with run_paused
+    When "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, paused on the second refund, made by its 2 segments
+    And the turn billed 50 prompt and 8 completion tokens in 2 LLM calls, as the ledger holds for session "s-1"
     When "alice" approves the second refund over HTTP
     Then the response is 200 and the stream ends with run_finished
     When "alice" reads session "s-1" over HTTP

@@ -46,6 +46,8 @@ class _ApprovalsWorld:
     paused_digest: str | None = None
     segments: list[str] = field(default_factory=list)
     """Every run segment of the latest turn, oldest first."""
+    paused_again: dict[str, Any] | None = None
+    """The result of a resumed segment that paused again."""
 
     def app(self) -> Any:
         async def caller_from_header(request: Request) -> str | None:
@@ -102,6 +104,8 @@ def _decide(world: _ApprovalsWorld, who: str, decisions: list[dict[str, Any]]) -
     if response.status_code == 200 and (started := _events_of(world, "run_started")):
         world.resumed_run_id = started[0]["run_id"]
         world.segments.append(world.resumed_run_id)
+        if paused := _events_of(world, "run_paused"):
+            world.paused_again = paused[0]["result"]
     return response
 
 
@@ -251,9 +255,9 @@ def _chat(world: _ApprovalsWorld, who: str, body: dict[str, Any]) -> None:
 @when('"{who}" approves the second refund over HTTP')
 def approves_again(context: Context, who: str) -> None:
     world = _world(context)
-    (paused,) = _events_of(world, "run_paused")
-    (pending,) = paused["result"]["pending_approvals"]
-    world.paused_run_id = paused["result"]["run_id"]
+    assert world.paused_again is not None, "no resumed segment paused again"
+    (pending,) = world.paused_again["pending_approvals"]
+    world.paused_run_id = world.paused_again["run_id"]
     decision = {"call_id": pending["call_id"], "decision": "approve", "digest": pending["digest"]}
     _decide(world, who, [decision])
 
@@ -561,6 +565,21 @@ def shows_segments(context: Context, count: int) -> None:
     assert turn["status"] == "answered", turn
     assert len(world.segments) == count, world.segments
     assert (turn["run_id"], turn["segments"]) == (world.segments[-1], world.segments), turn
+
+
+@then("the session shows 1 turn, paused on the second refund, made by its {count:d} segments")
+def shows_paused_again(context: Context, count: int) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "paused", turn
+    assert len(world.segments) == count, world.segments
+    assert (turn["run_id"], turn["segments"]) == (world.segments[-1], world.segments), turn
+    assert [pending["call_id"] for pending in turn["pending_approvals"]] == ["c3"], turn
+    roles = [message["role"] for message in turn["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant"], roles
+    assert turn["messages"][0]["content"] == "Refund order A1", turn["messages"][0]
+    assert _tool_results(turn)["c2"]["decision"] == "approve", turn["messages"]
+    assert turn["text"] == "Let me look.\n\nOne more refund.", turn["text"]
 
 
 @then("the session shows 2 turns, the first made by the paused run alone")
