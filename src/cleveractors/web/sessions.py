@@ -5,8 +5,8 @@ was resumed bills every segment's calls, and each gated call shows what became o
 rejected with its reason, ...). A turn that still waits for a person is the session's last,
 with its pending calls, so a page reloaded meanwhile can ask for the decisions again.
 
-A session exists from the moment its first run starts: until a run answers in it, reading it
-shows no turns (200, as after a first run that failed). A session belongs to the caller who
+A session exists from the moment its first run starts: until a run answers (or pauses) in it,
+reading it shows no turns (200, as after a first run that failed). A session belongs to the caller who
 started it. Another caller's session does not exist for anyone else: reading or deleting it
 answers 404, exactly as for an id nobody used, so a caller cannot even learn that it exists. A
 server without a store keeps no sessions: 404 too.
