@@ -125,8 +125,8 @@ def add_session_routes(
 
     @router.get("/sessions/{session_id}", response_model=SessionView)
     async def read_session(session_id: str, request: Request) -> Response:
-        """The session's turns, oldest first (none before its first answer); 404 if there is
-        no such session of the caller's."""
+        """The session's turns, oldest first, a turn that waits for a person last (none
+        before its first answer or pause); 404 if there is no such session of the caller's."""
         caller = await caller_of(request)
         store = executor_factory().store
         if store is None:
