@@ -172,3 +172,48 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
     And the model's last request answers the refund call with "needs a person's approval, which is not available on this endpoint"
     And the app's lookup ran once and its refund never
     And on_usage heard of 1 segment
+
+  Scenario: GET /sessions/{id} counts an approval turn whole: both segments' tokens and calls, the rejected call declined
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" rejects the refund over HTTP because "the customer already got a voucher"
+    And "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, answered, made by the paused run and its resumption
+    And the turn billed 60 prompt and 9 completion tokens in 2 LLM calls, as the ledger holds for session "s-1"
+    And the turn's lookup answered, and its refund was "reject" because "the customer already got a voucher"
+
+  Scenario: A turn that waits for a person shows in GET /sessions/{id} with its pending call, and is counted whole once decided
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, paused on the refund call with its digest, made by the paused run
+    And the turn billed 20 prompt and 5 completion tokens in 1 LLM call, as the ledger holds for session "s-1"
+    And the turn's lookup answered, and its refund has no answer yet
+    When "alice" approves the refund over HTTP
+    And "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, answered, made by the paused run and its resumption
+    And the turn billed 60 prompt and 9 completion tokens in 2 LLM calls, as the ledger holds for session "s-1"
+    And the turn's lookup answered, and its refund was "approve" and answered "refunded 30 on A1"
+
+  Scenario: A turn whose calls a new message declined is counted apart from the new message's turn
+    Given the approvals app keeps its pauses in a sqlite store
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" chats "Never mind, no refund" over HTTP in session "s-1"
+    And "alice" reads session "s-1" over HTTP
+    Then the session shows 2 turns, the first made by the paused run alone
+    And the first turn billed 20 prompt and 5 completion tokens in 1 LLM call
+    And the first turn's refund was "superseded"
+
+  Scenario: A turn that paused twice is counted whole: its three segments
+    Given the approvals app keeps its pauses in a sqlite store, its model asking for a second refund
+    And "alice" has a run over HTTP paused on the refund in session "s-1"
+    When "alice" approves the refund over HTTP
+    Then the response is 200 and the stream ends with run_paused
+    When "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, paused on the second refund, made by its 2 segments
+    And the turn billed 50 prompt and 8 completion tokens in 2 LLM calls, as the ledger holds for session "s-1"
+    When "alice" approves the second refund over HTTP
+    Then the response is 200 and the stream ends with run_finished
+    When "alice" reads session "s-1" over HTTP
+    Then the session shows 1 turn, answered, made by its 3 segments
+    And the turn billed 90 prompt and 12 completion tokens in 3 LLM calls, as the ledger holds for session "s-1"

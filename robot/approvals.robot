@@ -36,6 +36,11 @@ A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model
     Should Be Equal As Integers    ${waiting.status_code}    200
     Should Be Equal    ${waiting.json()}[status]    paused
     Length Should Be    ${waiting.json()}[pending_approvals]    2
+    ${shown}=    Session Turns    ${second}    s-evening
+    ${turn}=    Set Variable    ${shown.json()}[turns][0]
+    Should Be Equal    ${turn}[status]    paused    the waiting turn is shown, on any worker
+    Should Be Equal    ${turn}[run_id]    ${run_id}
+    Length Should Be    ${turn}[pending_approvals]    2
     ${decisions}=    Decisions On    ${paused}    approve:call_weather    reject:call_table:${REASON}
     ${resumed}=    Post Decisions    ${second}    ${run_id}    ${decisions}
     Should Be Equal As Integers    ${resumed.status_code}    200    ${resumed.body}
@@ -58,6 +63,11 @@ A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model
     ${messages}=    Set Variable    ${stored.json()}[turns][0][messages]
     Should Be Equal    ${messages}[0][content]    Plan my evening in Paris
     Should Be Equal    ${messages}[-1][content]    ${resumed.stream.last}[result][text]
+    ${turn}=    Set Variable    ${stored.json()}[turns][0]
+    Should Be Equal    ${turn}[segments]    ${{ ["${run_id}", "${resumed.run_id}"] }}
+    Should Be Equal As Integers    ${turn}[usage][total_tokens]    ${{ 64 + 29 + 121 + 21 }}
+    ...    the turn is both segments' calls
+    Should Be Equal As Integers    ${turn}[usage][llm_calls]    2
 
 Two Servers Posting Decisions On The Same Call At Once: One Streams The Resumed Run, The Other Is 409
     [Documentation]    With a session the loser finds it held by the winner's resumption; without
@@ -102,6 +112,69 @@ The Chat Page Shows An Approval Card Per Gated Call, Approves One, Rejects One, 
     ${pwned}=    Execute Javascript    return window.pwned === undefined ? null : window.pwned
     Should Be Equal    ${pwned}    ${None}    msg=HTML from a tool call's arguments ran in the page
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals-answered.png
+
+The Chat Page Counts An Approval Turn Whole, Live And After A Reload
+    [Documentation]    Approved and rejected on a server with a store: the turn's token line is
+    ...    both segments', as `GET /sessions/{id}` and the ledger have it, and a reload draws the
+    ...    turn exactly as it was live (the rejected call still declined, not failed).
+    ${server}=    Start Page Server With A Store    approvals-page-whole
+    Open Chat Page In Chromium    ${server}/
+    Input Text    id:message    Plan my evening in Paris
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="paused"]
+    Click Button    css:.approval-card[data-call-id="call_weather"] button.approve
+    Input Text    css:.approval-card[data-call-id="call_table"] .approval-reason    ${REASON}
+    Click Button    css:.approval-card[data-call-id="call_table"] button.reject
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Turn Should Be Counted Whole
+    ${live}=    Rendered Turn
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Page Should Contain Element    css:.turn    limit=1
+    Turn Should Be Counted Whole
+    ${reloaded}=    Rendered Turn
+    Turns Should Be Drawn Alike    ${live}    ${reloaded}
+    ${session}=    Execute Javascript    return localStorage.getItem("cleveractors-session:" + document.title)
+    ${stored}=    Session Turns    ${server}    ${session}
+    ${usage}=    Set Variable    ${stored.json()}[turns][0][usage]
+    Should Be Equal As Integers    ${usage}[total_tokens]    ${{ 64 + 29 + 121 + 21 }}
+    Should Be Equal As Integers    ${usage}[llm_calls]    2
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals-reloaded.png
+
+A Chat Page Reloaded While Its Turn Waits Shows The Approval Cards Again, And They Decide It
+    ${server}=    Start Page Server With A Store    approvals-page-paused
+    Open Chat Page In Chromium    ${server}/
+    Input Text    id:message    Plan my evening in Paris
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="paused"]
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="paused"]
+    Page Should Contain Element    css:#current-turn .approval-card    limit=2
+    Element Text Should Be    css:.tool-card[data-call-id="call_table"] .tool-status    waiting for approval
+    Element Attribute Value Should Be    id:usage    data-total-tokens    ${{ 64 + 29 }}
+    Element Attribute Value Should Be    id:usage    data-llm-calls    1
+    Page Should Not Contain Element    css:#current-turn img    message=an argument's HTML was rendered
+    Element Should Be Disabled    id:send
+    ${outside}=    Execute Javascript
+    ...    const reply = document.querySelector("#current-turn .reply").getBoundingClientRect();
+    ...    return [...document.querySelectorAll("#current-turn .tool-card")].filter((card) => card.getBoundingClientRect().right > reply.right).map((card) => card.dataset.callId);
+    Should Be Empty    ${outside}    a tool card sticks out of its reply
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-approvals-paused-reloaded.png
+    Click Button    css:.approval-card[data-call-id="call_weather"] button.approve
+    Input Text    css:.approval-card[data-call-id="call_table"] .approval-reason    ${REASON}
+    Click Button    css:.approval-card[data-call-id="call_table"] button.reject
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Element Should Be Enabled    id:send
+    Turn Should Be Counted Whole
+    ${told}=    Model Was Told    call_table
+    Should Contain    ${told}    (${REASON})
+    ${live}=    Rendered Turn
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${reloaded}=    Rendered Turn
+    Turns Should Be Drawn Alike    ${live}    ${reloaded}
+    ${pwned}=    Execute Javascript    return window.pwned === undefined ? null : window.pwned
+    Should Be Equal    ${pwned}    ${None}    msg=HTML from a tool call's arguments ran in the page
 
 A Client That Hangs Up On The Resumed Run Stops It, And on_usage Hears Of Each Segment Once
     ${actor}=    Actor Over The Wire    ${CURDIR}/actors/approvals_slow_answer.yaml
@@ -150,6 +223,38 @@ Decisions Posted To Two Servers At Once Are Taken Once
     ${segments}=    Evaluate    sorted({row["run_id"] for row in $ledger["rows"]})
     Should Be Equal    ${segments}    ${{ sorted(["${run_id}", "${won.run_id}"]) }}
     Length Should Be    ${ledger}[rows]    2    one call per segment, none doubled
+
+Start Page Server With A Store
+    [Documentation]    `cleveractors serve` of the two-call actor over the wire, with a fresh
+    ...    SQLite store named NAME; its base URL.
+    [Arguments]    ${name}
+    ${actor}=    Actor Over The Wire    ${ACTOR}
+    Remove File    ${OUTPUT DIR}/${name}.db
+    ${server}=    Start Actor Server    ${actor}    --store    sqlite:///${OUTPUT DIR}/${name}.db
+    RETURN    ${server}
+
+Turn Should Be Counted Whole
+    [Documentation]    The current turn shows both segments' tokens and calls, its preamble
+    ...    above its tool cards, the approved call done and the rejected one declined.
+    Element Attribute Value Should Be    id:usage    data-total-tokens    ${{ 64 + 29 + 121 + 21 }}
+    Element Attribute Value Should Be    id:usage    data-llm-calls    2
+    Element Should Contain    id:usage    235 total · 2 LLM call(s)
+    Element Text Should Be    css:.tool-card[data-call-id="call_weather"] .tool-status    done
+    Element Text Should Be    css:.tool-card[data-call-id="call_table"] .tool-status    declined
+    Element Attribute Value Should Be    css:.tool-card[data-call-id="call_table"]    title    ${REASON}
+    ${preamble}=    Get Vertical Position    css:#current-turn .round:first-child .round-text
+    ${card}=    Get Vertical Position    css:#current-turn .tool-card[data-call-id="call_weather"]
+    ${answer}=    Get Vertical Position    css:#current-turn .round:last-child .round-text
+    Should Be True    ${preamble} < ${card} < ${answer}    the preamble, then the cards, then the answer
+    Element Should Contain    css:#current-turn .round:first-child .round-text    I'll check the weather
+    Element Should Contain    css:#current-turn .round:last-child .round-text    I did not book the table
+
+Turns Should Be Drawn Alike
+    [Arguments]    ${live}    ${reloaded}
+    FOR    ${part}    IN    question    answer    tools    notice    error    usage
+        Should Be Equal    ${reloaded}[${part}]    ${live}[${part}]
+        ...    msg=the turn's ${part} is drawn differently after a reload
+    END
 
 Stop Everything
     Close All Browsers

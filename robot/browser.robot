@@ -26,8 +26,9 @@ The Chat Page Streams A Tool-Using Answer With Tool Cards And Usage
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
     ${rounds' texts}=    Evaluate    "\\n\\n".join($turn["texts"])
     Element Attribute Value Should Be    id:answer    data-markdown    ${rounds' texts}
-    Page Should Contain Element    css:#answer > p    limit=2
-    Element Text Should Be    css:#answer > p:last-child    ${turn}[answer]
+    Page Should Contain Element    css:#answer .round-text > p    limit=2
+    Element Text Should Be    css:#answer .round:last-child .round-text > p:last-child    ${turn}[answer]
+    Preamble Should Be Drawn Above Its Tool Cards    ${turn}[texts][0]
     Page Should Contain Element    css:.tool-card.done    limit=2
     Element Should Contain    css:.tool-card[data-call-id="call_weather"] .tool-name    get_weather
     Element Text Should Be    css:.tool-card[data-call-id="call_hours"] .tool-status    done
@@ -51,7 +52,7 @@ A Reloaded Session Is Drawn Exactly As It Was Live
     Input Text    id:message    What's the weather in Paris, and when does the Louvre open?
     Click Button    id:send
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
-    Page Should Contain Element    css:#answer > p    limit=3
+    Page Should Contain Element    css:#answer .round-text > p    limit=3
     Page Should Contain Element    css:#answer li    limit=2
     Page Should Contain Element    css:#current-turn .tool-card.done[data-call-id="call_weather"]
     Page Should Contain Element    css:#current-turn .tool-card.failed[data-call-id="call_hours"]
@@ -65,7 +66,25 @@ A Reloaded Session Is Drawn Exactly As It Was Live
         Should Be Equal    ${reloaded}[${part}]    ${live}[${part}]
         ...    msg=the turn's ${part} is drawn differently after a reload
     END
+    Preamble Should Be Drawn Above Its Tool Cards    I'll check the weather and the museum's opening hours.
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-reloaded.png
+
+A Fresh Chat Page Asks The Server For Nothing That Is Not There
+    [Documentation]    A page that never sent a message has no session to show: loading it makes
+    ...    no request that fails (no 404 for a session nobody started), nor does a reload once
+    ...    it has one.
+    ${url}=    Start Actor Server    ${CURDIR}/actors/web_reload.yaml
+    ...    --store    sqlite:///${OUTPUT DIR}/browser-fresh-sessions.db
+    Open Chat Page In Chromium    ${url}
+    Wait Until Page Contains Element    css:#transcript[aria-busy="false"]
+    Input Text    id:message    What's the weather in Paris?
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Page Should Have Made No Failed Request
+    Reload Page
+    Wait Until Page Contains Element    css:#transcript[aria-busy="false"]
+    Page Should Contain Element    css:.turn    limit=1
+    Page Should Have Made No Failed Request
 
 The Chat Page Renders Markdown, And Never Runs HTML From The Model
     Open Chat Page In Chromium    ${MARKDOWN URL}
@@ -128,6 +147,22 @@ The Empty Chat Page Says What To Do Until The First Message
 
 
 *** Keywords ***
+Preamble Should Be Drawn Above Its Tool Cards
+    [Documentation]    The current turn's first round shows PREAMBLE, then that round's tool
+    ...    cards, and the answer comes below them.
+    [Arguments]    ${preamble}
+    Element Text Should Be    css:#answer .round:first-child .round-text    ${preamble}
+    Page Should Contain Element    css:#answer .round:first-child .tool-card    limit=2
+    ${text}=    Get Vertical Position    css:#answer .round:first-child .round-text
+    ${cards}=    Get Vertical Position    css:#answer .round:first-child .tools
+    ${answer}=    Get Vertical Position    css:#answer .round:last-child .round-text
+    Should Be True    ${text} < ${cards} < ${answer}    the preamble, its tool cards, then the answer
+
+Page Should Have Made No Failed Request
+    ${failed}=    Execute Javascript
+    ...    return performance.getEntriesByType("resource").filter((entry) => entry.responseStatus >= 400).map((entry) => entry.responseStatus + " " + entry.name)
+    Should Be Empty    ${failed}    the page made requests that failed
+
 Start Chat Page Server
     ${url}=    Start Actor Server    ${ACTOR}
     Set Suite Variable    ${URL}    ${url}

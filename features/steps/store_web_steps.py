@@ -179,7 +179,7 @@ def shows_turns(context: Context, first: str, second: str) -> None:
     questions = [turn["messages"][0] for turn in context.turns]
     assert questions == [
         {"role": "user", "content": content, "tool_calls": [], "tool_call_id": None, "name": None}
-        | {"status": None}
+        | {"status": None, "decision": None, "reason": None}
         for content in (first, second)
     ], questions
     assert [turn["position"] for turn in context.turns] == [1, 2]

@@ -44,6 +44,10 @@ class _ApprovalsWorld:
     paused_run_id: str | None = None
     resumed_run_id: str | None = None
     paused_digest: str | None = None
+    segments: list[str] = field(default_factory=list)
+    """Every run segment of the latest turn, oldest first."""
+    paused_again: dict[str, Any] | None = None
+    """The result of a resumed segment that paused again."""
 
     def app(self) -> Any:
         async def caller_from_header(request: Request) -> str | None:
@@ -99,6 +103,9 @@ def _decide(world: _ApprovalsWorld, who: str, decisions: list[dict[str, Any]]) -
     )
     if response.status_code == 200 and (started := _events_of(world, "run_started")):
         world.resumed_run_id = started[0]["run_id"]
+        world.segments.append(world.resumed_run_id)
+        if paused := _events_of(world, "run_paused"):
+            world.paused_again = paused[0]["result"]
     return response
 
 
@@ -106,7 +113,7 @@ def _decide(world: _ApprovalsWorld, who: str, decisions: list[dict[str, Any]]) -
 
 
 def _actor(
-    world_ran: list[str], *, approval_timeout_s: float
+    world_ran: list[str], *, approval_timeout_s: float, refunds: int = 1
 ) -> tuple[LLMAgent, ScriptedChatModel]:
     def lookup(order: str) -> str:
         """Look an order up."""
@@ -122,11 +129,23 @@ def _actor(
         ScriptedToolCall(name="lookup", args={"order": "A1"}, id="c1"),
         ScriptedToolCall(name="refund", args={"order": "A1", "amount": 30}, id="c2"),
     )
+    again = [  # each further refund asked for in a round of its own, paused for again
+        ScriptedReply(
+            text="One more refund.",
+            tool_calls=(
+                ScriptedToolCall(name="refund", args={"order": "A1", "amount": 5}, id=f"c{n}"),
+            ),
+            prompt_tokens=30,
+            completion_tokens=3,
+        )
+        for n in range(3, refunds + 2)
+    ]
     model = ScriptedChatModel(
         replies=[
             ScriptedReply(
                 text="Let me look.", tool_calls=calls, prompt_tokens=20, completion_tokens=5
             ),
+            *again,
             ScriptedReply(text=_ANSWER, prompt_tokens=40, completion_tokens=4),
         ]
     )
@@ -135,9 +154,11 @@ def _actor(
     return agent, model
 
 
-def _keep_pauses(context: Context, where: str, *, approval_timeout_s: float = 3600.0) -> None:
+def _keep_pauses(
+    context: Context, where: str, *, approval_timeout_s: float = 3600.0, refunds: int = 1
+) -> None:
     ran: list[str] = []
-    agent, model = _actor(ran, approval_timeout_s=approval_timeout_s)
+    agent, model = _actor(ran, approval_timeout_s=approval_timeout_s, refunds=refunds)
     store = None
     if where == "in a sqlite store":
         from cleveractors.store import SqlStore
@@ -164,6 +185,11 @@ def _keep_pauses(context: Context, where: str, *, approval_timeout_s: float = 36
 @given("the approvals app keeps its pauses {where}, its calls expiring at once")
 def keeps_pauses_expiring(context: Context, where: str) -> None:
     _keep_pauses(context, where, approval_timeout_s=0.001)
+
+
+@given("the approvals app keeps its pauses {where}, its model asking for a second refund")
+def keeps_pauses_refunding_twice(context: Context, where: str) -> None:
+    _keep_pauses(context, where, refunds=2)
 
 
 @given("the approvals app keeps its pauses {where}")
@@ -223,6 +249,17 @@ def _chat(world: _ApprovalsWorld, who: str, body: dict[str, Any]) -> None:
     if paused := _events_of(world, "run_paused"):
         world.paused_run_id = paused[0]["result"]["run_id"]
         world.paused_digest = paused[0]["result"]["pending_approvals"][0]["digest"]
+        world.segments = [world.paused_run_id]
+
+
+@when('"{who}" approves the second refund over HTTP')
+def approves_again(context: Context, who: str) -> None:
+    world = _world(context)
+    assert world.paused_again is not None, "no resumed segment paused again"
+    (pending,) = world.paused_again["pending_approvals"]
+    world.paused_run_id = world.paused_again["run_id"]
+    decision = {"call_id": pending["call_id"], "decision": "approve", "digest": pending["digest"]}
+    _decide(world, who, [decision])
 
 
 @when('"{who}" approves the refund over HTTP')
@@ -467,3 +504,171 @@ def audit_holds(context: Context, decision: str, who: str, reason: str) -> None:
     records = world.loop.run_until_complete(store.approvals(run_id=world.paused_run_id))
     told = [(r.call_id, r.decision, r.decided_by, r.reason, r.resumed_in) for r in records]
     assert told == [("c2", decision, who, reason, world.resumed_run_id)], told
+
+
+# -- the session's turns (GET /sessions/{id}) ----------------------------------------------------
+
+
+@when('"{who}" reads session "{session_id}" over HTTP')
+def reads_session(context: Context, who: str, session_id: str) -> None:
+    _world(context).send("GET", f"/sessions/{session_id}", headers=_caller(who))
+
+
+def _session_turns(context: Context, count: int) -> list[dict[str, Any]]:
+    response = _response(context)
+    assert response.status_code == 200, (response.status_code, response.text)
+    turns: list[dict[str, Any]] = response.json()["turns"]
+    assert len(turns) == count, json.dumps(turns, indent=2)
+    return turns
+
+
+@then("the session shows 1 turn, answered, made by the paused run and its resumption")
+def shows_resumed_turn(context: Context) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "answered", turn
+    assert turn["run_id"] == world.resumed_run_id, (turn["run_id"], world.resumed_run_id)
+    assert turn["segments"] == [world.paused_run_id, world.resumed_run_id], turn["segments"]
+    assert turn["pending_approvals"] == [], turn["pending_approvals"]
+    assert turn["text"].endswith(_ANSWER), turn["text"]
+
+
+@then("the session shows 1 turn, paused on the refund call with its digest, made by the paused run")
+def shows_paused_turn(context: Context) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "paused", turn
+    assert (turn["run_id"], turn["segments"]) == (world.paused_run_id, [world.paused_run_id]), turn
+    (pending,) = turn["pending_approvals"]
+    assert (pending["call_id"], pending["name"], pending["digest"]) == (
+        "c2",
+        "refund",
+        world.paused_digest,
+    ), pending
+    assert turn["messages"][0] == {
+        "role": "user",
+        "content": "Refund order A1",
+        "tool_calls": [],
+        "tool_call_id": None,
+        "name": None,
+        "status": None,
+        "decision": None,
+        "reason": None,
+    }, turn["messages"][0]
+    assert turn["text"] == "Let me look.", turn["text"]
+
+
+@then("the session shows 1 turn, answered, made by its {count:d} segments")
+def shows_segments(context: Context, count: int) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "answered", turn
+    assert len(world.segments) == count, world.segments
+    assert (turn["run_id"], turn["segments"]) == (world.segments[-1], world.segments), turn
+
+
+@then("the session shows 1 turn, paused on the second refund, made by its {count:d} segments")
+def shows_paused_again(context: Context, count: int) -> None:
+    world = _world(context)
+    (turn,) = _session_turns(context, 1)
+    assert turn["status"] == "paused", turn
+    assert len(world.segments) == count, world.segments
+    assert (turn["run_id"], turn["segments"]) == (world.segments[-1], world.segments), turn
+    assert [pending["call_id"] for pending in turn["pending_approvals"]] == ["c3"], turn
+    roles = [message["role"] for message in turn["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant"], roles
+    assert turn["messages"][0]["content"] == "Refund order A1", turn["messages"][0]
+    assert _tool_results(turn)["c2"]["decision"] == "approve", turn["messages"]
+    assert turn["text"] == "Let me look.\n\nOne more refund.", turn["text"]
+
+
+@then("the session shows 2 turns, the first made by the paused run alone")
+def shows_superseded_turn(context: Context) -> None:
+    world = _world(context)
+    first, second = _session_turns(context, 2)
+    assert (first["status"], second["status"]) == ("answered", "answered"), (first, second)
+    assert (first["run_id"], first["segments"]) == (world.paused_run_id, [world.paused_run_id])
+    assert second["segments"] == [second["run_id"]] != [world.paused_run_id], second
+
+
+def _ledger_of(context: Context, session_id: str) -> tuple[int, int, int]:
+    world = _world(context)
+    store = world.executor.store
+    assert store is not None, "the scenario keeps no store"
+    report = world.loop.run_until_complete(store.usage(session_id=session_id))
+    return report.prompt_tokens, report.completion_tokens, len(report.rows)
+
+
+def _billed(turn: dict[str, Any]) -> tuple[int, int, int]:
+    usage = turn["usage"]
+    assert usage is not None, turn
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], usage
+    return usage["prompt_tokens"], usage["completion_tokens"], usage["llm_calls"]
+
+
+@then(
+    "the turn billed {prompt:d} prompt and {completion:d} completion tokens in {calls:d} LLM "
+    '{noun}, as the ledger holds for session "{session_id}"'
+)
+def turn_billed(
+    context: Context, prompt: int, completion: int, calls: int, noun: str, session_id: str
+) -> None:
+    (turn,) = _response(context).json()["turns"]
+    assert _billed(turn) == (prompt, completion, calls), turn["usage"]
+    assert _ledger_of(context, session_id) == (prompt, completion, calls)
+
+
+@then(
+    "the first turn billed {prompt:d} prompt and {completion:d} completion tokens in {calls:d} "
+    "LLM call"
+)
+def first_turn_billed(context: Context, prompt: int, completion: int, calls: int) -> None:
+    first = _response(context).json()["turns"][0]
+    assert _billed(first) == (prompt, completion, calls), first["usage"]
+
+
+def _tool_results(turn: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["tool_call_id"]: m for m in turn["messages"] if m["role"] == "tool"}
+
+
+def _lookup_answered(turn: dict[str, Any]) -> None:
+    lookup = _tool_results(turn)["c1"]
+    expected = ("order A1: 2 items, paid 30 EUR", "success", None)
+    assert (lookup["content"], lookup["status"], lookup["decision"]) == expected, lookup
+
+
+@then('the turn\'s lookup answered, and its refund was "{decision}" because "{reason}"')
+def refund_declined(context: Context, decision: str, reason: str) -> None:
+    (turn,) = _response(context).json()["turns"]
+    _lookup_answered(turn)
+    refund = _tool_results(turn)["c2"]
+    assert (refund["decision"], refund["reason"], refund["status"]) == (decision, reason, "error")
+    assert reason in refund["content"], refund
+
+
+@then('the turn\'s lookup answered, and its refund was "{decision}" and answered "{output}"')
+def refund_approved(context: Context, decision: str, output: str) -> None:
+    (turn,) = _response(context).json()["turns"]
+    _lookup_answered(turn)
+    refund = _tool_results(turn)["c2"]
+    assert (refund["decision"], refund["content"], refund["status"]) == (
+        decision,
+        output,
+        "success",
+    ), refund
+
+
+@then("the turn's lookup answered, and its refund has no answer yet")
+def refund_waits(context: Context) -> None:
+    (turn,) = _response(context).json()["turns"]
+    _lookup_answered(turn)
+    assert "c2" not in _tool_results(turn), turn["messages"]
+    calls = [call["id"] for m in turn["messages"] for call in m["tool_calls"]]
+    assert calls == ["c1", "c2"], turn["messages"]
+
+
+@then('the first turn\'s refund was "{decision}"')
+def first_refund(context: Context, decision: str) -> None:
+    first = _response(context).json()["turns"][0]
+    refund = _tool_results(first)["c2"]
+    assert (refund["decision"], refund["status"]) == (decision, "error"), refund

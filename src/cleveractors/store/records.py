@@ -10,6 +10,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from cleveractors.approvals import PendingApproval
 from cleveractors.usage import AttemptStatus, CallPurpose
 
 __all__ = ["LedgerRow", "RunStatus", "SegmentStatus", "StoredTurn", "UsageReport"]
@@ -30,13 +31,20 @@ session declined its calls (`superseded`)."""
 @dataclass(frozen=True, slots=True)
 class StoredTurn:
     """One whole turn of a session: the user's message, the assistant's tool calls, the tool
-    results and the answer, as LangChain messages, in order."""
+    results and the answer, as LangChain messages, in order. A turn that paused for a person
+    was made by several run segments: each bills its own calls, the turn is all of them."""
 
     position: int
     """The turn's place in its session, from 1."""
     run_id: str
+    """The turn's last run segment: the one that answered (or, while it waits, that paused)."""
     created_at: datetime
     messages: tuple[BaseMessage, ...]
+    segments: tuple[str, ...]
+    """Every run segment that made the turn, oldest first; `run_id` is the last."""
+    pending: tuple[PendingApproval, ...] = ()
+    """The calls the turn waits on; empty once it answered. Only the session's last turn
+    waits (`SqlStore.session_turns`); its messages then end with the reply asking for them."""
 
 
 class LedgerRow(BaseModel):

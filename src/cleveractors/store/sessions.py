@@ -17,10 +17,11 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from cleveractors.approvals import PausedRun
 from cleveractors.errors import SessionBusyError, SessionNotFoundError, StoreError
 from cleveractors.store.dialects import as_utc, database_time, insert_for, utc_now
 from cleveractors.store.records import StoredTurn
-from cleveractors.store.schema import sessions, turns
+from cleveractors.store.schema import paused_runs, sessions, turns
 
 __all__ = [
     "append_turn",
@@ -150,15 +151,48 @@ async def read_turns(
     if limit is not None:
         query = query.limit(limit)
     rows = (await connection.execute(query)).all()
+    earlier = await earlier_segments(connection, session_id) if rows else {}
     return [
         StoredTurn(
             position=row.position,
             run_id=row.run_id,
             created_at=as_utc(row.created_at),
             messages=tuple(messages_from_dict(json.loads(row.messages))),
+            segments=_segments(row.run_id, earlier),
         )
         for row in reversed(rows)
     ]
+
+
+async def earlier_segments(connection: AsyncConnection, session_id: str) -> dict[str, str]:
+    """By run segment of the session: the paused segment it resumed (a turn that paused is
+    every segment of its chain)."""
+    query = select(paused_runs.c.run_id, paused_runs.c.resumed_in).where(
+        paused_runs.c.session_id == session_id, paused_runs.c.status == "resumed"
+    )
+    return {row.resumed_in: row.run_id for row in await connection.execute(query)}
+
+
+def _segments(last: str, earlier: dict[str, str]) -> tuple[str, ...]:
+    """The run segments of the turn whose last segment is `last`, oldest first."""
+    chain = [last]
+    while chain[-1] in earlier:
+        chain.append(earlier[chain[-1]])
+    return tuple(reversed(chain))
+
+
+def waiting_turn(paused: PausedRun, position: int, earlier: dict[str, str]) -> StoredTurn:
+    """The turn `paused` waits in: its messages so far, the batch's answered calls with their
+    answers, and the calls it waits on."""
+    answered = (call.tool_message() for call in paused.batch if call.answer is not None)
+    return StoredTurn(
+        position=position,
+        run_id=paused.run_id,
+        created_at=min(call.requested_at for call in paused.pending),
+        messages=(*paused.messages[paused.turn_start :], *answered),
+        segments=_segments(paused.run_id, earlier),
+        pending=paused.pending,
+    )
 
 
 async def delete_sessions(connection: AsyncConnection, which: Any) -> bool:

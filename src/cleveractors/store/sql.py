@@ -51,15 +51,23 @@ from cleveractors.store.idempotency import (
 )
 from cleveractors.store.leases import Lease
 from cleveractors.store.ledger import read_ledger
-from cleveractors.store.pauses import find_pause, list_approvals, run_segments, segment_status
+from cleveractors.store.pauses import (
+    find_pause,
+    list_approvals,
+    pause_of_session,
+    run_segments,
+    segment_status,
+)
 from cleveractors.store.records import SegmentStatus, StoredTurn, UsageReport
 from cleveractors.store.run import StoreRun, store_error
 from cleveractors.store.schema import sessions
 from cleveractors.store.sessions import (
     delete_sessions,
+    earlier_segments,
     idle_session_ids,
     read_turns,
     session_exists,
+    waiting_turn,
 )
 
 __all__ = ["DEFAULT_STORE_URL", "SqlStore", "StoreRun", "resolve_sqlite_path"]
@@ -224,13 +232,20 @@ class SqlStore:
     async def session_turns(
         self, session_id: str, *, caller: str | None = None
     ) -> list[StoredTurn] | None:
-        """Every turn of a session, oldest first: empty for a session whose first run has not
-        answered yet (a session exists from its first run's start); None when there is no such
-        session for this caller (also when it is another caller's)."""
-        async with self.engine.connect() as connection:
-            if not await session_exists(connection, session_id, caller or _NO_CALLER):
+        """Every turn of a session, oldest first, and last the turn that waits for a person,
+        if one does (its `pending` calls): empty for a session whose first run has neither
+        answered nor paused yet (a session exists from its first run's start); None when there
+        is no such session for this caller (also when it is another caller's)."""
+        owner = caller or _NO_CALLER
+        async with self.engine.begin() as connection:  # it marks expired calls first
+            if not await session_exists(connection, session_id, owner):
                 return None
-            return await read_turns(connection, session_id, caller or _NO_CALLER, limit=None)
+            found = await read_turns(connection, session_id, owner, limit=None)
+            paused = await pause_of_session(connection, session_id, owner)
+            if paused is not None:
+                earlier = await earlier_segments(connection, session_id)
+                found.append(waiting_turn(paused, len(found) + 1, earlier))
+            return found
 
     async def delete_session(self, session_id: str, *, caller: str | None = None) -> bool:
         """Remove a session and its turns (its ledger rows stay: they are the bill).
