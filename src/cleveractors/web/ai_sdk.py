@@ -271,7 +271,7 @@ class UIMessageChunks:
             case RunFailed(error=error, result=result):
                 told = public_error(error, request_id)
                 failed = {"type": "error", "errorText": f"{told.type}: {told.message}"}
-                return [*self._end_step(), failed, self._finish(result)]
+                return [*self._end_step(), failed, self._finish(result, reason="error")]
             case _:
                 return []
 
@@ -300,11 +300,10 @@ class UIMessageChunks:
         return [{"type": "text-end", "id": ended}]
 
     @staticmethod
-    def _finish(result: ExecutionResult) -> dict[str, Any]:
-        reason = _FINISH_REASONS.get(result.status, "other")
+    def _finish(result: ExecutionResult, *, reason: str | None = None) -> dict[str, Any]:
         return {
             "type": "finish",
-            "finishReason": reason,
+            "finishReason": reason or _FINISH_REASONS.get(result.status, "other"),
             "messageMetadata": message_metadata(result),
         }
 

@@ -368,13 +368,13 @@ class RunStreamResponse(EventSourceResponse):
                     self.send_timeout,
                 )
             except anyio.get_cancelled_exc_class():
-                # The server cancels what is still running when its grace period ends: the
-                # run is stopped and the client told so before the connection closes.
+                # The server cancels what is still running when its grace period ends: the run
+                # is stopped and the client told so before the connection closes. The response
+                # is then complete, which is all the cancellation asked for.
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
                     if not self._has_ended:
                         await self._say_shut_down(noting_start, stream.result)
-                raise
 
     async def _say_shut_down(self, send: Send, result: ExecutionResult | None) -> None:
         frames = self._encoder.of(shutdown_event(result))
