@@ -125,9 +125,9 @@ async def _stream_through_shutdown(world: _ServedWorld, route: str) -> str:
     # As `serve` does: sse-starlette would cut every stream at once, not after the grace period.
     drains = AppStatus.enable_automatic_graceful_drain
     AppStatus.enable_automatic_graceful_drain = False
+    # Listening already: the request waits in the backlog until the server has started.
+    listening.listen()
     serving = asyncio.create_task(server.serve(sockets=[listening]))
-    while not server.started:
-        await asyncio.sleep(0.01)
     received = bytearray()
     try:
         async with (
@@ -167,7 +167,8 @@ def step_on_usage_heard(context: Context, runs: int, tokens: int, status: str) -
 @then("the served actor's ledger bills {runs:d} run, of {tokens:d} tokens")
 def step_ledger_bills(context: Context, runs: int, tokens: int) -> None:
     executor = _world(context).executor
-    assert executor is not None and executor.store is not None
+    assert executor is not None
+    assert executor.store is not None
 
     async def read() -> tuple[int, int]:
         assert executor.store is not None
