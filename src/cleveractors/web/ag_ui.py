@@ -12,6 +12,10 @@ The request is a `RunAgentInput`. How it becomes an actor turn:
   the client's; `state`, `context` and `forwardedProps` are ignored;
 - `resume` entries answer the interrupts of a paused run, and resume it (below).
 
+The server's run id replaces the client's `runId`: every event that names the run (`RUN_STARTED`,
+`RUN_FINISHED`) carries the id the server gave it, as in `X-Run-Id`, the ledger and
+`GET /runs/{id}`; the `runId` a client sends is not read.
+
 The answer is AG-UI's SSE: `RUN_STARTED` (the run's own id, as in `X-Run-Id`), per round the
 `TEXT_MESSAGE_START` / `CONTENT` / `END` of its text and per tool call `TOOL_CALL_START` /
 `ARGS` / `END`, then `TOOL_CALL_RESULT` (the output, or the tool's own error text); last
