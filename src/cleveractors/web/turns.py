@@ -373,19 +373,15 @@ class RunStreamResponse(EventSourceResponse):
                 # is then complete, which is all the cancellation asked for.
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
-                    if not self._has_ended:
-                        await self._say_shut_down(noting_start, stream.result)
+                    # (Cancelled before sse-starlette began the response, there is nothing to
+                    # end: the connection closes.)
+                    if self._has_started and not self._has_ended:
+                        await self._say_shut_down(send, stream.result)
 
     async def _say_shut_down(self, send: Send, result: ExecutionResult | None) -> None:
         frames = self._encoder.of(shutdown_event(result))
-        if not self._has_started:
-            frames = self._encoder.start() + frames
         body = b"".join(frame.encode() for frame in frames)
         logger.warning("request %s: the server shut down during its run", self._request_id)
         with anyio.move_on_after(self._runs.send_timeout_s):
-            if not self._has_started:
-                await send(
-                    {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-                )
             await send({"type": "http.response.body", "body": body, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
