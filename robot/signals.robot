@@ -20,16 +20,32 @@ SIGTERM During An MCP Call Stops The Run Like Ctrl-C And Bills It
     MCP Servers Should Have Exited    ${actor}
     Nothing Should Be Printed After The Exit
 
-SIGTERM On Serve Cancels A Stream Past The Grace Period, Bills It Once And Exits
-    ${actor}    Actor With A Slow MCP Tool And A Store
+SIGTERM On Serve Cancels A /chat Stream Past The Grace Period, Ends It With run_failed, Bills It Once
+    [Template]    SIGTERM Past The Grace Period Ends The Stream With
+    /chat    event: run_failed    "type":"ServerShuttingDown"    "total_tokens":27
+
+SIGTERM On Serve Cancels A /v1 Stream Past The Grace Period, Ends It With An Error Chunk, Bills It Once
+    [Template]    SIGTERM Past The Grace Period Ends The Stream With
+    /v1/chat/completions    "type":"api_error"    "code":"ServerShuttingDown"
+
+SIGTERM On Serve Cancels An /ai-sdk Stream Past The Grace Period, Ends It With An Error Part, Bills It Once
+    [Template]    SIGTERM Past The Grace Period Ends The Stream With
+    /ai-sdk    "type":"error","errorText":"ServerShuttingDown:    "finishReason":"error"    "total_tokens":27
+
+SIGTERM On Serve Cancels An /ag-ui Stream Past The Grace Period, Ends It With RUN_ERROR, Bills It Once
+    [Template]    SIGTERM Past The Grace Period Ends The Stream With
+    /ag-ui    "type":"RUN_ERROR"    "code":"ServerShuttingDown"
+
+SIGTERM On Serve Bills A Cancelled Run That Takes A While To Stop Before The Store Closes
+    ${actor}    Actor With A Tool Slow To Stop And A Store
     ${url}    Serve Actor    ${actor}    --graceful-timeout    1
-    Start A Chat Stream    ${url}    Wait, please.
-    Terminate Serving When The MCP Tool Starts    ${actor}
+    Start A Stream    ${url}    /chat    Where is the Louvre?
+    Terminate Serving When The Stream Shows    event: tool_call_started
     Exit Code Should Be    -15
-    ${stream}    Stream
-    Should Contain    ${stream}    tool_call_started
+    Stream Should End With    event: run_failed    "type":"ServerShuttingDown"
     Ledger Should Bill Tokens    ${actor}    27
-    MCP Servers Should Have Exited    ${actor}
+    Output Should Not Contain    the store is not open
+    Output Should Not Contain    Traceback
 
 SIGTERM On Serve Lets A Stream Within The Grace Period End, Billed Once
     ${actor}    Actor With A Slow MCP Tool And A Store    seconds=2
@@ -66,3 +82,20 @@ The Example MCP Server Serves The Example Actor
     Should Be Equal    ${result}[tool_calls][0][status]    ok
     Should Be Equal    ${result}[tool_calls][0][output]    Paris: 18°C, light rain
     Docs MCP Server Example Should Be The Example File
+
+
+*** Keywords ***
+SIGTERM Past The Grace Period Ends The Stream With
+    [Documentation]    A stream on ROUTE is in flight (its MCP tool running) when `serve` gets
+    ...    SIGTERM; the grace period (1 s) ends and the stream is cancelled: its last events
+    ...    hold TEXTS, and the ledger bills the run's one LLM call (27 tokens) once.
+    [Arguments]    ${route}    @{texts}
+    ${actor}    Actor With A Slow MCP Tool And A Store
+    ${url}    Serve Actor    ${actor}    --graceful-timeout    1
+    Start A Stream    ${url}    ${route}    Wait, please.
+    Terminate Serving When The MCP Tool Starts    ${actor}
+    Exit Code Should Be    -15
+    Stream Should End With    @{texts}
+    Ledger Should Bill Tokens    ${actor}    27
+    MCP Servers Should Have Exited    ${actor}
+    Output Should Not Contain    Traceback

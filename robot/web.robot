@@ -209,7 +209,8 @@ Bad Requests Get 422 With A Message
     Response Should Be Refused    ${response}    422    the last message (the user's) has no text
     ${response}=    Post Raw Body    ${WEATHER}/v1/chat/completions
     ...    {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
-    Response Should Be Refused    ${response}    422    only text content is supported
+    Response Should Be Refused    ${response}    400    messages.0.content.0: 'image_url' parts are not supported
+    Should Be Equal    ${response}[body][error][param]    messages.0.content.0
     ${response}=    Post Raw Body    ${WEATHER}/v1/chat/completions    {"messages": []}
     Response Should Be Refused    ${response}    422    model: Field required    messages: List should have at least 1 item
 

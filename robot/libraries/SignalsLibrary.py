@@ -82,6 +82,33 @@ class SignalsLibrary:
         return _write(folder / "actor.yaml", config)
 
     @keyword
+    def actor_with_a_tool_slow_to_stop_and_a_store(self) -> str:
+        """An actor (no MCP server) whose first reply calls a lookup that takes a minute and,
+        cancelled, a second to stop, with a SQLite store beside it."""
+        folder = self._new_folder()
+        lookup = {"query": "Louvre", "seconds": 60, "cleanup_seconds": 1}
+        script = [
+            {
+                "text": "Looking it up.",
+                "tool_calls": [{"name": "slow_lookup", "args": lookup, "id": "call_louvre"}],
+                "prompt_tokens": 23,
+                "completion_tokens": 4,
+            },
+            {"text": "Never asked for."},
+        ]
+        tool = {
+            "name": "slow_lookup",
+            "description": "Look something up, slowly.",
+            "handler": "cleveractors.demo:slow_lookup",
+        }
+        config = {
+            "name": "slow-to-stop",
+            "agent": {"provider": "stub", "tools": [tool], "script": script},
+            "store": {"url": f"sqlite:///{folder / 'store.db'}"},
+        }
+        return _write(folder / "actor.yaml", config)
+
+    @keyword
     def actor_whose_mcp_server_dies_at_start(self) -> str:
         """An actor whose MCP server fails to import a module and exits."""
         folder = self._new_folder()
@@ -184,9 +211,17 @@ class SignalsLibrary:
     @keyword
     def start_a_chat_stream(self, url: str, message: str) -> None:
         """POSTs MESSAGE to /chat in the background, keeping the stream's bytes as they come."""
-        body = json.dumps({"message": message}).encode()
+        self.start_a_stream(url, "/chat", message)
+
+    @keyword
+    def start_a_stream(self, url: str, route: str, message: str) -> None:
+        """POSTs MESSAGE to ROUTE (`/chat`, `/v1/chat/completions`, `/ai-sdk`, `/ag-ui`) in the
+        route's own body, in the background, keeping the stream's bytes as they come."""
+        body = json.dumps(_STREAM_BODIES[route](message)).encode()
         request = urllib.request.Request(
-            url + "/chat", data=body, headers={"Content-Type": "application/json"}
+            url + route,
+            data=body,
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
         )
 
         def read() -> None:
@@ -207,6 +242,22 @@ class SignalsLibrary:
         exit and the stream's end."""
         assert self._serving is not None, "serve was not started"
         self._wait_for_log(Path(actor).parent / "mcp.log", "slow started")
+        self._serving.send_signal(signal.SIGTERM)
+        output, _ = self._serving.communicate(timeout=TIMEOUT_S)
+        self._code = self._serving.returncode
+        self._screen = output.decode(errors="replace")
+        if self._stream_reader is not None:
+            self._stream_reader.join(timeout=TIMEOUT_S)
+        logger.info(f"exit code {self._code}\n{self._screen}\n--- stream ---\n{self.stream()}")
+
+    @keyword
+    def terminate_serving_when_the_stream_shows(self, text: str) -> None:
+        """Sends SIGTERM to `serve` once the stream holds TEXT; waits for the exit and the
+        stream's end."""
+        assert self._serving is not None, "serve was not started"
+        deadline = time.monotonic() + TIMEOUT_S
+        while text not in self.stream() and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._serving.send_signal(signal.SIGTERM)
         output, _ = self._serving.communicate(timeout=TIMEOUT_S)
         self._code = self._serving.returncode
@@ -325,6 +376,18 @@ class SignalsLibrary:
             raise AssertionError(f"MCP servers {pids} still running (or none started):\n{log}")
 
     @keyword
+    def stream_should_end_with(self, *texts: str) -> None:
+        """The stream's last two events (SSE messages, `[DONE]` aside) hold every one of TEXTS:
+        its terminal event, and the one before it (the AI SDK's `error` part comes before its
+        `finish`)."""
+        events = [event for event in self.stream().split("\n\n") if event.strip()]
+        events = [event for event in events if event.strip() != "data: [DONE]"]
+        last = "\n\n".join(events[-2:])
+        missing = [text for text in texts if text not in last]
+        if missing:
+            raise AssertionError(f"{missing} not in the last event {last!r} of:\n{self.stream()}")
+
+    @keyword
     def stream(self) -> str:
         return b"".join(self._stream).decode(errors="replace")
 
@@ -347,6 +410,30 @@ class SignalsLibrary:
                 return
             time.sleep(0.05)
         raise AssertionError(f"{text!r} never appeared in {log}")
+
+
+_STREAM_BODIES: dict[str, Any] = {
+    "/chat": lambda message: {"message": message},
+    "/v1/chat/completions": lambda message: {
+        "model": "slow-mcp",
+        "messages": [{"role": "user", "content": message}],
+        "stream": True,
+    },
+    "/ai-sdk": lambda message: {
+        "id": "chat-1",
+        "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": message}]}],
+    },
+    "/ag-ui": lambda message: {
+        "threadId": "thread-1",
+        "runId": "client-run-1",
+        "state": {},
+        "messages": [{"id": "m1", "role": "user", "content": message}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    },
+}
+"""Each streaming route's body for one user message."""
 
 
 def _write(path: Path, config: dict[str, Any]) -> str:

@@ -12,6 +12,10 @@ The request is a `RunAgentInput`. How it becomes an actor turn:
   the client's; `state`, `context` and `forwardedProps` are ignored;
 - `resume` entries answer the interrupts of a paused run, and resume it (below).
 
+The server's run id replaces the client's `runId`: every event that names the run (`RUN_STARTED`,
+`RUN_FINISHED`) carries the id the server gave it, as in `X-Run-Id`, the ledger and
+`GET /runs/{id}`; the `runId` a client sends is not read.
+
 The answer is AG-UI's SSE: `RUN_STARTED` (the run's own id, as in `X-Run-Id`), per round the
 `TEXT_MESSAGE_START` / `CONTENT` / `END` of its text and per tool call `TOOL_CALL_START` /
 `ARGS` / `END`, then `TOOL_CALL_RESULT` (the output, or the tool's own error text); last
@@ -31,8 +35,6 @@ and the answers checked, on the server's own records.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 from ag_ui.core import (
@@ -59,10 +61,9 @@ from ag_ui.core import (
 from ag_ui.core.token_usage import aggregate_token_usage
 from ag_ui.core.types import TextPart
 from ag_ui.encoder import EventEncoder
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
 from cleveractors.events import (
     Event,
@@ -79,34 +80,23 @@ from cleveractors.events import (
     ToolCallSkipped,
 )
 from cleveractors.result import ExecutionResult
+from cleveractors.turns import NewMessage, Turn
 from cleveractors.web.frontends import (
-    NewMessage,
-    Turn,
+    FrontendProtocol,
     approval_id,
-    headers_with,
     one_paused_run,
-    open_turn,
     paused_call_of,
-    rejection_response,
 )
-from cleveractors.web.router import (
-    _billed_run,
-    _invalid,
-    _OpenedRun,
-    _read_request,
-    _request_id,
-    _RequestPolicy,
-    _RequestRejected,
-    _RunSettings,
-    _RunStreamResponse,
-)
+from cleveractors.web.requests import RequestRejected, refusal_of
 from cleveractors.web.security import public_error
+from cleveractors.web.turns import OpenedRun
 
 __all__ = [
+    "AG_UI",
     "APPROVAL_RESPONSE_SCHEMA",
     "AgUiEvents",
+    "AgUiFrames",
     "ApprovalAnswer",
-    "add_ag_ui_route",
     "read_turn",
 ]
 
@@ -155,26 +145,26 @@ def read_turn(body: RunAgentInput, *, keeps_sessions: bool) -> Turn:
     """The actor turn a `RunAgentInput` asks for: a new message, or a resumption.
 
     Raises:
-        _RequestRejected: frontend tools (400); a conversation that does not end with the
+        RequestRejected: frontend tools (400); a conversation that does not end with the
             user's text, content that is not text, an answer that is not one (422).
     """
     if body.tools:
-        raise _RequestRejected(
+        raise RequestRejected(
             400, "tools: an actor runs its own tools server-side; it cannot call a client's"
         )
     if body.resume:
         return _resumption(body.resume)
     if not body.messages:
-        raise _RequestRejected(422, "messages: no message to answer")
+        raise RequestRejected(422, "messages: no message to answer")
     texts = [_text_of(message, f"messages.{n}") for n, message in enumerate(body.messages)]
     last = len(body.messages) - 1
     if not isinstance(body.messages[last], UserMessage):
         role = body.messages[last].role
-        raise _RequestRejected(
+        raise RequestRejected(
             422, f"messages.{last}: the last message must be from the user, not {role!r}"
         )
     if not (message := texts[last] or "").strip():
-        raise _RequestRejected(422, f"messages.{last}: the last message (the user's) has no text")
+        raise RequestRejected(422, f"messages.{last}: the last message (the user's) has no text")
     if keeps_sessions:
         return NewMessage(message, session_id=body.thread_id)
     history: list[dict[str, object]] = [
@@ -196,7 +186,7 @@ def _text_of(message: Message, where: str) -> str | None:
     texts: list[str] = []
     for p, part in enumerate(message.content):
         if not isinstance(part, TextPart):
-            raise _RequestRejected(
+            raise RequestRejected(
                 422, f"{where}.content.{p}: only text content is supported, not {part.type!r} parts"
             )
         texts.append(part.text)
@@ -213,8 +203,8 @@ def _resumption(entries: list[ResumeEntry]) -> Turn:
             try:
                 answer = ApprovalAnswer.model_validate(entry.payload)
             except ValidationError as invalid:
-                problem = _invalid(invalid).message
-                raise _RequestRejected(422, f"resume.{n}.payload: {problem}") from None
+                problem = refusal_of(invalid).message
+                raise RequestRejected(422, f"resume.{n}.payload: {problem}") from None
             decision = answer.decision(call_id)
         answers.append((run_id, decision))
     return one_paused_run(answers, "resume")
@@ -373,42 +363,44 @@ class _EncodedFrame(ServerSentEvent):
         return self._encoded
 
 
-def add_ag_ui_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
-    """`POST /ag-ui`: the run as AG-UI events."""
+class AgUiFrames:
+    """AG-UI's events, each encoded as the client's `Accept` header asks (`EventEncoder`)."""
 
-    @router.post("/ag-ui", response_class=EventSourceResponse)
-    async def ag_ui(request: Request) -> Response:
-        """Run an AG-UI `RunAgentInput` (or resume a paused run); answer AG-UI's events."""
-        try:
-            body = await _read_request(request, RunAgentInput, policy)
-            opened = await open_turn(
-                runs,
-                request,
-                lambda keeps_sessions: read_turn(body, keeps_sessions=keeps_sessions),
-                policy,
-                where="messages",
-            )
-        except _RequestRejected as rejected:
-            return rejection_response(rejected)
-        request_id = _request_id()
-        encoder = EventEncoder(accept=request.headers.get("accept", ""))
-        return _RunStreamResponse(
-            _ag_ui_frames(opened, body.thread_id, encoder, request_id),
-            _billed_run(opened.stream, runs.on_usage),
-            send_timeout_s=runs.send_timeout_s,
-            headers=headers_with(opened, request_id, {}),
-        )
+    def __init__(
+        self, thread_id: str, opened: OpenedRun, encoder: EventEncoder, request_id: str
+    ) -> None:
+        run_id = opened.run_id or ""
+        self._events = AgUiEvents(thread_id, run_id, is_resumption=opened.is_resumption)
+        self._encoder = encoder
+        self._request_id = request_id
+
+    def start(self) -> list[ServerSentEvent]:
+        return []
+
+    def of(self, event: Event) -> list[ServerSentEvent]:
+        return [
+            _EncodedFrame(self._encoder.encode(ag_ui_event))
+            for ag_ui_event in self._events.of(event, self._request_id)
+        ]
 
 
-async def _ag_ui_frames(
-    opened: _OpenedRun, thread_id: str, encoder: EventEncoder, request_id: str
-) -> AsyncIterator[ServerSentEvent]:
-    first = opened.first
-    resumed = isinstance(first, RunStarted) and first.resumed_from is not None
-    translated = AgUiEvents(thread_id, opened.run_id or "", is_resumption=resumed)
-    async with aclosing(opened.all_events()) as events:
-        async for event in events:
-            for ag_ui_event in translated.of(event, request_id):
-                yield _EncodedFrame(encoder.encode(ag_ui_event))
-            if isinstance(event, RunFinished | RunPaused | RunFailed):
-                return  # a failed run's stream re-raises its exception after `RunFailed`
+def _read_turn(body: RunAgentInput, keeps_sessions: bool) -> Turn:
+    return read_turn(body, keeps_sessions=keeps_sessions)
+
+
+def _frames(
+    body: RunAgentInput, request: Request, opened: OpenedRun, request_id: str
+) -> AgUiFrames:
+    encoder = EventEncoder(accept=request.headers.get("accept", ""))
+    return AgUiFrames(body.thread_id, opened, encoder, request_id)
+
+
+AG_UI = FrontendProtocol(
+    path="/ag-ui",
+    summary="Run an AG-UI RunAgentInput (or resume a paused run); answer AG-UI's events",
+    body=RunAgentInput,
+    read_turn=_read_turn,
+    encoder=_frames,
+    headers={},
+)
+"""`POST /ag-ui`: the run as AG-UI events."""

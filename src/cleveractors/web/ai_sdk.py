@@ -31,14 +31,11 @@ string, absent when unpriced) and `[DONE]`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
 from cleveractors.events import (
     Event,
@@ -46,7 +43,6 @@ from cleveractors.events import (
     RunFailed,
     RunFinished,
     RunPaused,
-    RunStarted,
     TextDelta,
     ToolApprovalRequested,
     ToolCallDecided,
@@ -55,36 +51,26 @@ from cleveractors.events import (
     ToolCallSkipped,
 )
 from cleveractors.result import ExecutionResult
+from cleveractors.turns import NewMessage, Turn
 from cleveractors.web.frontends import (
-    NewMessage,
-    Turn,
+    FrontendProtocol,
     approval_id,
-    headers_with,
     one_paused_run,
-    open_turn,
     paused_call_of,
-    rejection_response,
 )
-from cleveractors.web.router import (
-    _billed_run,
-    _OpenedRun,
-    _read_request,
-    _request_id,
-    _RequestPolicy,
-    _RequestRejected,
-    _RunSettings,
-    _RunStreamResponse,
-)
+from cleveractors.web.requests import RequestRejected
 from cleveractors.web.security import public_error
 from cleveractors.web.sse import data_frame
+from cleveractors.web.turns import OpenedRun
 
 __all__ = [
+    "AI_SDK",
     "UI_MESSAGE_STREAM_HEADERS",
     "UIMessage",
     "UIMessageChunks",
+    "UIMessageFrames",
     "UIMessageRequest",
     "UIPart",
-    "add_ai_sdk_route",
     "message_metadata",
     "read_turn",
 ]
@@ -152,7 +138,7 @@ def read_turn(body: UIMessageRequest, *, keeps_sessions: bool) -> Turn:
     """The actor turn a request asks for: a new message, or a resumption.
 
     Raises:
-        _RequestRejected: 422 naming the part of a type the protocol lacks or an actor cannot
+        RequestRejected: 422 naming the part of a type the protocol lacks or an actor cannot
             take (`file`); a conversation that ends neither with the user's text nor with
             approval responses.
     """
@@ -164,11 +150,9 @@ def read_turn(body: UIMessageRequest, *, keeps_sessions: bool) -> Turn:
     if last.role == "assistant":
         return _resumption(last, f"messages.{last_index}")
     if last.role != "user":
-        raise _RequestRejected(
-            422, f"messages.{last_index}: the last message must be from the user"
-        )
+        raise RequestRejected(422, f"messages.{last_index}: the last message must be from the user")
     if not last.text.strip():
-        raise _RequestRejected(
+        raise RequestRejected(
             422, f"messages.{last_index}: the last message (the user's) has no text"
         )
     if keeps_sessions:
@@ -187,8 +171,8 @@ def _check_part(part: UIPart, where: str) -> None:
     if part.type in _IGNORED_PARTS:
         return
     if part.type == "file":
-        raise _RequestRejected(422, f"{where}: 'file' parts are not supported: an actor takes text")
-    raise _RequestRejected(422, f"{where}: unknown part type {part.type!r}")
+        raise RequestRejected(422, f"{where}: 'file' parts are not supported: an actor takes text")
+    raise RequestRejected(422, f"{where}: unknown part type {part.type!r}")
 
 
 def _resumption(message: UIMessage, where: str) -> Turn:
@@ -200,7 +184,7 @@ def _resumption(message: UIMessage, where: str) -> Turn:
         part_where = f"{where}.parts.{p}"
         run_id, call_id = paused_call_of(part.approval.id, f"{part_where}.approval.id")
         if part.tool_call_id != call_id:
-            raise _RequestRejected(
+            raise RequestRejected(
                 422, f"{part_where}: the approval {part.approval.id!r} is not for this tool call"
             )
         decision = "approve" if part.approval.approved else "reject"
@@ -208,7 +192,7 @@ def _resumption(message: UIMessage, where: str) -> Turn:
             (run_id, {"call_id": call_id, "decision": decision, "reason": part.approval.reason})
         )
     if not answers:
-        raise _RequestRejected(
+        raise RequestRejected(
             422, f"{where}: the last message is the assistant's and answers no approval request"
         )
     return one_paused_run(answers, where)
@@ -288,7 +272,7 @@ class UIMessageChunks:
             case RunFailed(error=error, result=result):
                 told = public_error(error, request_id)
                 failed = {"type": "error", "errorText": f"{told.type}: {told.message}"}
-                return [*self._end_step(), failed, self._finish(result)]
+                return [*self._end_step(), failed, self._finish(result, reason="error")]
             case _:
                 return []
 
@@ -317,55 +301,51 @@ class UIMessageChunks:
         return [{"type": "text-end", "id": ended}]
 
     @staticmethod
-    def _finish(result: ExecutionResult) -> dict[str, Any]:
-        reason = _FINISH_REASONS.get(result.status, "other")
+    def _finish(result: ExecutionResult, *, reason: str | None = None) -> dict[str, Any]:
         return {
             "type": "finish",
-            "finishReason": reason,
+            "finishReason": reason or _FINISH_REASONS.get(result.status, "other"),
             "messageMetadata": message_metadata(result),
         }
 
 
-def add_ai_sdk_route(router: APIRouter, runs: _RunSettings, policy: _RequestPolicy) -> None:
-    """`POST /ai-sdk`: the run as the Vercel AI SDK's UI message stream."""
+class UIMessageFrames:
+    """The UI message stream's frames: `start`, the chunks of each event, `[DONE]` at the end."""
 
-    @router.post("/ai-sdk", response_class=EventSourceResponse)
-    async def ai_sdk(request: Request) -> Response:
-        """Run a `useChat` turn (or resume one after approvals); answer the UI message stream."""
-        try:
-            body = await _read_request(request, UIMessageRequest, policy)
-            opened = await open_turn(
-                runs,
-                request,
-                lambda keeps_sessions: read_turn(body, keeps_sessions=keeps_sessions),
-                policy,
-                where="messages",
-            )
-        except _RequestRejected as rejected:
-            return rejection_response(rejected)
-        request_id = _request_id()
-        return _RunStreamResponse(
-            _ui_message_frames(opened, request_id),
-            _billed_run(opened.stream, runs.on_usage),
-            send_timeout_s=runs.send_timeout_s,
-            headers=headers_with(opened, request_id, UI_MESSAGE_STREAM_HEADERS),
-        )
+    def __init__(self, opened: OpenedRun, request_id: str) -> None:
+        self._chunks = UIMessageChunks(opened.run_id or "", is_resumption=opened.is_resumption)
+        self._request_id = request_id
 
+    def start(self) -> list[ServerSentEvent]:
+        return [data_frame(_json(self._chunks.start()))]
 
-async def _ui_message_frames(opened: _OpenedRun, request_id: str) -> AsyncIterator[ServerSentEvent]:
-    first = opened.first
-    resumed = isinstance(first, RunStarted) and first.resumed_from is not None
-    chunks = UIMessageChunks(opened.run_id or "", is_resumption=resumed)
-    yield data_frame(_json(chunks.start()))
-    async with aclosing(opened.all_events()) as events:
-        async for event in events:
-            for chunk in chunks.of(event, request_id):
-                yield data_frame(_json(chunk))
-            if isinstance(event, RunFinished | RunPaused | RunFailed):
-                # A failed run's stream re-raises its exception after `RunFailed`: stop here.
-                yield data_frame("[DONE]")
-                return
+    def of(self, event: Event) -> list[ServerSentEvent]:
+        frames = [data_frame(_json(chunk)) for chunk in self._chunks.of(event, self._request_id)]
+        if isinstance(event, RunFinished | RunPaused | RunFailed):
+            frames.append(data_frame("[DONE]"))
+        return frames
 
 
 def _json(chunk: dict[str, Any]) -> str:
     return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _read_turn(body: UIMessageRequest, keeps_sessions: bool) -> Turn:
+    return read_turn(body, keeps_sessions=keeps_sessions)
+
+
+def _frames(
+    _body: UIMessageRequest, _request: Request, opened: OpenedRun, request_id: str
+) -> UIMessageFrames:
+    return UIMessageFrames(opened, request_id)
+
+
+AI_SDK = FrontendProtocol(
+    path="/ai-sdk",
+    summary="Run a useChat turn (or resume one after approvals); answer the UI message stream",
+    body=UIMessageRequest,
+    read_turn=_read_turn,
+    encoder=_frames,
+    headers=UI_MESSAGE_STREAM_HEADERS,
+)
+"""`POST /ai-sdk`: the run as the Vercel AI SDK's UI message stream."""

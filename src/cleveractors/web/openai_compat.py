@@ -5,8 +5,9 @@ Requests are read leniently where that is harmless: sampling hints (`temperature
 bookkeeping fields (`user`, ...) are accepted and ignored, since the actor's config governs its
 model, and unknown fields are ignored. A field that would change what the client gets back and
 that an actor cannot deliver (`tools`, `tool_choice`, `n` > 1, a non-text `response_format`,
-...) is refused with 400 naming it (`ChatCompletionRequest.unsupported`), and so is (with 422) a
-conversation that does not end with a user message, or content that is not text.
+...), and content that is not text (an `image_url` part), are refused with 400 naming the field or
+the part (`ChatCompletionRequest.unsupported`); a conversation that does not end with a user
+message is refused with 422.
 
 `max_tokens` / `max_completion_tokens` (many frontends always send one) cap the output of each
 LLM call of the run (`ChatCompletionRequest.max_output_tokens`): an answer may take several
@@ -80,7 +81,8 @@ class _Lenient(BaseModel):
 
 
 class ContentPart(_Lenient):
-    """One part of a message's content; only `text` parts are supported."""
+    """One part of a message's content; only `text` parts are supported (others are refused
+    with 400 by `ChatCompletionRequest.unsupported`)."""
 
     type: str
     text: str = ""
@@ -90,14 +92,14 @@ class ChatMessage(_Lenient):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
 
-    @field_validator("content")
-    @classmethod
-    def _text_only(cls, content: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
-        if isinstance(content, list):
-            for part in content:
-                if part.type != "text":
-                    raise ValueError(f"only text content is supported, not {part.type!r} parts")
-        return content
+    @property
+    def parts(self) -> list[ContentPart]:
+        """The content's parts (none for text given as a string)."""
+        return self.content if isinstance(self.content, list) else []
+
+    @property
+    def is_text(self) -> bool:
+        return all(part.type == "text" for part in self.parts)
 
     @property
     def text(self) -> str:
@@ -147,7 +149,16 @@ class ChatCompletionRequest(_Lenient):
     prediction: object = None
 
     def unsupported(self) -> tuple[str, str] | None:
-        """The first field set to something an actor cannot honour, and why: `(param, message)`."""
+        """The first field set to something an actor cannot honour (or the first content part
+        that is not text), and why: `(param, message)`."""
+        for n, message in enumerate(self.messages):
+            for p, part in enumerate(message.parts):
+                if part.type != "text":
+                    where = f"messages.{n}.content.{p}"
+                    return where, (
+                        f"{where}: {part.type!r} parts are not supported by this endpoint: "
+                        "an actor takes text"
+                    )
         for param, is_refused, why in (
             ("tools", bool(self.tools), _SERVER_SIDE_TOOLS),
             ("tool_choice", self.tool_choice not in _NO_CHOICE, _SERVER_SIDE_TOOLS),
@@ -173,7 +184,7 @@ class ChatCompletionRequest(_Lenient):
         last = messages[-1]
         if last.role != "user":
             raise ValueError(f"the last message must be from the user, not {last.role!r}")
-        if not last.text.strip():
+        if last.is_text and not last.text.strip():  # other parts are refused by `unsupported`
             raise ValueError("the last message (the user's) has no text")
         return messages
 

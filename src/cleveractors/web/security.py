@@ -23,6 +23,7 @@ from cleveractors.result import ErrorInfo
 
 __all__ = [
     "LOOPBACK_HOSTS",
+    "SHUTDOWN_ERROR_TYPE",
     "Authenticate",
     "api_key_authenticator",
     "bearer_token",
@@ -41,6 +42,10 @@ before the body is read, so it should be quick (cache what it looks up)."""
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 """The Host names a local server answers by default (any port): a page on another name (a DNS
 rebinding attack points a name the attacker owns at 127.0.0.1) gets 400."""
+
+SHUTDOWN_ERROR_TYPE = "ServerShuttingDown"
+"""The error type a client is told when the server shut down during its run: nothing is wrong
+with the request, so it may be sent again (to this server once it is back, or another)."""
 
 _caller: ContextVar[str | None] = ContextVar("cleveractors_web_caller", default=None)
 
@@ -109,6 +114,8 @@ def is_loopback_address(host: str) -> bool:
 def public_error(error: ErrorInfo, request_id: str) -> ErrorInfo:
     """What a client is told of a failed run: the error type and a generic message naming the
     request. The upstream text (which may quote keys, hosts or prompts) is logged instead."""
+    if error.type == SHUTDOWN_ERROR_TYPE:  # the server's own words, quoting nothing upstream
+        return error
     logger.error("request %s: the run failed: %s: %s", request_id, error.type, error.message)
     return ErrorInfo(
         type=error.type,
