@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -16,6 +17,13 @@ import nox
 nox.options.reuse_existing_virtualenvs = True
 # A Python version a session asks for that is not installed fails the run; never skipped.
 nox.options.error_on_missing_interpreters = True
+# Stopping and streaming behave differently across Python versions (3.11's wait_for swallows a
+# cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
+STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
+STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
+# unit_tests and integration_tests run every scenario on the interpreter running nox: a stop
+# scenarios session for that same version would install the project again to repeat them.
+NOX_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 nox.options.sessions = [
     "format",
     "lint",
@@ -24,8 +32,7 @@ nox.options.sessions = [
     "docs",
     "unit_tests",
     "integration_tests",
-    "stop_scenarios-3.11",
-    "stop_scenarios-3.13",
+    *(f"stop_scenarios-{version}" for version in STOP_SCENARIO_PYTHONS if version != NOX_PYTHON),
     "coverage_report",
 ]
 
@@ -36,10 +43,6 @@ NODE_CLIENTS = ROOT / "robot" / "node"
 DEMO_MESSAGE = "What's the weather in Paris and in Rome?"
 CHROMIUM_PACKAGES = ["chromium", "chromium-driver"]
 POSTGRES_PACKAGES = ["postgresql"]
-# Stopping and streaming behave differently across Python versions (3.11's wait_for swallows a
-# cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
-STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
-STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
 # Robot's keyword libraries, and the test tree's support package (`support.harness`, the one
 # harness that consumes runs, shared with the Behave steps).
 ROBOT_PYTHONPATH = ["--pythonpath", "robot/libraries", "--pythonpath", "features"]
@@ -92,12 +95,17 @@ def _coverage_env(session: nox.Session) -> dict[str, str]:
     }
 
 
+_APT_UPDATED: list[bool] = []
+
+
 def _apt_install(session: nox.Session, packages: list[str], why: str) -> None:
     """Install Debian packages where we may (CI runs as root); warn where we may not."""
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         session.warn(f"{' '.join(packages)} missing and not root: {why} will fail")
         return
-    session.run("apt-get", "update", "-qq", external=True)
+    if not _APT_UPDATED:  # once per nox run: unit_tests and integration_tests both may install
+        session.run("apt-get", "update", "-qq", external=True)
+        _APT_UPDATED.append(True)
     session.run(
         "apt-get",
         "install",
