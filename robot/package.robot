@@ -2,9 +2,11 @@
 Documentation       The wheel holds everything the package needs: built as pip builds it, installed
 ...                 into a fresh virtualenv (where `cleveractors` can only come from the wheel),
 ...                 its command runs an actor and `serve` serves the chat page with its static
-...                 files. By default the virtualenv borrows the dependencies of the interpreter
-...                 running the suite; `nox -s build` (`--variable WHEEL_DEPENDENCIES:installed`)
-...                 has pip resolve and install them from the package index instead.
+...                 files. By default the virtualenv sees only the dependencies the wheel declares
+...                 for `cli` and `web` (linked from the environment running the suite), so an
+...                 undeclared one fails here as it would for a user; `nox -s build`
+...                 (`--variable WHEEL_DEPENDENCIES:installed`) has pip resolve and install them
+...                 from the package index instead.
 Library             PackageLibrary.py
 Suite Teardown      Stop Serving
 Test Tags           package

@@ -3,15 +3,21 @@ installs cleveractors without its source tree would.
 
 The virtualenv is new and has no site packages of its own. The wheel is installed into it
 (`pip --python <venv> install --no-deps`), so `cleveractors` there can only come from the wheel.
-Its dependencies are, by default, borrowed: a `.pth` file puts this interpreter's site-packages
-after the venv's own (the `.pth` files there are not read, so an editable install of the source
-tree stays out). With `--variable WHEEL_DEPENDENCIES:installed` (`nox -s build`), pip installs
-the wheel with its extras and resolves every dependency from the package index instead.
+Its dependencies are, by default, the ones the wheel declares for the extras asked for, taken
+from this interpreter's environment: the wheel's `Requires-Dist` is followed through every
+installed distribution's own requirements (markers and extras evaluated), and each
+distribution's top-level packages are linked into a folder the venv reads through a `.pth`
+file, so an undeclared dependency is missing there as it would be for a user. (A namespace
+package, such as `opentelemetry`, is linked whole: its other distributions show through.)
+With `--variable WHEEL_DEPENDENCIES:installed` (`nox -s build`), pip installs the wheel with its
+extras and resolves every dependency from the package index instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.parser
+import importlib.metadata
 import os
 import queue
 import shutil
@@ -28,6 +34,8 @@ import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from robot.api import logger
 from robot.api.deco import keyword, library
 from robot.libraries.BuiltIn import BuiltIn
@@ -71,9 +79,10 @@ class PackageLibrary:
         venv.create(self._venv, with_pip=False)
         install = ["install", "-q", "--no-deps", str(self._wheel)]
         _run([sys.executable, "-m", "pip", "--python", str(self._python), *install])
-        site = _site_packages(self._python)
-        borrowed = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-        (site / "_borrowed_dependencies.pth").write_text("\n".join(sorted(borrowed)) + "\n")
+        declared = self._folder / "declared-dependencies"
+        linked = _link_declared_dependencies(self._wheel, extras.split(","), declared)
+        (_site_packages(self._python) / "_declared_dependencies.pth").write_text(f"{declared}\n")
+        logger.info(f"{len(linked)} declared distributions: {', '.join(sorted(linked))}")
 
     @keyword
     def wheel_should_hold_every_file_of_the_package(self) -> None:
@@ -227,6 +236,46 @@ def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
         assert response.status == 200, f"GET {url}: {response.status}"
         return response.read().decode("utf-8")
+
+
+def _link_declared_dependencies(wheel: Path, extras: list[str], into: Path) -> set[str]:
+    """Links the top-level packages of every distribution the wheel requires for `extras`,
+    and theirs in turn, into `into`; returns the distributions' names."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata_name,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(archive.read(metadata_name).decode("utf-8"))
+    own = canonicalize_name(metadata["Name"])
+    own_requires = metadata.get_all("Requires-Dist") or []
+    seen: dict[str, set[str]] = {}
+    wanted = [(text, set(extras)) for text in own_requires]
+    while wanted:
+        text, active = wanted.pop()
+        requirement = Requirement(text)
+        marker = requirement.marker
+        if marker is not None and not any(marker.evaluate({"extra": e}) for e in active | {""}):
+            continue
+        name = canonicalize_name(requirement.name)
+        if name in seen and requirement.extras <= seen[name]:
+            continue
+        seen[name] = seen.get(name, set()) | requirement.extras
+        if name == own:
+            requires = own_requires
+        else:
+            requires = importlib.metadata.distribution(name).requires or []
+        wanted += [(child, seen[name]) for child in requires]
+    into.mkdir()
+    site = Path(sysconfig.get_paths()["purelib"])
+    for name in seen.keys() - {own}:
+        for top in _top_levels(importlib.metadata.distribution(name)):
+            if not (into / top).exists() and (site / top).exists():
+                (into / top).symlink_to(site / top)
+    return seen.keys() - {own}
+
+
+def _top_levels(distribution: importlib.metadata.Distribution) -> set[str]:
+    """The names a distribution puts at the top of site-packages (its dist-info included)."""
+    tops = {file.parts[0] for file in distribution.files or ()}
+    return {top for top in tops if top not in {"..", "__pycache__"} and not top.endswith(".pth")}
 
 
 def _site_packages(python: Path) -> Path:
