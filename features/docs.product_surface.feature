@@ -2,7 +2,7 @@ Feature: The docs name every event kind, result field, command, option, exit cod
   What the product defines is read from the code as it runs: the `kind` of each class in the
   `cleveractors.events.Event` union, the fields and properties of `ExecutionResult`, the commands
   and options of the `cleveractors` Click app and the exit codes its help lists and its code
-  uses, and the extras of the installed distribution. Each must be named where a reader looks
+  uses, and the extras of pyproject.toml. Each must be named where a reader looks
   for it: the event kinds on docs/streaming.md, the result fields in a table on
   docs/results-and-errors.md, each command with all of its options in the synopsis of
   docs/cli.md, each exit code in its exit-code table, and each extra in the extras table of

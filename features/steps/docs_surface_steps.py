@@ -40,7 +40,7 @@ def _given_product(context: Context) -> None:
     context.result_model = ExecutionResult
     context.cli = typer.main.get_command(app)  # a fresh Click command each time: ours to extend
     context.cli_sources = cli_sources(context.cli, cleveractors)
-    context.extras = extras("cleveractors")
+    context.extras = extras(_ROOT / "pyproject.toml")
 
 
 @given('a new event kind "{kind}"')

@@ -7,7 +7,7 @@ Everything is read from the code as it runs, not from a list kept by hand:
 - result fields from `ExecutionResult`'s model fields, computed fields and public properties;
 - commands and options from the Click command Typer builds (`typer.main.get_command(app)`,
   read by duck typing: Typer may ship its own copy of Click);
-- extras from the installed distribution's metadata (`Provides-Extra`, from pyproject.toml);
+- extras from pyproject.toml's `[project.optional-dependencies]`;
 - exit codes from the app's help ("Exit codes: 0 ...; 1 ...") and from the source of the
   modules that implement the CLI: the command callbacks' modules and every module of the package
   named `cli` or `_cli...`, whatever their layout. A code is an int given to `Exit(...)`,
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.metadata
 import inspect
 import re
+import tomllib
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -188,9 +188,10 @@ def _value(node: ast.expr, namespace: dict[str, Any]) -> Iterator[int]:
                 yield int(value)
 
 
-def extras(distribution: str) -> list[str]:
-    """The extras a distribution offers, as its installed metadata lists them."""
-    return importlib.metadata.metadata(distribution).get_all("Provides-Extra") or []
+def extras(pyproject: Path) -> list[str]:
+    """The extras a project offers: the keys of its `[project.optional-dependencies]`."""
+    with pyproject.open("rb") as file:
+        return list(tomllib.load(file)["project"]["optional-dependencies"])
 
 
 def definitions(
