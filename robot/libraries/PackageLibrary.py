@@ -289,7 +289,7 @@ def _environment() -> dict[str, str]:
     ours = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != ours)
     environment = {**os.environ, "PATH": path, "PYTHONUNBUFFERED": "1"}
-    for name in ("COVERAGE_PROCESS_START", "PYTHONPATH", "VIRTUAL_ENV"):
+    for name in ("COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG", "PYTHONPATH", "VIRTUAL_ENV"):
         environment.pop(name, None)
     return environment
 
