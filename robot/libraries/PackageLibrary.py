@@ -49,7 +49,7 @@ STARTED = "Application startup complete."
 @library(scope="SUITE")
 class PackageLibrary:
     def __init__(self) -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix="cleveractors-wheel-"))
+        self._made_folder: Path | None = None
         self._wheel: Path | None = None
         self._venv: Path | None = None
         self._serving: subprocess.Popen[str] | None = None
@@ -197,7 +197,15 @@ class PackageLibrary:
                 self._serving.kill()
                 self._serving.wait()
         logger.info("".join(self._served_lines))
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._made_folder is not None:
+            shutil.rmtree(self._made_folder, ignore_errors=True)
+
+    @property
+    def _folder(self) -> Path:
+        """The suite's temporary folder, made on first use (a dry run makes none)."""
+        if self._made_folder is None:
+            self._made_folder = Path(tempfile.mkdtemp(prefix="cleveractors-wheel-"))
+        return self._made_folder
 
     @property
     def _python(self) -> Path:
