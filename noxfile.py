@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -16,6 +17,13 @@ import nox
 nox.options.reuse_existing_virtualenvs = True
 # A Python version a session asks for that is not installed fails the run; never skipped.
 nox.options.error_on_missing_interpreters = True
+# Stopping and streaming behave differently across Python versions (3.11's wait_for swallows a
+# cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
+STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
+STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
+# unit_tests and integration_tests run every scenario on the interpreter running nox: a stop
+# scenarios session for that same version would install the project again to repeat them.
+NOX_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 nox.options.sessions = [
     "format",
     "lint",
@@ -24,8 +32,7 @@ nox.options.sessions = [
     "docs",
     "unit_tests",
     "integration_tests",
-    "stop_scenarios-3.11",
-    "stop_scenarios-3.13",
+    *(f"stop_scenarios-{version}" for version in STOP_SCENARIO_PYTHONS if version != NOX_PYTHON),
     "coverage_report",
 ]
 
@@ -36,10 +43,8 @@ NODE_CLIENTS = ROOT / "robot" / "node"
 DEMO_MESSAGE = "What's the weather in Paris and in Rome?"
 CHROMIUM_PACKAGES = ["chromium", "chromium-driver"]
 POSTGRES_PACKAGES = ["postgresql"]
-# Stopping and streaming behave differently across Python versions (3.11's wait_for swallows a
-# cancellation that 3.12 delivers): these scenarios run on the oldest supported and the newest.
-STOP_SCENARIO_PYTHONS = ["3.11", "3.13"]
-STOP_SCENARIO_TAGS = ["cancellation", "streaming"]
+# What src/ imports (lazily, for the extras): all mypy needs to see.
+TYPECHECK_EXTRAS = ["cli", "web", "store", "mcp", "ag-ui", "otel"]
 # Robot's keyword libraries, and the test tree's support package (`support.harness`, the one
 # harness that consumes runs, shared with the Behave steps).
 ROBOT_PYTHONPATH = ["--pythonpath", "robot/libraries", "--pythonpath", "features"]
@@ -92,12 +97,17 @@ def _coverage_env(session: nox.Session) -> dict[str, str]:
     }
 
 
+_APT_UPDATED: list[bool] = []
+
+
 def _apt_install(session: nox.Session, packages: list[str], why: str) -> None:
     """Install Debian packages where we may (CI runs as root); warn where we may not."""
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         session.warn(f"{' '.join(packages)} missing and not root: {why} will fail")
         return
-    session.run("apt-get", "update", "-qq", external=True)
+    if not _APT_UPDATED:  # once per nox run: unit_tests and integration_tests both may install
+        session.run("apt-get", "update", "-qq", external=True)
+        _APT_UPDATED.append(True)
     session.run(
         "apt-get",
         "install",
@@ -157,8 +167,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on src/: zero errors, zero warnings."""
-    _install_project(session)
+    """mypy --strict on src/: zero errors, zero warnings. Only the extras src/ imports are
+    installed, not the test tools."""
+    session.install("-e", f".[{','.join(TYPECHECK_EXTRAS)}]")
     session.install("mypy", "types-pyyaml", "types-jsonschema")
     session.run("mypy", "--strict", "src/cleveractors")
 
@@ -182,6 +193,19 @@ def docs(session: nox.Session) -> None:
         session.run("mkdocs", "serve", "--strict", "--dev-addr", "127.0.0.1:8000", env=env)
     else:
         session.run("mkdocs", "build", "--strict", env=env)  # into reports/site
+        _reference_should_hide_model_config(session)
+
+
+def _reference_should_hide_model_config(session: nox.Session) -> None:
+    """pydantic's `model_config` is a class's settings, not its API: mkdocs.yml filters it out
+    of the reference, and a page that shows it again fails the session."""
+    shown = [
+        str(page.relative_to(REPORTS))
+        for page in sorted((REPORTS / "site" / "reference").rglob("*.html"))
+        if "model_config" in page.read_text(encoding="utf-8")
+    ]
+    if shown:
+        session.error(f"the API reference shows pydantic's model_config: {', '.join(shown)}")
 
 
 @nox.session
@@ -268,6 +292,28 @@ def coverage_report(session: nox.Session) -> None:
     session.run("coverage", "combine", env=env, success_codes=[0, 1])
     session.run("coverage", "report", env=env)
     session.run("coverage", "xml", "-o", str(REPORTS / "coverage.xml"), env=env)
+
+
+@nox.session(venv_backend="venv", reuse_venv=False)
+def build(session: nox.Session) -> None:
+    """Build the wheel and install it, with its extras and every dependency from the package
+    index, into a fresh virtualenv; then run an actor and `serve` the chat page from it
+    (robot/package.robot). Not a default session: the install takes a few minutes. The
+    integration suite checks the same wheel against the dependencies it declares, linked from
+    the suite's own environment."""
+    session.install("robotframework>=7", "packaging")
+    session.run(
+        "python",
+        "-m",
+        "robot",
+        "--outputdir",
+        str(REPORTS / "build"),
+        "--pythonpath",
+        "robot/libraries",
+        "--variable",
+        "WHEEL_DEPENDENCIES:installed",
+        "robot/package.robot",
+    )
 
 
 @nox.session
