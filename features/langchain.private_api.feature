@@ -56,6 +56,27 @@ Feature: The private langchain-core API we rely on still behaves as we rely on i
       | {"text": "Sunny and warm."}                                           |
       | {"tool_calls": [{"name": "get_weather", "args": {"city": "Paris"}}]} |
 
+  Scenario Outline: A ChatOpenAI the loop cannot call directly, or with a rate limiter, replies as through the public path (<settings>)
+    A cache, v1 output, stop words and a bound config take the public path; a rate limiter is
+    waited for on the direct path as `ainvoke` and `astream` wait for it.
+    Given a ChatOpenAI with <settings> on a scripted OpenAI server that replies {"text": "Sunny and warm."}, twice per way of asking
+    When it is asked once through ainvoke and once past it, with the weather tool bound
+    Then both replies are the same, id aside
+    When it is asked once through astream and once past it, with the weather tool bound
+    Then both streams send the same chunks, id aside, and fold to the same reply
+
+    Examples:
+      | settings                                 |
+      | {"rate_limiter_rps": 1000}               |
+      | {"output_version": "v1"}                 |
+      | {"bound": {"stop": ["never"]}}           |
+      | {"config": {"tags": ["a-tag"]}}          |
+
+  Scenario: A model with a cache is asked through ainvoke, and its cache answers again
+    Given a ChatOpenAI with {"cache": "in_memory"} on a scripted OpenAI server that replies {"text": "Sunny and warm."}, twice per way of asking
+    When it is asked twice past ainvoke, with the weather tool bound
+    Then the server was asked once
+
   Scenario: A listening callback handler makes the loop take the public path
     Given a ChatOpenAI on a scripted OpenAI server that replies {"text": "Hi there."}, twice per way of asking
     And a callback handler on the model

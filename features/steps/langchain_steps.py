@@ -13,9 +13,11 @@ from typing import Any
 from behave import given, register_type, then, when
 from behave.runner import Context
 from langchain_anthropic import ChatAnthropic
+from langchain_core.caches import InMemoryCache
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.rate_limiters import InMemoryRateLimiter
 from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -129,11 +131,36 @@ class _CountingHandler(AsyncCallbackHandler):
     "a ChatOpenAI on a scripted OpenAI server that replies {reply:Json}, twice per way of asking"
 )
 def _given_openai_on_server(context: Context, reply: dict[str, Any]) -> None:
+    _given_openai_with(context, {}, reply)
+
+
+@given(
+    "a ChatOpenAI with {settings:Json} on a scripted OpenAI server that replies {reply:Json}, "
+    "twice per way of asking"
+)
+def _given_openai_with(context: Context, settings: dict[str, Any], reply: dict[str, Any]) -> None:
     server = ScriptedOpenAIServer([ScriptedReply.model_validate(reply)] * 8)
     server.start()
     context.add_cleanup(server.stop)
     context.base_url = server.base_url
+    context.server = server
     context.handler = None
+    context.settings = settings
+
+
+@when("it is asked twice past ainvoke, with the weather tool bound")
+def _when_asked_twice(context: Context) -> None:
+    async def ask() -> None:
+        bound = _bound_model(context)
+        for _ in range(2):
+            await invoke_reply(bound, _QUESTION)
+
+    asyncio.run(ask())
+
+
+@then("the server was asked once")
+def _then_asked_once(context: Context) -> None:
+    assert len(context.server.requests) == 1, context.server.requests
 
 
 @given("a callback handler on the model")
@@ -142,7 +169,18 @@ def _given_handler(context: Context) -> None:
 
 
 def _bound_model(context: Context) -> Runnable[Any, Any]:
-    """ChatOpenAI on the server with the tool bound, its HTTP client made in the running loop."""
+    """ChatOpenAI on the server with the tool bound, its HTTP client made in the running loop.
+
+    Settings beyond ChatOpenAI's own: `rate_limiter_rps` (an in-memory rate limiter), `cache`
+    (`in_memory`), `bound` (options bound after the tool) and `config` (`with_config`)."""
+    settings = dict(getattr(context, "settings", {}))
+    rps = settings.pop("rate_limiter_rps", None)
+    if rps is not None:
+        settings["rate_limiter"] = InMemoryRateLimiter(requests_per_second=rps)
+    if settings.pop("cache", None) == "in_memory":
+        settings["cache"] = InMemoryCache()
+    bound_options = settings.pop("bound", {})
+    config = settings.pop("config", None)
     model = ChatOpenAI(
         model="gpt-4o-mini",
         base_url=context.base_url,
@@ -151,8 +189,12 @@ def _bound_model(context: Context) -> Runnable[Any, Any]:
         stream_usage=True,
         http_async_client=DefaultAsyncHttpxClient(),
         callbacks=None if context.handler is None else [context.handler],
+        **settings,
     )
-    return model.bind_tools([_WEATHER_TOOL])
+    bound = model.bind_tools([_WEATHER_TOOL])
+    if bound_options:
+        bound = bound.bind(**bound_options)
+    return bound if config is None else bound.with_config(config)
 
 
 def _without_ids(message: BaseMessage) -> dict[str, Any]:
