@@ -89,3 +89,4 @@ Feature: The private langchain-core API we rely on still behaves as we rely on i
     When the openai SDK streams a reply through ChunksAsSent
     Then every chunk is a dict, and their text is "Sunny and warm."
     And a reply it does not stream is a ChatCompletion as before
+    And a copy of it streams dicts too

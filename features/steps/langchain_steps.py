@@ -7,6 +7,7 @@ key that is never sent): what is pinned is langchain-core's behaviour, not ours.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from typing import Any
 
@@ -269,7 +270,7 @@ def _then_handler_saw(context: Context) -> None:
 
 @given("a scripted OpenAI server that replies {reply:Json} to every request")
 def _given_server(context: Context, reply: dict[str, Any]) -> None:
-    context.server = server = ScriptedOpenAIServer([ScriptedReply.model_validate(reply)] * 2)
+    context.server = server = ScriptedOpenAIServer([ScriptedReply.model_validate(reply)] * 3)
     server.start()
     context.add_cleanup(server.stop)
 
@@ -281,8 +282,19 @@ def _completions(context: Context) -> ChunksAsSent:
 
 @when("the openai SDK streams a reply through ChunksAsSent")
 def _when_sdk_streams(context: Context) -> None:
+    context.chunks = _stream_through(_completions(context))
+
+
+@then("a copy of it streams dicts too")
+def _then_copy_streams(context: Context) -> None:
+    chunks = _stream_through(copy.copy(_completions(context)))
+    assert chunks, "the copy streamed nothing"
+    assert all(type(chunk) is dict for chunk in chunks), chunks
+
+
+def _stream_through(completions: ChunksAsSent) -> list[Any]:
     async def ask() -> list[Any]:
-        stream = await _completions(context).create(
+        stream = await completions.create(
             model="gpt-4o-mini",
             messages=[{"role": "user", "content": "Weather?"}],
             stream=True,
@@ -290,7 +302,7 @@ def _when_sdk_streams(context: Context) -> None:
         async with stream:
             return [chunk async for chunk in stream]
 
-    context.chunks = asyncio.run(ask())
+    return asyncio.run(ask())
 
 
 @then('every chunk is a dict, and their text is "{text}"')

@@ -221,6 +221,8 @@ class ChunksAsSent:
         self._completions = completions
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_completions":  # a copy made without __init__ (copy, pickle)
+            raise AttributeError(name)
         return getattr(self._completions, name)
 
     async def create(self, **params: Any) -> Any:
