@@ -54,12 +54,14 @@ class HandWrittenLoop:
         model: str,
         tools: Mapping[str, ToolFunction],
         schemas: Sequence[dict[str, Any]],
+        timeout_s: float | None = None,
     ) -> None:
         client = ChatOpenAI(
             model=model,
             base_url=base_url,
             api_key=SecretStr(api_key),
             max_retries=0,
+            timeout=timeout_s,  # None: the client's defaults
             stream_usage=True,  # as the library does: a custom base_url gets no usage otherwise
         )
         self._model = client.bind_tools(list(schemas))

@@ -27,10 +27,8 @@ from approvals import measure_approvals
 from concurrency import measure_concurrency
 from cpu import (
     MODES,
-    VARIANTS,
+    all_turns,
     cpu_rows,
-    handwritten_turns,
-    library_turns,
     measure_cpu,
     missed_modes,
     server_process,
@@ -42,6 +40,7 @@ from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
 from stops import measure_stops
+from streams import measure_streams
 from tracing_cost import measure_tracing
 
 RESULTS = Path(__file__).parent / "results"
@@ -55,6 +54,8 @@ class Settings:
     concurrency_repetitions: int
     profile_turns: int
     disconnects: int
+    streams: int
+    stream_rounds: int
     ledger_writes: int
     approval_runs: int
 
@@ -67,6 +68,8 @@ class Settings:
             concurrency_repetitions=7,
             profile_turns=40,
             disconnects=50,
+            streams=500,
+            stream_rounds=3,
             ledger_writes=500,
             approval_runs=200,
         )
@@ -80,16 +83,11 @@ class Settings:
             concurrency_repetitions=2,
             profile_turns=10,
             disconnects=10,
+            streams=100,
+            stream_rounds=2,
             ledger_writes=50,
             approval_runs=20,
         )
-
-    @property
-    def cpu_server_turns(self) -> int:
-        """Turns the CPU server must script: every variant, two loops per profiled mode, and the
-        two streamed turns whose tasks are counted."""
-        measured = len(VARIANTS) * (self.cpu_repetitions + self.cpu_warmup)
-        return measured + 2 * len(MODES) * self.profile_turns + 2
 
 
 @dataclass(slots=True)
@@ -100,9 +98,8 @@ class Outcome:
 
 
 async def _run_cpu(settings: Settings, *, always_profile: bool, outcome: Outcome) -> None:
-    with server_process(settings.cpu_server_turns) as base_url:
-        turns = {**library_turns(base_url), **handwritten_turns(base_url)}
-        assert tuple(turns) == VARIANTS, "the server's script is sized for VARIANTS"
+    with server_process() as server:
+        turns = all_turns(server.base_url)
         samples = await measure_cpu(
             turns, repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
         )
@@ -129,6 +126,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
         outcome.rows.extend(latency_rows)
     with _section("CPU per turn (server in its own process, zero latency)"):
         await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section(f"{settings.streams} concurrent streamed turns (server in its own process)"):
+        stream_rows, outcome.samples["streams"] = await measure_streams(
+            streams=settings.streams, rounds=settings.stream_rounds
+        )
+        outcome.rows.extend(stream_rows)
     with _section("tracing (SDK with a batch exporter that drops the spans, vs no SDK)"):
         tracing_rows, samples = await measure_tracing(
             repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup

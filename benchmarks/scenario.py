@@ -16,6 +16,7 @@ from typing import Any
 from cleveractors.testing import ScriptedReply, ScriptedToolCall, count_words
 
 USER_MESSAGE = "What's the weather in Paris?"
+TWO_TOOLS_MESSAGE = "What's the weather in Paris and in Rome?"
 ANSWER = (
     "Paris is sunny this afternoon with a light breeze from the west. The high is 24 degrees and "
     "the low tonight is 15 degrees. Rain is unlikely before the weekend, so an evening walk along "
@@ -58,11 +59,23 @@ def sleep_blocking(tag: str) -> str:
 
 
 _TOOL_CALL = ScriptedToolCall(name="lookup_weather", args={"city": "Paris"})
+_SECOND_CALL = ScriptedToolCall(name="lookup_weather", args={"city": "Rome"})
 
 
 def turn_script() -> list[ScriptedReply]:
     """The two replies of one turn: a tool call (ids are made unique by the server), the answer."""
     return [ScriptedReply(tool_calls=(_TOOL_CALL,)), ScriptedReply(text=ANSWER)]
+
+
+def two_tools_script() -> list[ScriptedReply]:
+    """The same turn with two calls of the tool in one reply (Paris and Rome), then the answer."""
+    return [ScriptedReply(tool_calls=(_TOOL_CALL, _SECOND_CALL)), ScriptedReply(text=ANSWER)]
+
+
+def conversation_scripts() -> dict[str, list[ScriptedReply]]:
+    """Both turns by their first message, for a server answering each conversation on its own:
+    any number of turns, concurrent or not, each gets its whole script."""
+    return {USER_MESSAGE: turn_script(), TWO_TOOLS_MESSAGE: two_tools_script()}
 
 
 def scripted_turn_delay_s(*, first_token_delay_s: float, token_interval_s: float) -> float:
@@ -84,8 +97,12 @@ def use_dummy_api_key() -> None:
     os.environ.setdefault(API_KEY_ENV, "bench-not-a-secret")
 
 
-def openai_actor_config(base_url: str, *, stream_tool_rounds: bool = True) -> dict[str, Any]:
-    """An actor on the real `ChatOpenAI` against `base_url`, with the weather tool."""
+def openai_actor_config(
+    base_url: str, *, stream_tool_rounds: bool = True, timeout_s: float | None = None
+) -> dict[str, Any]:
+    """An actor on the real `ChatOpenAI` against `base_url`, with the weather tool; `timeout_s`
+    replaces the client's default timeouts (its connect timeout is 5 s)."""
+    timeout = {} if timeout_s is None else {"request_timeout_s": timeout_s}
     return {
         "name": "bench",
         "agent": {
@@ -96,6 +113,7 @@ def openai_actor_config(base_url: str, *, stream_tool_rounds: bool = True) -> di
             "api_key_env": API_KEY_ENV,
             "max_retries": 0,
             "stream_tool_rounds": stream_tool_rounds,
+            **timeout,
             "tools": [
                 {
                     "name": "lookup_weather",

@@ -66,8 +66,8 @@ async def measure_tracing(*, repetitions: int, warmup: int) -> tuple[list[Row], 
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    with server_process(len(VARIANTS) * (repetitions + warmup)) as base_url:
-        config = openai_actor_config(base_url)
+    with server_process() as server:
+        config = openai_actor_config(server.base_url)
         traced = ActorExecutor.from_config(
             config, tracer_provider=tracer_provider, meter_provider=meter_provider
         )

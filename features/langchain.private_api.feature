@@ -40,3 +40,53 @@ Feature: The private langchain-core API we rely on still behaves as we rely on i
     When an LLMAgent is built around it
     Then the agent runs a copy of it with streamed usage on
     And langchain-core's ainvoke streams by itself for the agent's model: yes; with tools bound: yes
+
+  Scenario Outline: Called past the callback machinery, ChatOpenAI replies as ainvoke and astream do (<reply>)
+    With nothing listening the loop calls the integration's `_agenerate` and `_astream` itself
+    (no callback manager, no chunk kept): the reply, and every streamed chunk, must be the one
+    `ainvoke` and `astream` give, id aside (a run id, or the server's per-request id).
+    Given a ChatOpenAI on a scripted OpenAI server that replies <reply>, twice per way of asking
+    When it is asked once through ainvoke and once past it, with the weather tool bound
+    Then both replies are the same, id aside
+    When it is asked once through astream and once past it, with the weather tool bound
+    Then both streams send the same chunks, id aside, and fold to the same reply
+
+    Examples:
+      | reply                                                                 |
+      | {"text": "Sunny and warm."}                                           |
+      | {"tool_calls": [{"name": "get_weather", "args": {"city": "Paris"}}]} |
+
+  Scenario Outline: A ChatOpenAI the loop cannot call directly, or with a rate limiter, replies as through the public path (<settings>)
+    A cache, v1 output, stop words and a bound config take the public path; a rate limiter is
+    waited for on the direct path as `ainvoke` and `astream` wait for it.
+    Given a ChatOpenAI with <settings> on a scripted OpenAI server that replies {"text": "Sunny and warm."}, twice per way of asking
+    When it is asked once through ainvoke and once past it, with the weather tool bound
+    Then both replies are the same, id aside
+    When it is asked once through astream and once past it, with the weather tool bound
+    Then both streams send the same chunks, id aside, and fold to the same reply
+
+    Examples:
+      | settings                                 |
+      | {"rate_limiter_rps": 1000}               |
+      | {"output_version": "v1"}                 |
+      | {"bound": {"stop": ["never"]}}           |
+      | {"config": {"tags": ["a-tag"]}}          |
+
+  Scenario: A model with a cache is asked through ainvoke, and its cache answers again
+    Given a ChatOpenAI with {"cache": "in_memory"} on a scripted OpenAI server that replies {"text": "Sunny and warm."}, twice per way of asking
+    When it is asked twice past ainvoke, with the weather tool bound
+    Then the server was asked once
+
+  Scenario: A listening callback handler makes the loop take the public path
+    Given a ChatOpenAI on a scripted OpenAI server that replies {"text": "Hi there."}, twice per way of asking
+    And a callback handler on the model
+    When it is asked once past ainvoke and once past astream, with the weather tool bound
+    Then the handler saw both calls start and end
+
+  Scenario: Told to, the openai SDK's stream yields each chunk as the JSON the server sent
+    `ChunksAsSent` sets the SDK stream's private `_cast_to` to `object` before it is read.
+    Given a scripted OpenAI server that replies {"text": "Sunny and warm."} to every request
+    When the openai SDK streams a reply through ChunksAsSent
+    Then every chunk is a dict, and their text is "Sunny and warm."
+    And a reply it does not stream is a ChatCompletion as before
+    And a copy of it streams dicts too

@@ -7,6 +7,9 @@ turn on what billing needs and turn off what the loop does itself.
 from __future__ import annotations
 
 from langchain_core.language_models import BaseChatModel
+from openai.resources.chat.completions import AsyncCompletions
+
+from cleveractors._langchain_private import ChunksAsSent
 
 __all__ = ["prepared_model"]
 
@@ -14,8 +17,18 @@ __all__ = ["prepared_model"]
 def prepared_model(model: BaseChatModel, *, has_stall_limit: bool) -> BaseChatModel:
     """`model` with streamed usage requested, and, when the loop watches streams for stalls
     (`has_stall_limit`), its client's own per-chunk timeout off."""
-    model = _with_streamed_usage(model)
+    model = _with_chunks_as_sent(_with_streamed_usage(model))
     return _without_client_chunk_timeout(model) if has_stall_limit else model
+
+
+def _with_chunks_as_sent(model: BaseChatModel) -> BaseChatModel:
+    """The model reading streamed chunks as the server's JSON, where its client is the openai
+    SDK's (`ChatOpenAI`, `AzureChatOpenAI`): the SDK would build a model object per chunk that
+    the integration only turns back into a dict. The same dicts, at a fraction of the cost."""
+    client = getattr(model, "async_client", None)
+    if "async_client" in type(model).model_fields and isinstance(client, AsyncCompletions):
+        return model.model_copy(update={"async_client": ChunksAsSent(client)})
+    return model
 
 
 def _with_streamed_usage(model: BaseChatModel) -> BaseChatModel:

@@ -11,8 +11,9 @@ async for chunk in model.astream(messages):
 reply = fold.message()  # content blocks, metadata and usage as the integration made them
 ```
 
-Chunks are not added with `+` one by one (each `+` re-merges everything so far): they are kept in
-a list and merged in one pass at the end. Tool-call fragments are grouped by `ToolCallAssembler`,
+Chunks are not added with `+` one by one (each `+` re-merges everything so far), nor kept until
+the end: they are merged a few at a time as they arrive, so a stream's memory grows with its
+answer only. Tool-call fragments are grouped by `ToolCallAssembler`,
 stricter than langchain-core: by index, then by call id, never by name, and arguments that are not
 a JSON object are kept as invalid calls rather than repaired. `output_text` is the text of a reply
 a provider bills as output, for estimating a call the provider sent no usage for.
@@ -120,25 +121,43 @@ class ToolCallAssembler:
 
 
 class ReplyFold:
-    """Collects a streamed reply and builds, once at the end, the `AIMessage` that `ainvoke`
-    returns for the same reply.
+    """Folds a streamed reply as it arrives into the `AIMessage` that `ainvoke` returns for the
+    same reply, keeping no list of its chunks.
 
-    Per chunk it only keeps the chunk and reads its visible text. At the end the chunks are
-    merged in one pass by langchain-core's own `add_ai_message_chunks` (what `ainvoke` does when
-    it streams), so content blocks (thinking with its signature, redacted thinking, reasoning
-    items, citations), `additional_kwargs`, `response_metadata`, the id and `usage_metadata`
-    with its token details come out exactly as the provider's integration made them. Only tool
-    calls are ours: `ToolCallAssembler` groups their fragments and keeps unparseable arguments
-    as invalid calls, where langchain-core would repair them with a lenient parser.
+    Per chunk it reads the chunk's visible text, hands its tool-call fragments to a
+    `ToolCallAssembler`, and holds the chunk until `COMPACT_EVERY` have arrived; those are then
+    merged into the reply so far. A stream in flight thus holds its answer once and at most
+    `COMPACT_EVERY` chunks, however long the answer grows. Merging is langchain-core's own
+    `add_ai_message_chunks` (what `ainvoke` does when it streams), in batches rather than one
+    pass (the merge is associative), so content blocks (thinking with its signature, redacted
+    thinking, reasoning items, citations), `additional_kwargs`, `response_metadata`, the id and
+    `usage_metadata` with its token details come out exactly as the provider's integration made
+    them. Only tool calls are ours: `ToolCallAssembler` groups their fragments and keeps
+    unparseable arguments as invalid calls, where langchain-core would repair them with a lenient
+    parser.
 
     A model whose `astream()` falls back to `ainvoke` yields one whole `AIMessage`; that message
     is the reply as it is.
     """
 
-    __slots__ = ("_chunks", "_has_usage", "_whole", "first_chunk_at")
+    COMPACT_EVERY = 16
+    """How many chunks are held before they are merged into the reply so far."""
+
+    __slots__ = (
+        "_assembler",
+        "_chunks_received",
+        "_has_usage",
+        "_merged",
+        "_pending",
+        "_whole",
+        "first_chunk_at",
+    )
 
     def __init__(self) -> None:
-        self._chunks: list[AIMessageChunk] = []
+        self._pending: list[AIMessageChunk] = []
+        self._merged: AIMessageChunk | None = None
+        self._assembler = ToolCallAssembler()
+        self._chunks_received = 0
         self._whole: AIMessage | None = None
         self._has_usage = False
         self.first_chunk_at: float | None = None
@@ -159,9 +178,15 @@ class ReplyFold:
 
     def _keep(self, piece: BaseMessage) -> AIMessage:
         if isinstance(piece, AIMessageChunk) and self._whole is None:
-            if not self._chunks:
+            if not self._chunks_received:
                 self.first_chunk_at = time.perf_counter()
-            self._chunks.append(piece)
+            self._chunks_received += 1
+            for fragment in piece.tool_call_chunks:
+                self._assembler.add(fragment)
+            pending = self._pending
+            pending.append(piece)
+            if len(pending) >= self.COMPACT_EVERY:
+                self._compact()
             return piece
         if isinstance(piece, AIMessage) and not self.received_any:
             self.first_chunk_at = time.perf_counter()
@@ -172,15 +197,25 @@ class ReplyFold:
             "expected AIMessageChunks, or one whole AIMessage"
         )
 
+    def _compact(self) -> AIMessageChunk:
+        """Merge the held chunks into the reply so far; returns it."""
+        pending = self._pending
+        if self._merged is not None:
+            pending.insert(0, self._merged)
+        merged = add_ai_message_chunks(*pending)
+        self._merged = merged
+        self._pending = []
+        return merged
+
     @property
     def received_any(self) -> bool:
         """Something of the reply arrived (so the provider did work for it)."""
-        return bool(self._chunks) or self._whole is not None
+        return self._chunks_received > 0 or self._whole is not None
 
     @property
     def chunks_received(self) -> int:
         """How many streamed pieces arrived so far."""
-        return len(self._chunks) + (self._whole is not None)
+        return self._chunks_received + (self._whole is not None)
 
     @property
     def has_usage(self) -> bool:
@@ -192,21 +227,18 @@ class ReplyFold:
         nothing did); callable at any time, e.g. to bill a stream that was cut off."""
         if self._whole is not None:
             return self._whole
-        if not self._chunks:
+        if not self._chunks_received:
             return AIMessage(content="")
-        merged = add_ai_message_chunks(*self._chunks)
-        assembler = ToolCallAssembler()
-        for chunk in self._chunks:
-            for fragment in chunk.tool_call_chunks:
-                assembler.add(fragment)
-        valid, invalid = assembler.calls()
+        merged = self._compact() if self._pending else self._merged
+        assert merged is not None  # a chunk arrived, so it is held or merged
+        valid, invalid = self._assembler.calls()
         reply = cast(AIMessage, message_chunk_to_message(merged))
         return reply.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
 
     def _received(self) -> str:
         if self._whole is not None:
             return "a whole AIMessage"
-        return f"{len(self._chunks)} chunks"
+        return f"{self._chunks_received} chunks"
 
 
 def output_text(message: BaseMessage) -> str:

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from cleveractors._langchain_private import streams_inside_ainvoke
+from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
@@ -443,7 +443,7 @@ class LLMAgent(Agent):
         if fold is not None:
             reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
         else:
-            reply = _as_ai_message(await model.ainvoke(sent))
+            reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
             run.shown.add(run.round, reply.text)  # its deltas are out already
         elif purpose != "pruning":
@@ -469,7 +469,7 @@ class LLMAgent(Agent):
         watch = StallWatch(limit_s, is_paused=lambda: pacing.is_waiting_for_room)
         clock = watch.clock
         try:
-            async for piece in model.astream(messages):
+            async for piece in stream_reply(model, messages):
                 if (text := fold.add(piece)) and shows_text:
                     sink(TextDelta(round=round_number, text=text))
                 await pacing.checkpoint()
