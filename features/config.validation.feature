@@ -178,7 +178,6 @@ Feature: A wrong actor config or call is refused up front, saying what is wrong 
       | input                    | mode      | message       | history                                            | error                                  |
       | empty message            | blocking  | ""            | null                                               | message must be a non-empty string     |
       | blank message            | streaming | "   "         | null                                               | message must be a non-empty string     |
-      | non-string message       | blocking  | 42            | null                                               | a turn is a message (str), a NewMessage or a Resumption, not int |
       | history turn with no role | blocking | "Hi"          | [{"role": "user", "content": "a"}, {"content": "b"}] | history[1] is not a chat turn          |
       | history turn of an unknown role | streaming | "Hi" | [{"role": "wizard", "content": "abracadabra"}]     | history[0] is not a chat turn          |
       | history turn that is a number | blocking | "Hi"       | [42]                                               | history[0] is not a chat turn          |
