@@ -16,11 +16,11 @@ from typing import Protocol
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.errors import StoreError
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.store.engine import GatedEngine
 from cleveractors.store.leases import Lease
 from cleveractors.store.ledger import ended_by, finish_run, open_run, run_totals, write_calls
 from cleveractors.store.pauses import claim_pause, keep_pause, pause_of_session, supersede_pause
@@ -46,7 +46,7 @@ class RunHost(Protocol):
     """What a run needs of its store (`SqlStore`)."""
 
     @property
-    def engine(self) -> AsyncEngine: ...
+    def engine(self) -> GatedEngine: ...
 
     @property
     def lease_s(self) -> float: ...

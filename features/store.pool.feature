@@ -1,0 +1,35 @@
+@store
+Feature: Work waiting for the store's connections is served in the order it came
+  A store opens at most `max_connections` database connections at once (30 on PostgreSQL, 15
+  on a SQLite file). When all of them are busy, what needs one (a run starting, a ledger row, a
+  lease renewed) waits in its turn, first come first served, for at most 30 seconds. A request
+  that arrives just as a connection comes back does not take it from one that has waited
+  longer: under load no run waits much more than its share while later ones go ahead (the
+  connection pool alone would let them, and the longest waits ran into its timeout).
+
+  Scenario Outline: Runs waiting for the store's one connection start in the order they asked, before later arrivals (<database>)
+    Given a fresh <database> store with at most 1 connection
+    When its connection is busy while 4 runs ask to start, one after another
+    And 3 more runs ask to start, each just as a connection comes back
+    Then the 7 runs start in the order they asked: the 4 that waited, then the 3 that came later
+    And all 7 runs answer, each with its call in the ledger
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
+  Scenario Outline: 40 runs at once on a store of 3 connections all start and answer (<database>)
+    Given a fresh <database> store with at most 3 connections
+    When 40 runs on their own sessions start at once
+    Then all 40 runs answer, each with its call in the ledger
+    And never more than 3 connections were open at once
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
+  Scenario: A store of no connections is a configuration error
+    When a store is made with at most 0 connections
+    Then it is refused with ConfigurationError naming max_connections
