@@ -1,7 +1,7 @@
 @store
 Feature: Work waiting for the store's connections is served in the order it came
-  A store opens at most `max_connections` database connections at once (30 on PostgreSQL, 15
-  on a SQLite file). When all of them are busy, what needs one (a run starting, a ledger row, a
+  A store opens at most `max_connections` database connections at once (`SqlStore` takes it, as
+  does an actor's `store:`; 30 on PostgreSQL, 15 on a SQLite file). When all of them are busy, what needs one (a run starting, a ledger row, a
   lease renewed) waits in its turn, first come first served, for at most 30 seconds. A request
   that arrives just as a connection comes back does not take it from one that has waited
   longer: under load no run waits much more than its share while later ones go ahead (the
@@ -20,7 +20,7 @@ Feature: Work waiting for the store's connections is served in the order it came
       | postgresql |
 
   Scenario Outline: 40 runs at once on a store of 3 connections all start and answer (<database>)
-    Given a fresh <database> store with at most 3 connections
+    Given a fresh <database> store whose actor's config allows at most 3 connections
     When 40 runs on their own sessions start at once
     Then all 40 runs answer, each with its call in the ledger
     And never more than 3 connections were open at once

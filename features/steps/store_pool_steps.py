@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from sqlalchemy import event
 from support.harness import run_guarded, wait_until
 
+from cleveractors.config import StoreConfig
 from cleveractors.errors import ConfigurationError
 from cleveractors.result import ExecutionResult
 from cleveractors.store import SqlStore
@@ -31,6 +32,8 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 class _PoolWorld:
     url: str
     max_connections: int
+    from_config: bool = False
+    """Made by `SqlStore.from_config()` from an actor's `store:`, not by `SqlStore()`."""
     started: list[str] = field(default_factory=list)
     """The runs by the order of their first connection."""
     run_ids: list[str] = field(default_factory=list)
@@ -39,6 +42,9 @@ class _PoolWorld:
 
 
 def _store(world: _PoolWorld) -> SqlStore:
+    if world.from_config:
+        config = StoreConfig(url=world.url, max_connections=world.max_connections)
+        return SqlStore.from_config(config)
     return SqlStore(world.url, max_connections=world.max_connections)
 
 
@@ -82,15 +88,23 @@ async def _must(condition: Callable[[], bool], what: str) -> None:
 # -- Given -----------------------------------------------------------------------------------------
 
 
+def _fresh_url(context: Context, database: str) -> str:
+    if database == "sqlite":
+        folder = Path(tempfile.mkdtemp(prefix="cleveractors-pool-"))
+        return f"sqlite:///{folder / 'store.db'}"
+    return str(context.postgres.new_database())
+
+
 @given("a fresh {database} store with at most {count:d} connection")
 @given("a fresh {database} store with at most {count:d} connections")
 def fresh_small_store(context: Context, database: str, count: int) -> None:
-    if database == "sqlite":
-        folder = Path(tempfile.mkdtemp(prefix="cleveractors-pool-"))
-        url = f"sqlite:///{folder / 'store.db'}"
-    else:
-        url = str(context.postgres.new_database())
-    context.pool_world = _PoolWorld(url=url, max_connections=count)
+    context.pool_world = _PoolWorld(url=_fresh_url(context, database), max_connections=count)
+
+
+@given("a fresh {database} store whose actor's config allows at most {count:d} connections")
+def fresh_small_configured_store(context: Context, database: str, count: int) -> None:
+    url = _fresh_url(context, database)
+    context.pool_world = _PoolWorld(url=url, max_connections=count, from_config=True)
 
 
 # -- When ------------------------------------------------------------------------------------------

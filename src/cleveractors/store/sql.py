@@ -146,6 +146,7 @@ class SqlStore:
             retention_days=config.retention_days,
             lease_s=config.lease_s,
             should_create=should_create,
+            max_connections=config.max_connections,
         )
 
     async def open(self) -> None:
