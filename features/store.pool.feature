@@ -2,7 +2,8 @@
 Feature: Work waiting for the store's connections is served in the order it came
   A store opens at most `max_connections` database connections at once (`SqlStore` takes it, as
   does an actor's `store:`; 30 on PostgreSQL, 15 on a SQLite file). When all of them are busy, what needs one (a run starting, a ledger row, a
-  lease renewed) waits in its turn, first come first served, for at most 30 seconds. A request
+  lease renewed) waits in its turn, first come first served, for at most `connection_wait_s`
+  (30 seconds), then fails with `StoreError`. A request
   that arrives just as a connection comes back does not take it from one that has waited
   longer: under load no run waits much more than its share while later ones go ahead (the
   connection pool alone would let them, and the longest waits ran into its timeout).
@@ -24,6 +25,17 @@ Feature: Work waiting for the store's connections is served in the order it came
     When 40 runs on their own sessions start at once
     Then all 40 runs answer, each with its call in the ledger
     And never more than 3 connections were open at once
+
+    Examples:
+      | database   |
+      | sqlite     |
+      | postgresql |
+
+  Scenario Outline: A run that waits longer than the store allows for a connection fails with StoreError, and the next one starts (<database>)
+    Given a fresh <database> store with at most 1 connection, waiting at most 0.2 seconds for one
+    When a run asks to start while the connection stays busy, then another once it is free
+    Then the first run failed with StoreError "every one of the store's 1 connections was busy for 0.2 s"
+    And the other run answers, with its call in the ledger
 
     Examples:
       | database   |

@@ -22,7 +22,7 @@ from sqlalchemy import event
 from support.harness import run_guarded, wait_until
 
 from cleveractors.config import StoreConfig
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, StoreError
 from cleveractors.result import ExecutionResult
 from cleveractors.store import SqlStore
 from cleveractors.usage import LLMCallUsage, TokenUsage
@@ -33,6 +33,7 @@ class _PoolWorld:
     url: str
     max_connections: int
     from_config: bool = False
+    wait_s: float = 30.0
     """Made by `SqlStore.from_config()` from an actor's `store:`, not by `SqlStore()`."""
     started: list[str] = field(default_factory=list)
     """The runs by the order of their first connection."""
@@ -43,9 +44,13 @@ class _PoolWorld:
 
 def _store(world: _PoolWorld) -> SqlStore:
     if world.from_config:
-        config = StoreConfig(url=world.url, max_connections=world.max_connections)
+        config = StoreConfig(
+            url=world.url, max_connections=world.max_connections, connection_wait_s=world.wait_s
+        )
         return SqlStore.from_config(config)
-    return SqlStore(world.url, max_connections=world.max_connections)
+    return SqlStore(
+        world.url, max_connections=world.max_connections, connection_wait_s=world.wait_s
+    )
 
 
 def _watch(store: SqlStore, world: _PoolWorld) -> None:
@@ -107,6 +112,15 @@ def fresh_small_configured_store(context: Context, database: str, count: int) ->
     context.pool_world = _PoolWorld(url=url, max_connections=count, from_config=True)
 
 
+@given(
+    "a fresh {database} store with at most {count:d} connection, "
+    "waiting at most {wait_s:f} seconds for one"
+)
+def fresh_impatient_store(context: Context, database: str, count: int, wait_s: float) -> None:
+    url = _fresh_url(context, database)
+    context.pool_world = _PoolWorld(url=url, max_connections=count, wait_s=wait_s)
+
+
 # -- When ------------------------------------------------------------------------------------------
 
 
@@ -158,6 +172,24 @@ def runs_at_once(context: Context, count: int) -> None:
     run_guarded(story())
 
 
+@when("a run asks to start while the connection stays busy, then another once it is free")
+def run_waits_too_long(context: Context) -> None:
+    world: _PoolWorld = context.pool_world
+
+    async def story() -> None:
+        async with _store(world) as store:
+            async with store.engine.connect():  # busy with other work
+                try:
+                    await _answer(store, "r-waited")
+                except StoreError as exc:
+                    context.pool_error = exc
+                else:
+                    context.pool_error = None
+            await _spawn(store, "r-after", world)
+
+    run_guarded(story())
+
+
 @when("a store is made with at most {count:d} connections")
 def store_of_no_connections(context: Context, count: int) -> None:
     try:
@@ -203,6 +235,17 @@ def all_answer(context: Context, count: int) -> None:
 def never_more_open(context: Context, count: int) -> None:
     world: _PoolWorld = context.pool_world
     assert 0 < world.most_open <= count, world.most_open
+
+
+@then('the first run failed with StoreError "{text}"')
+def failed_waiting(context: Context, text: str) -> None:
+    assert isinstance(context.pool_error, StoreError), context.pool_error
+    assert text in str(context.pool_error), str(context.pool_error)
+
+
+@then("the other run answers, with its call in the ledger")
+def other_answers(context: Context) -> None:
+    all_answer(context, 1)
 
 
 @then("it is refused with ConfigurationError naming max_connections")

@@ -468,7 +468,10 @@ class StoreConfig(_Frozen):
     busy after its worker process died mid-run."""
     max_connections: PositiveInt | None = None
     """The most database connections a worker opens at once (None: 30 on PostgreSQL, 15 on a
-    SQLite file); work that finds them all busy waits in arrival order, for at most 30 s."""
+    SQLite file); work that finds them all busy waits for one in arrival order."""
+    connection_wait_s: PositiveFloat = 30.0
+    """How long work waits for a database connection before it fails with `StoreError` (a run
+    that cannot start fails before `serve` sends its response's headers)."""
 
 
 class ActorConfig(_Frozen):

@@ -43,8 +43,8 @@ DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
 actor file's folder."""
 
 CONNECTION_WAIT_S = 30.0
-"""The longest a database operation waits for a connection (in its turn) before it fails with
-`sqlalchemy.exc.TimeoutError`, which the store reports as a `StoreError`."""
+"""How long a database operation waits for a connection (in its turn) by default before it
+fails with `sqlalchemy.exc.TimeoutError`, which the store reports as a `StoreError`."""
 
 # How many connections a store opens at most, when it is not told: PostgreSQL keeps 10 and opens
 # up to 20 more under load; a SQLite file keeps 5 and opens up to 10 more (SQLAlchemy's own
@@ -195,13 +195,18 @@ class GatedEngine:
 
 
 async def open_engine(
-    url: str, *, should_create: bool, max_connections: int | None = None
+    url: str,
+    *,
+    should_create: bool,
+    max_connections: int | None = None,
+    wait_s: float = CONNECTION_WAIT_S,
 ) -> GatedEngine:
     """Connect to `url` (an `async_url`) and bring its schema up to date.
 
     Args:
         max_connections: The most connections the store opens; None for the database's
             default (30 on PostgreSQL, 15 on a SQLite file).
+        wait_s: How long an operation waits for a connection in its turn before it fails.
 
     Raises:
         ConfigurationError: the database's driver is not installed, or (without
@@ -232,7 +237,7 @@ async def open_engine(
     except BaseException:
         await engine.dispose()
         raise
-    return GatedEngine(engine, max_connections=limit)
+    return GatedEngine(engine, max_connections=limit, wait_s=wait_s)
 
 
 # Writers from several processes wait for each other instead of failing at once.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import SQLAlchemyError
 
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
@@ -261,7 +262,9 @@ class StoreRun:
 
 
 def store_error(doing: str, cause: SQLAlchemyError) -> StoreError:
-    failure = StoreError(f"store: {type(cause).__name__} while {doing}")
+    # Only a wait for a connection is told in full: other errors may quote the database.
+    detail = f" ({cause})" if isinstance(cause, sa_exc.TimeoutError) else ""
+    failure = StoreError(f"store: {type(cause).__name__} while {doing}{detail}")
     failure.__cause__ = cause
     return failure
 

@@ -36,6 +36,7 @@ from cleveractors.result import ExecutionResult
 from cleveractors.runs import finish_despite_cancellation, new_run_id
 from cleveractors.store.dialects import utc_now
 from cleveractors.store.engine import (
+    CONNECTION_WAIT_S,
     DEFAULT_STORE_URL,
     GatedEngine,
     async_url,
@@ -93,7 +94,10 @@ class SqlStore:
             it, and no file is created.
         max_connections: The most database connections the store opens at once (30 on
             PostgreSQL, 15 on a SQLite file when None). Work that finds them all busy waits
-            in its turn, first come first served, and fails with `StoreError` after 30 s.
+            in its turn, first come first served.
+        connection_wait_s: How long work waits for a connection before it fails with
+            `StoreError` (a run that cannot start fails so, before the web routes send any
+            header; keep it below the timeouts of the clients and proxies in front).
 
     A relative SQLite path is relative to the working directory, as SQLite takes it;
     `from_config()` takes it from the actor file's folder instead.
@@ -108,6 +112,7 @@ class SqlStore:
         lease_s: float = 30.0,
         should_create: bool = True,
         max_connections: int | None = None,
+        connection_wait_s: float = CONNECTION_WAIT_S,
     ) -> None:
         if max_connections is not None and max_connections < 1:
             raise ConfigurationError(
@@ -119,6 +124,7 @@ class SqlStore:
         self.lease_s = lease_s
         self.should_create = should_create
         self.max_connections = max_connections
+        self.connection_wait_s = connection_wait_s
         self._engine: GatedEngine | None = None
 
     @property
@@ -147,6 +153,7 @@ class SqlStore:
             lease_s=config.lease_s,
             should_create=should_create,
             max_connections=config.max_connections,
+            connection_wait_s=config.connection_wait_s,
         )
 
     async def open(self) -> None:
@@ -159,7 +166,10 @@ class SqlStore:
         """
         if self._engine is None:
             self._engine = await open_engine(
-                self.url, should_create=self.should_create, max_connections=self.max_connections
+                self.url,
+                should_create=self.should_create,
+                max_connections=self.max_connections,
+                wait_s=self.connection_wait_s,
             )
 
     async def aclose(self) -> None:
