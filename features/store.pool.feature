@@ -42,6 +42,10 @@ Feature: Work waiting for the store's connections is served in the order it came
       | sqlite     |
       | postgresql |
 
+  Scenario: Runs at once on an in-memory SQLite store take its one shared connection in turn, and every one answers
+    When 10 runs on their own sessions start at once on an in-memory SQLite store
+    Then all 10 runs answered, as the store itself says before it closes
+
   Scenario: A store of no connections is a configuration error
     When a store is made with at most 0 connections
     Then it is refused with ConfigurationError naming max_connections

@@ -190,6 +190,19 @@ def run_waits_too_long(context: Context) -> None:
     run_guarded(story())
 
 
+@when("{count:d} runs on their own sessions start at once on an in-memory SQLite store")
+def runs_at_once_in_memory(context: Context, count: int) -> None:
+    world = _PoolWorld(url="sqlite:///:memory:", max_connections=count)
+    context.pool_world = world
+
+    async def story() -> list[str | None]:
+        async with SqlStore(world.url) as store:  # gone once closed: read before
+            await asyncio.gather(*(_spawn(store, f"r-{n}", world) for n in range(count)))
+            return [await store.run_status(run_id) for run_id in world.run_ids]
+
+    context.pool_statuses = run_guarded(story())
+
+
 @when("a store is made with at most {count:d} connections")
 def store_of_no_connections(context: Context, count: int) -> None:
     try:
@@ -229,6 +242,11 @@ def all_answer(context: Context, count: int) -> None:
     assert len(world.run_ids) == count, world.run_ids
     assert statuses == ["answered"] * count, statuses
     assert sorted(ledger_runs) == sorted(world.run_ids), ledger_runs
+
+
+@then("all {count:d} runs answered, as the store itself says before it closes")
+def all_answered_in_memory(context: Context, count: int) -> None:
+    assert context.pool_statuses == ["answered"] * count, context.pool_statuses
 
 
 @then("never more than {count:d} connections were open at once")

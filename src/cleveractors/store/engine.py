@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 
 from cleveractors.errors import ConfigurationError, StoreError
 from cleveractors.store.schema import migrate
@@ -48,7 +49,7 @@ fails with `sqlalchemy.exc.TimeoutError`, which the store reports as a `StoreErr
 
 # How many connections a store opens at most, when it is not told: PostgreSQL keeps 10 and opens
 # up to 20 more under load; a SQLite file keeps 5 and opens up to 10 more (SQLAlchemy's own
-# defaults). An in-memory SQLite database has one connection, shared, and no gate.
+# defaults). An in-memory SQLite database has one connection, shared, taken by one at a time.
 _DEFAULT_MAX_CONNECTIONS = {"postgresql": 30, "sqlite": 15}
 _KEPT_CONNECTIONS = {"postgresql": 10, "sqlite": 5}
 
@@ -132,17 +133,17 @@ class GatedEngine:
     `wait_s` (the pool's own wait is never reached).
 
     Args:
-        max_connections: The pool's size and overflow together; None for a pool of one shared
-            connection (an in-memory SQLite database), which nobody queues for.
+        max_connections: The pool's size and overflow together (1 for the one shared
+            connection of an in-memory SQLite database).
     """
 
     def __init__(
-        self, engine: AsyncEngine, *, max_connections: int | None, wait_s: float = CONNECTION_WAIT_S
+        self, engine: AsyncEngine, *, max_connections: int, wait_s: float = CONNECTION_WAIT_S
     ) -> None:
         self.max_connections = max_connections
         self._engine = engine
         self._wait_s = wait_s
-        self._gate = None if max_connections is None else asyncio.Semaphore(max_connections)
+        self._gate = asyncio.Semaphore(max_connections)
         self._waiting = 0
 
     @property
@@ -174,9 +175,6 @@ class GatedEngine:
     @asynccontextmanager
     async def _turn(self) -> AsyncIterator[None]:
         # Held until the connection is back in the pool, so the next in line finds it there.
-        if self._gate is None:
-            yield
-            return
         self._waiting += 1
         try:
             async with asyncio.timeout(self._wait_s):
@@ -218,14 +216,15 @@ async def open_engine(
     if not should_create and missing is not None and not missing.exists():
         raise ConfigurationError(f"no store database at {missing.resolve()} (nothing was created)")
     backend = make_url(url).get_backend_name()
-    if (
-        missing is None and backend == "sqlite"
-    ):  # in memory (or a `uri=true` name): SQLAlchemy's pool
-        limit, options = None, _SQLITE_OPTIONS
+    limit = max_connections or _DEFAULT_MAX_CONNECTIONS[backend]
+    if backend == "sqlite" and missing is None:  # in memory, or a `uri=true` name
+        engine = create_async_engine(url, **_SQLITE_OPTIONS)
     else:
-        limit = max_connections or _DEFAULT_MAX_CONNECTIONS[backend]
-        options = _engine_options(backend, limit)
-    engine = create_async_engine(url, **options)
+        engine = create_async_engine(url, **_engine_options(backend, limit))
+    if isinstance(engine.pool, StaticPool):
+        # An in-memory database is one connection, shared: two transactions at once on it
+        # would commit or roll back each other's work. One at a time, in turn.
+        limit = 1
     if backend == "sqlite":
         event.listen(engine.sync_engine, "connect", _tune_sqlite)
     try:
