@@ -144,6 +144,17 @@ Feature: A person approves tool calls over HTTP: the run pauses on /chat and res
       | in memory           |
       | in a sqlite store   |
 
+  Scenario Outline: GET /runs/{id} shows a run whose every call expired as expired, not paused (<where>)
+    Given the approvals app keeps its pauses <where>, its calls expiring at once
+    And "alice" has a run over HTTP paused on the refund
+    When "alice" reads the paused run over HTTP
+    Then the response is 200 with the status "expired" and no pending call
+
+    Examples:
+      | where               |
+      | in memory           |
+      | in a sqlite store   |
+
   Scenario: A decision on a call that expired is 409
     Given the approvals app keeps its pauses in memory, its calls expiring at once
     And "alice" has a run over HTTP paused on the refund

@@ -466,6 +466,12 @@ class StoreConfig(_Frozen):
     lease_s: PositiveFloat = 30.0
     """How long a run holds its session without renewing the hold: the longest a session stays
     busy after its worker process died mid-run."""
+    max_connections: PositiveInt | None = None
+    """The most database connections a worker opens at once (None: 30 on PostgreSQL, 15 on a
+    SQLite file); work that finds them all busy waits for one in arrival order."""
+    connection_wait_s: PositiveFloat = 30.0
+    """How long work waits for a database connection before it fails with `StoreError` (a run
+    that cannot start fails before `serve` sends its response's headers)."""
 
 
 class ActorConfig(_Frozen):

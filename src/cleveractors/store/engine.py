@@ -1,21 +1,38 @@
 """The store's database engine: its URL (the async driver for each database, a SQLite path taken
-from a folder), its connection pool, and its schema brought up to date on opening."""
+from a folder), its connection pool behind a first-come-first-served gate, and its schema
+brought up to date on opening.
+
+The gate: SQLAlchemy's async pool does not serve its waiters in turn. A connection given back
+goes to whichever checkout runs first, and a request that has just arrived takes it ahead of
+one that has waited since long before (its `get()` takes a free connection without queueing,
+and a woken waiter that finds none queues again at the back). Under load a few requests wait
+far longer than their share, until the pool's timeout fails them, while later ones go ahead.
+`GatedEngine` queues every checkout in arrival order (`asyncio.Semaphore` is FIFO) for as many
+connections as the pool can open, so the pool itself never has to make anyone wait.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 
 from cleveractors.errors import ConfigurationError, StoreError
 from cleveractors.store.schema import migrate
 
 __all__ = [
+    "CONNECTION_WAIT_S",
     "DEFAULT_STORE_URL",
+    "GatedEngine",
     "async_url",
     "open_engine",
     "resolve_sqlite_path",
@@ -25,6 +42,16 @@ __all__ = [
 DEFAULT_STORE_URL = "sqlite:///cleveractors.db"
 """The store an actor's `store:` uses when it names no `url`: SQLite `cleveractors.db`, in the
 actor file's folder."""
+
+CONNECTION_WAIT_S = 30.0
+"""How long a database operation waits for a connection (in its turn) by default before it
+fails with `sqlalchemy.exc.TimeoutError`, which the store reports as a `StoreError`."""
+
+# How many connections a store opens at most, when it is not told: PostgreSQL keeps 10 and opens
+# up to 20 more under load; a SQLite file keeps 5 and opens up to 10 more (SQLAlchemy's own
+# defaults). An in-memory SQLite database has one connection, shared, taken by one at a time.
+_DEFAULT_MAX_CONNECTIONS = {"postgresql": 30, "sqlite": 15}
+_KEPT_CONNECTIONS = {"postgresql": 10, "sqlite": 5}
 
 # The async driver for each plain URL scheme, and the extra that installs it.
 _DRIVERS = {
@@ -99,8 +126,85 @@ def shown_url(url: str) -> str:
     return plain.render_as_string(hide_password=True)
 
 
-async def open_engine(url: str, *, should_create: bool) -> AsyncEngine:
+class GatedEngine:
+    """The store's `AsyncEngine` behind a first-come-first-served gate with a place for each
+    connection its pool can open: `begin()` and `connect()` as the engine's, but a checkout
+    that has to wait is served in its turn, and fails with `sqlalchemy.exc.TimeoutError` after
+    `wait_s` (the pool's own wait is never reached).
+
+    Args:
+        max_connections: The pool's size and overflow together (1 for the one shared
+            connection of an in-memory SQLite database).
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, *, max_connections: int, wait_s: float = CONNECTION_WAIT_S
+    ) -> None:
+        self.max_connections = max_connections
+        self._engine = engine
+        self._wait_s = wait_s
+        self._gate = asyncio.Semaphore(max_connections)
+        self._waiting = 0
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The engine's synchronous core, for event listeners (as `AsyncEngine.sync_engine`)."""
+        return self._engine.sync_engine
+
+    @property
+    def waiting(self) -> int:
+        """How many checkouts wait for a connection now."""
+        return self._waiting
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction, committed on leaving (rolled back on an error)."""
+        async with self._turn(), self._engine.begin() as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection, given back on leaving."""
+        async with self._turn(), self._engine.connect() as connection:
+            yield connection
+
+    async def dispose(self) -> None:
+        """Close every connection of the pool."""
+        await self._engine.dispose()
+
+    @asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        # Held until the connection is back in the pool, so the next in line finds it there.
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self._wait_s):
+                await self._gate.acquire()
+        except TimeoutError:
+            raise sa_exc.TimeoutError(
+                f"every one of the store's {self.max_connections} connections was busy "
+                f"for {self._wait_s:g} s"
+            ) from None
+        finally:
+            self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._gate.release()
+
+
+async def open_engine(
+    url: str,
+    *,
+    should_create: bool,
+    max_connections: int | None = None,
+    wait_s: float = CONNECTION_WAIT_S,
+) -> GatedEngine:
     """Connect to `url` (an `async_url`) and bring its schema up to date.
+
+    Args:
+        max_connections: The most connections the store opens; None for the database's
+            default (30 on PostgreSQL, 15 on a SQLite file).
+        wait_s: How long an operation waits for a connection in its turn before it fails.
 
     Raises:
         ConfigurationError: the database's driver is not installed, or (without
@@ -112,7 +216,15 @@ async def open_engine(url: str, *, should_create: bool) -> AsyncEngine:
     if not should_create and missing is not None and not missing.exists():
         raise ConfigurationError(f"no store database at {missing.resolve()} (nothing was created)")
     backend = make_url(url).get_backend_name()
-    engine = create_async_engine(url, **_engine_options(backend))
+    limit = max_connections or _DEFAULT_MAX_CONNECTIONS[backend]
+    if backend == "sqlite" and missing is None:  # in memory, or a `uri=true` name
+        engine = create_async_engine(url, **_SQLITE_OPTIONS)
+    else:
+        engine = create_async_engine(url, **_engine_options(backend, limit))
+    if isinstance(engine.pool, StaticPool):
+        # An in-memory database is one connection, shared: two transactions at once on it
+        # would commit or roll back each other's work. One at a time, in turn.
+        limit = 1
     if backend == "sqlite":
         event.listen(engine.sync_engine, "connect", _tune_sqlite)
     try:
@@ -124,14 +236,19 @@ async def open_engine(url: str, *, should_create: bool) -> AsyncEngine:
     except BaseException:
         await engine.dispose()
         raise
-    return engine
+    return GatedEngine(engine, max_connections=limit, wait_s=wait_s)
 
 
-def _engine_options(backend: str) -> dict[str, Any]:
+# Writers from several processes wait for each other instead of failing at once.
+_SQLITE_OPTIONS: dict[str, Any] = {"connect_args": {"timeout": 30}}
+
+
+def _engine_options(backend: str, max_connections: int) -> dict[str, Any]:
+    kept = min(_KEPT_CONNECTIONS[backend], max_connections)
+    pool = {"pool_size": kept, "max_overflow": max_connections - kept}
     if backend == "sqlite":
-        # Writers from several processes wait for each other instead of failing at once.
-        return {"connect_args": {"timeout": 30}}
-    return {"pool_size": 10, "max_overflow": 20, "pool_pre_ping": True}
+        return _SQLITE_OPTIONS | pool
+    return pool | {"pool_pre_ping": True}
 
 
 def _tune_sqlite(dbapi_connection: Any, _record: object) -> None:

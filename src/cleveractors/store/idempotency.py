@@ -41,7 +41,7 @@ from langchain_core.messages import BaseMessage, messages_to_dict
 from pydantic import ValidationError
 from sqlalchemy import Delete, Update, and_, delete, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors.errors import (
     ConfigurationError,
@@ -51,6 +51,7 @@ from cleveractors.errors import (
 )
 from cleveractors.result import ExecutionResult
 from cleveractors.store.dialects import database_time, insert_for
+from cleveractors.store.engine import GatedEngine
 from cleveractors.store.schema import idempotency_keys
 
 __all__ = [
@@ -115,7 +116,7 @@ def request_digest(
 
 
 async def claim_key(
-    engine: AsyncEngine,
+    engine: GatedEngine,
     *,
     caller: str,
     key: str,
@@ -179,7 +180,7 @@ def _stored_result(stored: str, *, key: str, run_id: str) -> ExecutionResult:
 
 
 async def renew_key(
-    engine: AsyncEngine,
+    engine: GatedEngine,
     *,
     caller: str,
     key: str,
@@ -203,7 +204,7 @@ async def renew_key(
 
 
 async def settle_key(
-    engine: AsyncEngine, *, caller: str, key: str, run_id: str, result: ExecutionResult
+    engine: GatedEngine, *, caller: str, key: str, run_id: str, result: ExecutionResult
 ) -> bool:
     """Keep an answered `result` for every repeat of the request, or release the key when the
     result is a failure (its `error` set: failed or cancelled). Only the claiming run settles:
@@ -260,7 +261,7 @@ def _is_free(now: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _writing(doing: str, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+async def _writing(doing: str, engine: GatedEngine) -> AsyncIterator[AsyncConnection]:
     """One transaction; the database's failure becomes a `StoreError` saying what was done."""
     try:
         async with engine.begin() as connection:

@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.errors import StoreError
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.store.engine import GatedEngine
 from cleveractors.store.leases import Lease
 from cleveractors.store.ledger import ended_by, finish_run, open_run, run_totals, write_calls
 from cleveractors.store.pauses import claim_pause, keep_pause, pause_of_session, supersede_pause
@@ -46,7 +47,7 @@ class RunHost(Protocol):
     """What a run needs of its store (`SqlStore`)."""
 
     @property
-    def engine(self) -> AsyncEngine: ...
+    def engine(self) -> GatedEngine: ...
 
     @property
     def lease_s(self) -> float: ...
@@ -261,7 +262,9 @@ class StoreRun:
 
 
 def store_error(doing: str, cause: SQLAlchemyError) -> StoreError:
-    failure = StoreError(f"store: {type(cause).__name__} while {doing}")
+    # Only a wait for a connection is told in full: other errors may quote the database.
+    detail = f" ({cause})" if isinstance(cause, sa_exc.TimeoutError) else ""
+    failure = StoreError(f"store: {type(cause).__name__} while {doing}{detail}")
     failure.__cause__ = cause
     return failure
 

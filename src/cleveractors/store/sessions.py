@@ -15,11 +15,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 from sqlalchemy import delete, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors.approvals import PausedRun
 from cleveractors.errors import SessionBusyError, SessionNotFoundError, StoreError
 from cleveractors.store.dialects import as_utc, database_time, insert_for, utc_now
+from cleveractors.store.engine import GatedEngine
 from cleveractors.store.records import StoredTurn
 from cleveractors.store.schema import paused_runs, sessions, turns
 
@@ -70,7 +71,7 @@ async def claim_session(
     raise SessionBusyError(f"session {session_id!r} is busy with another run")
 
 
-async def renew_session(engine: AsyncEngine, run_id: str, *, lease_s: float) -> bool:
+async def renew_session(engine: GatedEngine, run_id: str, *, lease_s: float) -> bool:
     """Extend the lease of the session `run_id` holds; False when it holds none any more."""
     async with engine.begin() as connection:
         renewed = await connection.execute(

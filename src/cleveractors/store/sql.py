@@ -28,15 +28,17 @@ from types import TracebackType
 from typing import Self
 
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cleveractors.approvals import ApprovalRecord, PausedRun
 from cleveractors.config import StoreConfig
+from cleveractors.errors import ConfigurationError
 from cleveractors.result import ExecutionResult
 from cleveractors.runs import finish_despite_cancellation, new_run_id
 from cleveractors.store.dialects import utc_now
 from cleveractors.store.engine import (
+    CONNECTION_WAIT_S,
     DEFAULT_STORE_URL,
+    GatedEngine,
     async_url,
     open_engine,
     resolve_sqlite_path,
@@ -90,6 +92,12 @@ class SqlStore:
         should_create: False for a tool that only looks at an existing store (a usage report):
             opening a SQLite file that does not exist is then a `ConfigurationError` naming
             it, and no file is created.
+        max_connections: The most database connections the store opens at once (30 on
+            PostgreSQL, 15 on a SQLite file when None). Work that finds them all busy waits
+            in its turn, first come first served.
+        connection_wait_s: How long work waits for a connection before it fails with
+            `StoreError` (a run that cannot start fails so, before the web routes send any
+            header; keep it below the timeouts of the clients and proxies in front).
 
     A relative SQLite path is relative to the working directory, as SQLite takes it;
     `from_config()` takes it from the actor file's folder instead.
@@ -103,13 +111,21 @@ class SqlStore:
         retention_days: int | None = None,
         lease_s: float = 30.0,
         should_create: bool = True,
+        max_connections: int | None = None,
+        connection_wait_s: float = CONNECTION_WAIT_S,
     ) -> None:
+        if max_connections is not None and max_connections < 1:
+            raise ConfigurationError(
+                f"store: max_connections must be 1 or more, got {max_connections}"
+            )
         self.url = async_url(url)
         self.history_turns = history_turns
         self.retention_days = retention_days
         self.lease_s = lease_s
         self.should_create = should_create
-        self._engine: AsyncEngine | None = None
+        self.max_connections = max_connections
+        self.connection_wait_s = connection_wait_s
+        self._engine: GatedEngine | None = None
 
     @property
     def shown_url(self) -> str:
@@ -136,6 +152,8 @@ class SqlStore:
             retention_days=config.retention_days,
             lease_s=config.lease_s,
             should_create=should_create,
+            max_connections=config.max_connections,
+            connection_wait_s=config.connection_wait_s,
         )
 
     async def open(self) -> None:
@@ -147,7 +165,12 @@ class SqlStore:
             StoreError: the database cannot be reached or written.
         """
         if self._engine is None:
-            self._engine = await open_engine(self.url, should_create=self.should_create)
+            self._engine = await open_engine(
+                self.url,
+                should_create=self.should_create,
+                max_connections=self.max_connections,
+                wait_s=self.connection_wait_s,
+            )
 
     async def aclose(self) -> None:
         """Close the connection pool; a later use opens it again."""
@@ -168,7 +191,8 @@ class SqlStore:
         await self.aclose()
 
     @property
-    def engine(self) -> AsyncEngine:
+    def engine(self) -> GatedEngine:
+        """The database, each connection taken in its turn."""
         if self._engine is None:
             raise RuntimeError("the store is not open: use `async with store:` or `await open()`")
         return self._engine
