@@ -266,6 +266,8 @@ class ScriptedWireServer(Generic[BilledT]):
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        for replies in script.values() if isinstance(script, Mapping) else (script,):
+            self.check_replies(replies)
         self._script = _Script(script, per_conversation=per_conversation)
         self._first_token_delay_s = first_token_delay_s
         self._token_interval_s = token_interval_s
@@ -360,8 +362,13 @@ class ScriptedWireServer(Generic[BilledT]):
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
         """Append replies to the end of the script (a single script only; with
         `per_conversation`, every conversation's copy gets them)."""
+        self.check_replies(replies)
         with self._lock:
             self._script.add(replies)
+
+    def check_replies(self, replies: Sequence[ScriptedReply]) -> None:
+        """Raise `ValueError` for a reply the protocol cannot serve, when the script is given
+        or extended. Override for the protocol's rules; accepts every reply here."""
 
     def bill(self, call: BilledT) -> None:
         """Record what a request was billed: the handler calls it once per reply it answers."""
