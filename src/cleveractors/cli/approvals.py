@@ -25,6 +25,7 @@ from cleveractors.cli.actor import (
 from cleveractors.cli.command import (
     ACTOR_ARGUMENT,
     STORE_URL_OPTION,
+    VERBOSE_OPTION,
     Command,
     app,
     fail,
@@ -159,9 +160,7 @@ def resume(
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
-    ] = False,
+    verbose: Annotated[bool, VERBOSE_OPTION] = False,
     store_url: Annotated[str | None, STORE_URL_OPTION] = None,
 ) -> None:
     """Decide on the pending calls of paused run RUN_ID (kept in ACTOR's store) and go on with

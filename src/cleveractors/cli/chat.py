@@ -17,7 +17,16 @@ from cleveractors.cli.actor import (
     run_error_line,
     show_library_logs,
 )
-from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, err, fail, out
+from cleveractors.cli.command import (
+    ACTOR_ARGUMENT,
+    BASE_URL_OPTION,
+    VERBOSE_OPTION,
+    Command,
+    app,
+    err,
+    fail,
+    out,
+)
 from cleveractors.cli.render import EventRenderer, money, one_line, print_unsqueezed, usage_table
 from cleveractors.cli.segments import Segments
 from cleveractors.cli.turn import RUN_ERRORS, read_answer, run_live, run_to_the_end
@@ -80,13 +89,8 @@ class _Chat:
 @app.command(cls=Command, short_help="Chat with an actor, turn after turn, in the terminal.")
 def chat(
     actor: Annotated[Path, ACTOR_ARGUMENT],
-    base_url: Annotated[
-        str | None,
-        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
-    ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
-    ] = False,
+    base_url: Annotated[str | None, BASE_URL_OPTION] = None,
+    verbose: Annotated[bool, VERBOSE_OPTION] = False,
     session: Annotated[
         str | None,
         typer.Option(
