@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cleveractors.approvals import ApprovalDecision, ApprovalRecord
 from cleveractors.cli.actor import (
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     in_store,
@@ -25,7 +26,6 @@ from cleveractors.cli.actor import (
 from cleveractors.cli.command import (
     ACTOR_ARGUMENT,
     STORE_URL_OPTION,
-    VERBOSE_OPTION,
     Command,
     app,
     fail,

@@ -12,21 +12,14 @@ import typer
 from rich.text import Text
 
 from cleveractors.cli.actor import (
+    BASE_URL_OPTION,
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     run_error_line,
     show_library_logs,
 )
-from cleveractors.cli.command import (
-    ACTOR_ARGUMENT,
-    BASE_URL_OPTION,
-    VERBOSE_OPTION,
-    Command,
-    app,
-    err,
-    fail,
-    out,
-)
+from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, err, fail, out
 from cleveractors.cli.render import EventRenderer, money, one_line, print_unsqueezed, usage_table
 from cleveractors.cli.segments import Segments
 from cleveractors.cli.turn import RUN_ERRORS, read_answer, run_live, run_to_the_end

@@ -117,7 +117,3 @@ def fail_configured(exc: ConfigurationError) -> NoReturn:
 STORE_URL_OPTION = typer.Option(
     "--store", help="The store's database URL; overrides the actor's store.url.", metavar="URL"
 )
-BASE_URL_OPTION = typer.Option(
-    help="Send an openai actor's requests to this server.", metavar="URL"
-)
-VERBOSE_OPTION = typer.Option("--verbose", "-v", help="Also show the library's log lines.")

@@ -8,20 +8,14 @@ from typing import Annotated
 import typer
 
 from cleveractors.cli.actor import (
+    BASE_URL_OPTION,
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     export_telemetry,
     show_library_logs,
 )
-from cleveractors.cli.command import (
-    ACTOR_ARGUMENT,
-    BASE_URL_OPTION,
-    VERBOSE_OPTION,
-    Command,
-    app,
-    fail_configured,
-    out,
-)
+from cleveractors.cli.command import ACTOR_ARGUMENT, Command, app, fail_configured, out
 from cleveractors.cli.render import EventRenderer
 from cleveractors.cli.turn import Output, run_shown
 from cleveractors.errors import ConfigurationError
