@@ -15,7 +15,7 @@ fails closes again whatever it had started; an executor garbage-collected with s
 open says what in a `ResourceWarning`.
 
 Each entry point takes a `Turn` (`cleveractors.turns`): a `str` or `NewMessage`, or a
-`Resumption` of a paused run; every one of them takes the same path (`turns.run_turn`).
+`Resumption` of a paused run; every one of them takes the same path (`_turn_path.run_turn`).
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from cleveractors import tokens
 from cleveractors._pause import MemoryPauses
+from cleveractors._turn_path import run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
@@ -57,7 +58,7 @@ from cleveractors.runs import new_run_id
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 from cleveractors.tracing import Telemetry
-from cleveractors.turns import NewMessage, Resumption, Turn, run_turn
+from cleveractors.turns import NewMessage, Resumption, Turn
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -1,6 +1,6 @@
 """OpenTelemetry traces and metrics of every run, in the GenAI semantic conventions (v1.41).
 
-    invoke_agent {actor}          INTERNAL  one per run (`turns.run_turn` starts and ends it)
+    invoke_agent {actor}          INTERNAL  one per run (`_turn_path.run_turn` starts and ends it)
     +- chat {model}               CLIENT    one per LLM call attempt (the bill: sent -> recorded)
     +- execute_tool {tool}        INTERNAL  one per tool call (`ToolAgent.run`)
 
