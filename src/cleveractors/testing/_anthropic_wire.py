@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ from cleveractors._script import (
     count_words,
 )
 from cleveractors.testing._openai_wire import _TEXT_PIECE
-from cleveractors.testing.wire import BilledCall, Rejection
+from cleveractors.testing.wire import BilledCall, Rejection, WireExchange
 
 __all__ = [
     "AnthropicExchange",
@@ -115,14 +115,10 @@ def as_anthropic_reply(reply: ScriptedReply) -> ScriptedAnthropicReply:
 
 
 @dataclass(frozen=True)
-class AnthropicExchange:
+class AnthropicExchange(WireExchange):
     """One Messages request being answered, with what its replies need to know."""
 
-    index: int
     reply: ScriptedAnthropicReply
-    model: str
-    prompt_tokens: int
-    is_streamed: bool
     is_thinking: bool
 
     @classmethod
@@ -154,18 +150,15 @@ class AnthropicExchange:
     def bill(
         self, completion_tokens: int, *, completed: bool, thinking_tokens: int = 0
     ) -> BilledAnthropicCall:
-        return BilledAnthropicCall(
-            request_index=self.index,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion_tokens,
-            streamed=self.is_streamed,
-            completed=completed,
-            cache_read_tokens=self.reply.cache_read_tokens,
-            cached_tokens=self.reply.cache_read_tokens,
-            cache_write_tokens=self.reply.cache_write_tokens,
-            cache_write_ttl=self.reply.cache_write_ttl,
+        billed = self.billed(BilledAnthropicCall, completion_tokens, completed=completed)
+        reply = self.reply
+        return replace(
+            billed,
+            cache_read_tokens=reply.cache_read_tokens,
+            cached_tokens=reply.cache_read_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_write_ttl=reply.cache_write_ttl,
             reasoning_tokens=thinking_tokens,
-            model=self.model,
         )
 
     def usage(self, output_tokens: int, thinking_tokens: int | None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cleveractors._script import (
@@ -17,7 +17,7 @@ from cleveractors._script import (
     count_words,
     prompt_words,
 )
-from cleveractors.testing.wire import BilledCall
+from cleveractors.testing.wire import BilledCall, WireExchange
 
 __all__ = [
     "Exchange",
@@ -47,14 +47,9 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class Exchange:
+class Exchange(WireExchange):
     """One chat request being answered, with what its replies need to know."""
 
-    index: int
-    reply: ScriptedReply
-    model: str
-    prompt_tokens: int
-    is_streamed: bool
     include_usage: bool
 
     @classmethod
@@ -71,15 +66,10 @@ class Exchange:
         )
 
     def bill(self, completion_tokens: int, *, completed: bool) -> BilledCall:
-        return BilledCall(
-            request_index=self.index,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion_tokens,
-            streamed=self.is_streamed,
-            completed=completed,
-            cached_tokens=self.reply.cache_read_tokens,
-            reasoning_tokens=self.reply.reasoning_tokens if completed else 0,
-            model=self.model,
+        billed = self.billed(BilledCall, completion_tokens, completed=completed)
+        reasoning = self.reply.reasoning_tokens if completed else 0
+        return replace(
+            billed, cached_tokens=self.reply.cache_read_tokens, reasoning_tokens=reasoning
         )
 
     @property

@@ -61,6 +61,7 @@ __all__ = [
     "BilledTotal",
     "Rejection",
     "ScriptedWireServer",
+    "WireExchange",
     "WireHandler",
     "conversation_of",
 ]
@@ -128,6 +129,25 @@ client retries, since asking again cannot help."""
 
 BilledT = TypeVar("BilledT", bound=BilledCall)
 ServerT = TypeVar("ServerT", bound="ScriptedWireServer[Any]")
+
+
+@dataclass(frozen=True)
+class WireExchange:
+    """One request being answered: its place among the requests, its reply, and what every
+    protocol's bill reads. A protocol's exchange adds what its replies need."""
+
+    index: int
+    reply: ScriptedReply
+    model: str
+    prompt_tokens: int
+    is_streamed: bool
+
+    def billed(self, kind: type[BilledT], completion_tokens: int, *, completed: bool) -> BilledT:
+        """The bill of the request: the protocol's own fields are added with `replace`."""
+        streamed = self.is_streamed
+        return kind(
+            self.index, self.prompt_tokens, completion_tokens, streamed, completed, model=self.model
+        )
 
 
 def conversation_of(body: Mapping[str, Any]) -> str:
