@@ -22,8 +22,8 @@ from cleveractors._script import (
     ScriptedToolCall,
     call_arguments_text,
     count_words,
+    text_pieces,
 )
-from cleveractors.testing._openai_wire import _TEXT_PIECE
 from cleveractors.testing.wire import BilledCall, Rejection, WireExchange
 
 __all__ = [
@@ -253,7 +253,7 @@ def reply_blocks(exchange: AnthropicExchange, *, args_chunk_size: int) -> list[B
         block = {"type": "redacted_thinking", "data": reply.redacted_thinking}
         blocks.append(BlockEvents(start=block, deltas=(), final=block))
     if reply.text:
-        pieces = _TEXT_PIECE.findall(reply.text)
+        pieces = text_pieces(reply.text)
         deltas = tuple(({"type": "text_delta", "text": piece}, piece) for piece in pieces)
         final = {"type": "text", "text": reply.text}
         blocks.append(BlockEvents(start={"type": "text", "text": ""}, deltas=deltas, final=final))
@@ -266,8 +266,7 @@ def _thinking_block(exchange: AnthropicExchange) -> BlockEvents:
     thinking = exchange.reply.thinking
     signature = signature_of(exchange.index, thinking)
     deltas: list[tuple[dict[str, Any], str]] = [
-        ({"type": "thinking_delta", "thinking": piece}, piece)
-        for piece in _TEXT_PIECE.findall(thinking)
+        ({"type": "thinking_delta", "thinking": piece}, piece) for piece in text_pieces(thinking)
     ]
     deltas.append(({"type": "signature_delta", "signature": signature}, ""))
     return BlockEvents(

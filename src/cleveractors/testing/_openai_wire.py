@@ -3,7 +3,6 @@ completion and chunk payloads, and what one answered request is billed."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from cleveractors._script import (
     completion_words,
     count_words,
     prompt_words,
+    text_pieces,
 )
 from cleveractors.testing.wire import BilledCall, WireExchange
 
@@ -30,10 +30,6 @@ __all__ = [
     "usage_payload",
     "words_sent",
 ]
-
-# Word pieces that keep their leading whitespace, and trailing whitespace on the last piece, so
-# joining the streamed deltas gives back the scripted text exactly.
-_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,7 @@ def _call_id(call: ScriptedToolCall, request_index: int, position: int) -> str:
 
 def stream_pieces(reply: ScriptedReply, request_index: int) -> list[Piece]:
     """The content and tool-call chunks of a streamed reply, in order."""
-    pieces = [Piece({"content": word}, None, word) for word in _TEXT_PIECE.findall(reply.text)]
+    pieces = [Piece({"content": word}, None, word) for word in text_pieces(reply.text)]
     size = reply.args_chunk_size
     for i, call in enumerate(reply.tool_calls):
         function = {"name": call.name, "arguments": ""}
