@@ -17,6 +17,7 @@ from http import HTTPStatus
 from typing import Any
 
 from cleveractors._script import ScriptedReply, count_words
+from cleveractors.testing._anthropic_refusals import request_rejection
 from cleveractors.testing._anthropic_wire import (
     AnthropicExchange,
     BilledAnthropicCall,
@@ -26,7 +27,6 @@ from cleveractors.testing._anthropic_wire import (
     is_messages_request,
     message_payload,
     reply_blocks,
-    request_rejection,
     thinking_tokens,
 )
 from cleveractors.testing.wire import Rejection, ScriptedWireServer, WireHandler
