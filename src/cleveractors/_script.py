@@ -22,14 +22,22 @@ __all__ = [
     "completion_words",
     "count_words",
     "prompt_words",
+    "text_pieces",
 ]
 
 _WORD = re.compile(r"\S+")
+_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
 
 
 def count_words(text: str) -> int:
     """The scripted doubles' tokenizer: one token per whitespace-separated word."""
     return len(_WORD.findall(text))
+
+
+def text_pieces(text: str) -> list[str]:
+    """How the scripted doubles stream a text: word pieces that keep their leading whitespace,
+    and trailing whitespace on the last piece, so joining them gives back the text exactly."""
+    return _TEXT_PIECE.findall(text)
 
 
 class ScriptedToolCall(BaseModel):

@@ -15,7 +15,7 @@ fails closes again whatever it had started; an executor garbage-collected with s
 open says what in a `ResourceWarning`.
 
 Each entry point takes a `Turn` (`cleveractors.turns`): a `str` or `NewMessage`, or a
-`Resumption` of a paused run; every one of them takes the same path (`turns.run_turn`).
+`Resumption` of a paused run; every one of them takes the same path (`_turn_path.run_turn`).
 
 Each call's own result (the returned `ExecutionResult`, or the stream's `.result`) is the truth;
 `last_result` is a convenience holding the latest one, set before any exception propagates.
@@ -23,41 +23,31 @@ Each call's own result (the returned `ExecutionResult`, or the stream's `.result
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import ValidationError
-
 from cleveractors import tokens
+from cleveractors._actor_build import build_actor
 from cleveractors._pause import MemoryPauses
+from cleveractors._turn_path import run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
 from cleveractors.agents._loop import discard_event
 from cleveractors.agents.base import settle_blocking
 from cleveractors.approvals import PausedRun
 from cleveractors.config import (
     ActorConfig,
-    LLMAgentConfig,
-    StoreConfig,
-    ToolConfig,
-    check_actor_config,
     config_origin,
-    describe_problems,
-    read_actor_source,
-    valid_part_of_agent,
 )
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event
-from cleveractors.providers import make_chat_model
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
-from cleveractors.tools import Tool, tool_from_config
-from cleveractors.tools.mcp import with_server_paths_beside
+from cleveractors.tools import Tool
 from cleveractors.tracing import Telemetry
-from cleveractors.turns import NewMessage, Resumption, Turn, run_turn
+from cleveractors.turns import NewMessage, Resumption, Turn
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -66,59 +56,6 @@ if TYPE_CHECKING:
     from cleveractors.store import SqlStore
 
 __all__ = ["ActorExecutor"]
-
-
-def _build_tools(
-    entries: Sequence[tuple[int, ToolConfig]], config_dir: Path | None
-) -> tuple[list[Tool], list[str]]:
-    """The config's tools, and every problem building them (by field), all at once."""
-    tools: list[Tool] = []
-    problems: list[str] = []
-    for position, tool_config in entries:
-        try:
-            tools.append(tool_from_config(tool_config, config_dir=config_dir))
-        except ConfigurationError as exc:
-            problems.append(f"agent.tools.{position}: {exc}")
-    return tools, problems
-
-
-def _valid_tool_entries(raw: object) -> list[tuple[int, ToolConfig]]:
-    """The tool entries of an invalid config that are valid on their own: their handlers and
-    schemas are checked too, so one run reports every problem."""
-    agent = raw.get("agent") if isinstance(raw, Mapping) else None
-    entries = agent.get("tools") if isinstance(agent, Mapping) else None
-    if not isinstance(entries, list | tuple):
-        return []
-    valid: list[tuple[int, ToolConfig]] = []
-    for position, entry in enumerate(entries):
-        with contextlib.suppress(ValidationError):  # its own problems are among the config's
-            valid.append((position, ToolConfig.model_validate(entry)))
-    return valid
-
-
-def _validated_config(
-    source: str | Path | Mapping[str, Any], origin: str, config_dir: Path | None
-) -> ActorConfig:
-    """The config, or a `ConfigurationError` listing its problems and those of its tools."""
-    raw = read_actor_source(source)
-    config, problems = check_actor_config(raw)
-    if config is None:
-        _, tool_problems = _build_tools(_valid_tool_entries(raw), config_dir)
-        problems += tool_problems + _model_problems(valid_part_of_agent(raw))
-        raise ConfigurationError(describe_problems(origin, problems)) from None
-    return config
-
-
-def _model_problems(agent: LLMAgentConfig | None) -> list[str]:
-    """The problem of an invalid config's provider settings (a missing API key variable...), if
-    its valid part has one: the chat model is built only to check them."""
-    if agent is None:
-        return []
-    try:
-        make_chat_model(agent)
-    except ConfigurationError as exc:
-        return [str(exc)]
-    return []
 
 
 class ActorExecutor:
@@ -261,22 +198,11 @@ class ActorExecutor:
             origin = "<dict>" if isinstance(source, ActorConfig) else config_origin(source)
         if config_dir is None and isinstance(source, (str, Path)):
             config_dir = Path(source).parent
-        if not isinstance(source, ActorConfig):
-            source = _validated_config(source, origin, config_dir)
-        config = with_server_paths_beside(source, config_dir)
-        tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
-        agent: LLMAgent | None = None
-        try:
-            model = make_chat_model(config.agent)
-            agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
-        except ConfigurationError as exc:
-            problems.append(str(exc))
-        if problems or agent is None:
-            raise ConfigurationError(describe_problems(origin, problems)) from None
+        actor = build_actor(source, origin=origin, config_dir=config_dir)
         return cls(
-            agent,
-            name=config.name,
-            store=_build_store(config.store, config_dir),
+            actor.agent,
+            name=actor.name,
+            store=actor.store,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
         )
@@ -517,13 +443,3 @@ def _is_open(store: SqlStore) -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _build_store(config: StoreConfig | None, config_dir: Path | None) -> SqlStore | None:
-    if config is None:
-        return None
-    try:
-        from cleveractors.store import SqlStore
-    except ModuleNotFoundError as exc:
-        raise ConfigurationError(f"store: {exc}") from None
-    return SqlStore.from_config(config, config_dir=config_dir)

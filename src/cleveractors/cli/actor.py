@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import urlsplit
 
+import typer
 from langchain_core.exceptions import ModelConnectionError, ModelTimeoutError
 
 from cleveractors.cli.command import fail
@@ -26,6 +27,11 @@ if TYPE_CHECKING:  # the store and web extras are imported when a command needs 
     from cleveractors.store import SqlStore
 
 _Result = TypeVar("_Result")
+
+BASE_URL_OPTION = typer.Option(
+    help="Send an openai actor's requests to this server.", metavar="URL"
+)
+VERBOSE_OPTION = typer.Option("--verbose", "-v", help="Also show the library's log lines.")
 
 
 def build_executor(

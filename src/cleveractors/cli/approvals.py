@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cleveractors.approvals import ApprovalDecision, ApprovalRecord
 from cleveractors.cli.actor import (
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     in_store,
@@ -159,9 +160,7 @@ def resume(
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
-    ] = False,
+    verbose: Annotated[bool, VERBOSE_OPTION] = False,
     store_url: Annotated[str | None, STORE_URL_OPTION] = None,
 ) -> None:
     """Decide on the pending calls of paused run RUN_ID (kept in ACTOR's store) and go on with

@@ -12,6 +12,8 @@ import typer
 from rich.text import Text
 
 from cleveractors.cli.actor import (
+    BASE_URL_OPTION,
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     run_error_line,
@@ -80,13 +82,8 @@ class _Chat:
 @app.command(cls=Command, short_help="Chat with an actor, turn after turn, in the terminal.")
 def chat(
     actor: Annotated[Path, ACTOR_ARGUMENT],
-    base_url: Annotated[
-        str | None,
-        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
-    ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
-    ] = False,
+    base_url: Annotated[str | None, BASE_URL_OPTION] = None,
+    verbose: Annotated[bool, VERBOSE_OPTION] = False,
     session: Annotated[
         str | None,
         typer.Option(

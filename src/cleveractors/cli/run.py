@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from cleveractors.cli.actor import (
+    BASE_URL_OPTION,
+    VERBOSE_OPTION,
     build_executor,
     check_run_options,
     export_telemetry,
@@ -27,13 +29,8 @@ def run(
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Wait for the answer.")] = False,
     events: Annotated[bool, typer.Option("--events", help="Print events as JSON lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    base_url: Annotated[
-        str | None,
-        typer.Option(help="Send an openai actor's requests to this server.", metavar="URL"),
-    ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show the library's log lines.")
-    ] = False,
+    base_url: Annotated[str | None, BASE_URL_OPTION] = None,
+    verbose: Annotated[bool, VERBOSE_OPTION] = False,
     session: Annotated[
         str | None,
         typer.Option(help="Continue (or start) this stored session; needs `store:`.", metavar="ID"),

@@ -19,74 +19,85 @@ from cleveractors.executor import ActorExecutor
 _WEB_EXTRA_MODULES = {"fastapi", "sse_starlette", "starlette", "uvicorn"}
 _MAX_PORT = 65535
 
+_Host = Annotated[str, typer.Option(help="Address to listen on.", metavar="HOST")]
+_Port = Annotated[int, typer.Option(help="Port to listen on (1-65535).", metavar="PORT")]
+_ApiKeysEnv = Annotated[
+    str | None,
+    typer.Option(
+        help="Environment variable holding the accepted API keys, comma-separated; "
+        "clients send one as 'Authorization: Bearer <key>'.",
+        metavar="VAR",
+    ),
+]
+_InsecureNoAuth = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-no-auth",
+        help="Serve a non-loopback address without API keys (anyone may run it).",
+    ),
+]
+_AllowedHost = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A Host name clients may use besides the loopback ones (repeatable; "
+        "'*' allows any, e.g. behind a proxy that checks it).",
+        metavar="NAME",
+    ),
+]
+_CorsOrigin = Annotated[
+    list[str] | None,
+    typer.Option(help="An origin whose web pages may call the API (repeatable).", metavar="ORIGIN"),
+]
+_Docs = Annotated[
+    bool, typer.Option("--docs", help="Serve /openapi.json and a route list at /docs.")
+]
+_SendTimeoutS = Annotated[
+    float,
+    typer.Option(
+        help="Drop a streaming client that takes no data for this many seconds.",
+        metavar="SECONDS",
+    ),
+]
+_MaxHistoryTurns = Annotated[
+    int, typer.Option(help="Refuse requests with more earlier turns (422).", metavar="N")
+]
+_MaxTurnChars = Annotated[
+    int,
+    typer.Option(help="Refuse a message or turn with more characters (422).", metavar="N"),
+]
+_Store = Annotated[
+    str | None,
+    typer.Option(
+        help="Keep sessions and the usage ledger in this database (sqlite:///path.db, "
+        "postgresql://...); overrides the actor's store.url.",
+        metavar="URL",
+    ),
+]
+_GracefulTimeout = Annotated[
+    int,
+    typer.Option(
+        help="On SIGTERM or Ctrl-C, let running requests finish for this many seconds, "
+        "then cancel them (their usage is still billed).",
+        metavar="SECONDS",
+    ),
+]
+
 
 @app.command(cls=Command, short_help="Serve an actor over HTTP, with a chat page.")
 def serve(
     actor: Annotated[Path, ACTOR_ARGUMENT],
-    host: Annotated[str, typer.Option(help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (1-65535).", metavar="PORT")] = 8000,
-    api_keys_env: Annotated[
-        str | None,
-        typer.Option(
-            help="Environment variable holding the accepted API keys, comma-separated; "
-            "clients send one as 'Authorization: Bearer <key>'.",
-            metavar="VAR",
-        ),
-    ] = None,
-    insecure_no_auth: Annotated[
-        bool,
-        typer.Option(
-            "--insecure-no-auth",
-            help="Serve a non-loopback address without API keys (anyone may run it).",
-        ),
-    ] = False,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A Host name clients may use besides the loopback ones (repeatable; "
-            "'*' allows any, e.g. behind a proxy that checks it).",
-            metavar="NAME",
-        ),
-    ] = None,
-    cors_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="An origin whose web pages may call the API (repeatable).", metavar="ORIGIN"
-        ),
-    ] = None,
-    docs: Annotated[
-        bool, typer.Option("--docs", help="Serve /openapi.json and a route list at /docs.")
-    ] = False,
-    send_timeout_s: Annotated[
-        float,
-        typer.Option(
-            help="Drop a streaming client that takes no data for this many seconds.",
-            metavar="SECONDS",
-        ),
-    ] = 30.0,
-    max_history_turns: Annotated[
-        int, typer.Option(help="Refuse requests with more earlier turns (422).", metavar="N")
-    ] = 200,
-    max_turn_chars: Annotated[
-        int,
-        typer.Option(help="Refuse a message or turn with more characters (422).", metavar="N"),
-    ] = 16_000,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            help="Keep sessions and the usage ledger in this database (sqlite:///path.db, "
-            "postgresql://...); overrides the actor's store.url.",
-            metavar="URL",
-        ),
-    ] = None,
-    graceful_timeout: Annotated[
-        int,
-        typer.Option(
-            help="On SIGTERM or Ctrl-C, let running requests finish for this many seconds, "
-            "then cancel them (their usage is still billed).",
-            metavar="SECONDS",
-        ),
-    ] = 10,
+    host: _Host = "127.0.0.1",
+    port: _Port = 8000,
+    api_keys_env: _ApiKeysEnv = None,
+    insecure_no_auth: _InsecureNoAuth = False,
+    allowed_host: _AllowedHost = None,
+    cors_origin: _CorsOrigin = None,
+    docs: _Docs = False,
+    send_timeout_s: _SendTimeoutS = 30.0,
+    max_history_turns: _MaxHistoryTurns = 200,
+    max_turn_chars: _MaxTurnChars = 16_000,
+    store: _Store = None,
+    graceful_timeout: _GracefulTimeout = 10,
 ) -> None:
     """Serve ACTOR over HTTP: the chat page at /, /chat (SSE), /v1/chat/completions, /v1/models;
     with a store (`--store URL` or `store:` in the config) also stored sessions.

@@ -10,7 +10,6 @@ request: a provider error, a stream cut off after n chunks, a reply with no usag
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import time
 import weakref
@@ -46,13 +45,13 @@ from cleveractors._script import (
     completion_words,
     delay_before_chunk,
     prompt_words,
+    text_pieces,
 )
 from cleveractors.errors import ScriptExhaustedError
 from cleveractors.runs import RunScope, current_run_var
 
 __all__ = ["ScriptedChatModel", "ScriptedRequest"]
 
-_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")  # keeps trailing whitespace
 _ERRORS_BY_STATUS: dict[int, type[ModelError]] = {
     400: ModelInvalidRequestError,
     401: ModelAuthenticationError,
@@ -312,7 +311,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def _content_chunks(self, turn: _Turn) -> Iterator[AIMessageChunk]:
         reply = turn.reply
-        for piece in _TEXT_PIECE.findall(reply.text):
+        for piece in text_pieces(reply.text):
             yield AIMessageChunk(content=piece)
         size = reply.args_chunk_size
         for index, call in enumerate(reply.tool_calls):

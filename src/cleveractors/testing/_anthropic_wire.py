@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from http import HTTPStatus
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import NonNegativeInt
@@ -22,9 +21,9 @@ from cleveractors._script import (
     ScriptedToolCall,
     call_arguments_text,
     count_words,
+    text_pieces,
 )
-from cleveractors.testing._openai_wire import _TEXT_PIECE
-from cleveractors.testing.wire import BilledCall, Rejection
+from cleveractors.testing.wire import BilledCall, WireExchange
 
 __all__ = [
     "AnthropicExchange",
@@ -36,11 +35,9 @@ __all__ = [
     "is_messages_request",
     "message_payload",
     "reply_blocks",
-    "request_rejection",
     "thinking_tokens",
 ]
 
-_THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 # The `error.type` the API names for each HTTP status it answers with.
 _ERROR_TYPES = {
@@ -115,14 +112,10 @@ def as_anthropic_reply(reply: ScriptedReply) -> ScriptedAnthropicReply:
 
 
 @dataclass(frozen=True)
-class AnthropicExchange:
+class AnthropicExchange(WireExchange):
     """One Messages request being answered, with what its replies need to know."""
 
-    index: int
     reply: ScriptedAnthropicReply
-    model: str
-    prompt_tokens: int
-    is_streamed: bool
     is_thinking: bool
 
     @classmethod
@@ -154,18 +147,15 @@ class AnthropicExchange:
     def bill(
         self, completion_tokens: int, *, completed: bool, thinking_tokens: int = 0
     ) -> BilledAnthropicCall:
-        return BilledAnthropicCall(
-            request_index=self.index,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion_tokens,
-            streamed=self.is_streamed,
-            completed=completed,
-            cache_read_tokens=self.reply.cache_read_tokens,
-            cached_tokens=self.reply.cache_read_tokens,
-            cache_write_tokens=self.reply.cache_write_tokens,
-            cache_write_ttl=self.reply.cache_write_ttl,
+        billed = self.billed(BilledAnthropicCall, completion_tokens, completed=completed)
+        reply = self.reply
+        return replace(
+            billed,
+            cache_read_tokens=reply.cache_read_tokens,
+            cached_tokens=reply.cache_read_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_write_ttl=reply.cache_write_ttl,
             reasoning_tokens=thinking_tokens,
-            model=self.model,
         )
 
     def usage(self, output_tokens: int, thinking_tokens: int | None) -> dict[str, Any]:
@@ -260,7 +250,7 @@ def reply_blocks(exchange: AnthropicExchange, *, args_chunk_size: int) -> list[B
         block = {"type": "redacted_thinking", "data": reply.redacted_thinking}
         blocks.append(BlockEvents(start=block, deltas=(), final=block))
     if reply.text:
-        pieces = _TEXT_PIECE.findall(reply.text)
+        pieces = text_pieces(reply.text)
         deltas = tuple(({"type": "text_delta", "text": piece}, piece) for piece in pieces)
         final = {"type": "text", "text": reply.text}
         blocks.append(BlockEvents(start={"type": "text", "text": ""}, deltas=deltas, final=final))
@@ -273,8 +263,7 @@ def _thinking_block(exchange: AnthropicExchange) -> BlockEvents:
     thinking = exchange.reply.thinking
     signature = signature_of(exchange.index, thinking)
     deltas: list[tuple[dict[str, Any], str]] = [
-        ({"type": "thinking_delta", "thinking": piece}, piece)
-        for piece in _TEXT_PIECE.findall(thinking)
+        ({"type": "thinking_delta", "thinking": piece}, piece) for piece in text_pieces(thinking)
     ]
     deltas.append(({"type": "signature_delta", "signature": signature}, ""))
     return BlockEvents(
@@ -333,79 +322,3 @@ def message_payload(
 def error_payload(status: int, message: str, kind: str | None = None) -> dict[str, Any]:
     kind = kind or _ERROR_TYPES.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def request_rejection(body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
-    """The API's 400 for a request it refuses although well formed; None when it is accepted.
-
-    A request whose messages hold `tool_use` or `tool_result` blocks must declare tools. With
-    thinking enabled, every assistant message of the current turn (after the last user
-    message that is not only tool results) that uses a tool must start with a thinking or
-    redacted-thinking block, and each thinking block must carry, unchanged, a signature the
-    server issued for exactly that text. `issued` maps signatures (and redacted data) to text.
-    """
-    if not body.get("tools") and _holds_tool_blocks(body["messages"]):
-        refusal = "Requests which include `tool_use` or `tool_result` blocks must define tools."
-        return Rejection(HTTPStatus.BAD_REQUEST, refusal)
-    if not thinking_enabled(body):
-        return None
-    messages: list[dict[str, Any]] = body["messages"]
-    for position in range(_current_turn_start(messages), len(messages)):
-        message = messages[position]
-        content = message["content"]
-        if message["role"] != "assistant" or isinstance(content, str):
-            continue
-        problem = _unsigned_tool_turn(position, content, issued)
-        if problem is not None:
-            return Rejection(HTTPStatus.BAD_REQUEST, problem)
-    return None
-
-
-def _holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:
-    return any(
-        block["type"] in ("tool_use", "tool_result")
-        for message in messages
-        if isinstance(message["content"], list)
-        for block in message["content"]
-    )
-
-
-def _current_turn_start(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Where the current turn starts: after the last user message that is not only results."""
-    asked = [
-        position
-        for position, message in enumerate(messages)
-        if message["role"] == "user" and not _only_tool_results(message["content"])
-    ]
-    return asked[-1] + 1 if asked else 0
-
-
-def _only_tool_results(content: str | list[dict[str, Any]]) -> bool:
-    return isinstance(content, list) and all(b["type"] == "tool_result" for b in content)
-
-
-def _unsigned_tool_turn(
-    position: int, content: list[dict[str, Any]], issued: Mapping[str, str]
-) -> str | None:
-    if not any(block["type"] == "tool_use" for block in content):
-        return None
-    first = content[0]["type"] if content else "nothing"
-    if first not in ("thinking", "redacted_thinking"):
-        return (
-            f"messages.{position}.content.0.type: Expected `thinking` or `redacted_thinking`, "
-            f"but found `{first}`. When `thinking` is enabled, a final `assistant` message must "
-            "start with a thinking block (preceeding the lastmost set of `tool_use` and "
-            "`tool_result` blocks). We recommend you include thinking blocks from previous "
-            f"turns. To avoid this requirement, disable `thinking`. Please consult our "
-            f"documentation at {_THINKING_DOCS}"
-        )
-    for number, block in enumerate(content):
-        if block["type"] == "thinking" and issued.get(str(block.get("signature"))) != block.get(
-            "thinking"
-        ):
-            return f"messages.{position}.content.{number}: Invalid `signature` in `thinking` block"
-        if block["type"] == "redacted_thinking" and str(block.get("data")) not in issued:
-            return (
-                f"messages.{position}.content.{number}: Invalid `data` in `redacted_thinking` block"
-            )
-    return None

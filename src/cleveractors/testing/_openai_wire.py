@@ -3,10 +3,9 @@ completion and chunk payloads, and what one answered request is billed."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cleveractors._script import (
@@ -16,8 +15,9 @@ from cleveractors._script import (
     completion_words,
     count_words,
     prompt_words,
+    text_pieces,
 )
-from cleveractors.testing.wire import BilledCall
+from cleveractors.testing.wire import BilledCall, WireExchange
 
 __all__ = [
     "Exchange",
@@ -31,10 +31,6 @@ __all__ = [
     "words_sent",
 ]
 
-# Word pieces that keep their leading whitespace, and trailing whitespace on the last piece, so
-# joining the streamed deltas gives back the scripted text exactly.
-_TEXT_PIECE = re.compile(r"\s*\S+(?:\s+$)?|\s+$")
-
 
 @dataclass(frozen=True)
 class Piece:
@@ -47,14 +43,9 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class Exchange:
+class Exchange(WireExchange):
     """One chat request being answered, with what its replies need to know."""
 
-    index: int
-    reply: ScriptedReply
-    model: str
-    prompt_tokens: int
-    is_streamed: bool
     include_usage: bool
 
     @classmethod
@@ -71,15 +62,10 @@ class Exchange:
         )
 
     def bill(self, completion_tokens: int, *, completed: bool) -> BilledCall:
-        return BilledCall(
-            request_index=self.index,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion_tokens,
-            streamed=self.is_streamed,
-            completed=completed,
-            cached_tokens=self.reply.cache_read_tokens,
-            reasoning_tokens=self.reply.reasoning_tokens if completed else 0,
-            model=self.model,
+        billed = self.billed(BilledCall, completion_tokens, completed=completed)
+        reasoning = self.reply.reasoning_tokens if completed else 0
+        return replace(
+            billed, cached_tokens=self.reply.cache_read_tokens, reasoning_tokens=reasoning
         )
 
     @property
@@ -118,7 +104,7 @@ def _call_id(call: ScriptedToolCall, request_index: int, position: int) -> str:
 
 def stream_pieces(reply: ScriptedReply, request_index: int) -> list[Piece]:
     """The content and tool-call chunks of a streamed reply, in order."""
-    pieces = [Piece({"content": word}, None, word) for word in _TEXT_PIECE.findall(reply.text)]
+    pieces = [Piece({"content": word}, None, word) for word in text_pieces(reply.text)]
     size = reply.args_chunk_size
     for i, call in enumerate(reply.tool_calls):
         function = {"name": call.name, "arguments": ""}

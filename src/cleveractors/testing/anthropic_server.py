@@ -17,6 +17,7 @@ from http import HTTPStatus
 from typing import Any
 
 from cleveractors._script import ScriptedReply, count_words
+from cleveractors.testing._anthropic_refusals import request_rejection
 from cleveractors.testing._anthropic_wire import (
     AnthropicExchange,
     BilledAnthropicCall,
@@ -26,7 +27,6 @@ from cleveractors.testing._anthropic_wire import (
     is_messages_request,
     message_payload,
     reply_blocks,
-    request_rejection,
     thinking_tokens,
 )
 from cleveractors.testing.wire import Rejection, ScriptedWireServer, WireHandler
@@ -174,28 +174,6 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
 
     handler = _Handler
 
-    def __init__(
-        self,
-        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
-        *,
-        per_conversation: bool = False,
-        first_token_delay_s: float = 0.0,
-        token_interval_s: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        scripts = script.values() if isinstance(script, Mapping) else (script,)
-        for replies in scripts:
-            _check_served(replies)
-        super().__init__(
-            script,
-            per_conversation=per_conversation,
-            first_token_delay_s=first_token_delay_s,
-            token_interval_s=token_interval_s,
-            host=host,
-            port=port,
-        )
-
     @property
     def base_url(self) -> str:
         """The `base_url` to give `ChatAnthropic` or `anthropic.Anthropic`, without `/v1`."""
@@ -214,26 +192,15 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
                 raise TypeError("replies_left needs a script handed out in arrival order")
             return self._script.left()
 
-    def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
-        """Append replies to the end of the script (a single script only; with
-        `per_conversation`, every conversation's copy gets them).
-
-        Raises:
-            ValueError: a reply sets `omit_usage`, which the Messages API never does.
-            TypeError: the script is a mapping, one list per first user message.
-        """
-        _check_served(replies)
-        super().add_replies(replies)
+    def check_replies(self, replies: Sequence[ScriptedReply]) -> None:
+        """Refuse `omit_usage`: the Messages API always reports usage."""
+        for reply in replies:
+            if reply.omit_usage:
+                raise ValueError("the Messages API always reports usage: omit_usage is not served")
 
     def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
         """The API's 400 for a well-formed request it refuses (see `request_rejection`)."""
         return request_rejection(body, issued)
-
-
-def _check_served(replies: Sequence[ScriptedReply]) -> None:
-    for reply in replies:
-        if reply.omit_usage:
-            raise ValueError("the Messages API always reports usage: omit_usage is not served")
 
 
 def _signatures(blocks: Sequence[BlockEvents]) -> Iterator[tuple[str, str]]:

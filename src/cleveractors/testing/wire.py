@@ -48,12 +48,20 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 from cleveractors._script import ScriptedReply, delay_before_chunk
+from cleveractors.testing._wire_records import (
+    SCRIPT_EXHAUSTED,
+    BilledCall,
+    BilledT,
+    BilledTotal,
+    Rejection,
+    WireExchange,
+)
+from cleveractors.testing._wire_script import Script, conversation_of
 
 __all__ = [
     "SCRIPT_EXHAUSTED",
@@ -61,6 +69,7 @@ __all__ = [
     "BilledTotal",
     "Rejection",
     "ScriptedWireServer",
+    "WireExchange",
     "WireHandler",
     "conversation_of",
 ]
@@ -71,162 +80,7 @@ _POLL_INTERVAL_S = 0.05
 _LISTEN_BACKLOG = 1024
 
 
-@dataclass(frozen=True)
-class BilledCall:
-    """What the server billed for one request that got a reply (errors bill nothing).
-
-    A cut-off stream (or a client that went away mid-stream) bills the prompt in full and, as
-    completion, the words of the output actually sent; `completed` is then False.
-    """
-
-    request_index: int
-    """Position of the request among those the server received, from 0."""
-    prompt_tokens: int
-    completion_tokens: int
-    streamed: bool
-    completed: bool
-    cached_tokens: int = 0
-    """Of the prompt tokens, those reported as `prompt_tokens_details.cached_tokens`."""
-    reasoning_tokens: int = 0
-    """Of the completion tokens, those reported as `completion_tokens_details.reasoning_tokens`."""
-    model: str = ""
-    """The model the reply named."""
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class BilledTotal:
-    """The sums of every `BilledCall`, as `ScriptedWireServer.billed_total` returns them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A request answered with an error instead of a reply: it takes no reply, bills nothing."""
-
-    status: int
-    message: str
-    kind: str | None = None
-    """The error `type` to send, when not the one the protocol gives `status`."""
-
-
-SCRIPT_EXHAUSTED = "script_exhausted"
-"""The error `type` of a request the script has no reply for, answered HTTP 422: a status no
-client retries, since asking again cannot help."""
-
-
-BilledT = TypeVar("BilledT", bound=BilledCall)
 ServerT = TypeVar("ServerT", bound="ScriptedWireServer[Any]")
-
-
-def conversation_of(body: Mapping[str, Any]) -> str:
-    """The name of the conversation a chat request belongs to: the text of its first user
-    message (every request of a run repeats it; "" when there is none). A script mapping is keyed
-    by it; `per_conversation` tells conversations apart by all their messages."""
-    for message in body.get("messages", []):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return "\n".join(str(part.get("text", "")) for part in content)
-            return str(content or "")
-    return ""
-
-
-def _history(body: Mapping[str, Any]) -> tuple[str, ...]:
-    """A request's conversation so far, every message before the reply (a top-level `system`
-    first, as the Messages API sends it), one canonical JSON text per message."""
-    system = (body["system"],) if body.get("system") else ()
-    return tuple(
-        json.dumps(message, sort_keys=True) for message in (*system, *body.get("messages", []))
-    )
-
-
-@dataclass(frozen=True)
-class _Taken:
-    """The reply a conversation so far was last given: its place in the script, and whether it
-    was a fault its client would retry."""
-
-    position: int
-    failed: bool
-
-
-class _Script:
-    """Which reply a request gets: the next of one shared script (global order), or, per
-    conversation, the one its conversation so far has come to."""
-
-    def __init__(
-        self,
-        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
-        *,
-        per_conversation: bool,
-    ) -> None:
-        self.by_conversation = isinstance(script, Mapping)
-        self.per_conversation = per_conversation or self.by_conversation
-        if isinstance(script, Mapping):
-            self.scripts = {name: list(replies) for name, replies in script.items()}
-        else:
-            self.shared = list(script)
-        self.position = 0
-        self.taken: dict[tuple[str, ...], _Taken] = {}
-
-    def next_reply(self, body: Mapping[str, Any]) -> ScriptedReply | str:
-        """The request's reply, or why there is none."""
-        if not self.per_conversation:
-            if self.position == len(self.shared):
-                return self._exhausted(body, "the script", len(self.shared))
-            self.position += 1
-            return self.shared[self.position - 1]
-        name = conversation_of(body)
-        script = self.scripts.get(name) if self.by_conversation else self.shared
-        if script is None:
-            return f"no script for the conversation {name!r}"
-        history = _history(body)
-        position = self._position(history)
-        if position == len(script):
-            return self._exhausted(body, "its script", len(script))
-        self.taken[history] = _Taken(position, script[position].fails)
-        return script[position]
-
-    def _position(self, history: tuple[str, ...]) -> int:
-        """Where in its script a conversation so far is: the same messages again get the same
-        reply (another run asking the same), or the next one after a fault (the retry); messages
-        that extend an earlier request's get the reply after the one it got; else the first."""
-        same = self.taken.get(history)
-        if same is not None:
-            return same.position + 1 if same.failed else same.position
-        for length in range(len(history) - 1, 0, -1):
-            earlier = self.taken.get(history[:length])
-            if earlier is not None:
-                return earlier.position + 1
-        return 0
-
-    @staticmethod
-    def _exhausted(body: Mapping[str, Any], script: str, replies: int) -> str:
-        messages = len(_history(body))
-        return (
-            f"script exhausted for conversation {conversation_of(body)!r} (messages so far: "
-            f"{messages}; replies in {script}: {replies}, all taken)"
-        )
-
-    def add(self, replies: Sequence[ScriptedReply]) -> None:
-        if self.by_conversation:
-            raise TypeError("add_replies() needs a single script, not one per conversation")
-        self.shared.extend(replies)
-
-    def left(self) -> int:
-        """How many replies of the shared script no request has taken (one script only)."""
-        return len(self.shared) - self.position
 
 
 class ScriptedWireServer(Generic[BilledT]):
@@ -266,7 +120,9 @@ class ScriptedWireServer(Generic[BilledT]):
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._script = _Script(script, per_conversation=per_conversation)
+        for replies in script.values() if isinstance(script, Mapping) else (script,):
+            self.check_replies(replies)
+        self._script = Script(script, per_conversation=per_conversation)
         self._first_token_delay_s = first_token_delay_s
         self._token_interval_s = token_interval_s
         self._address = (host, port)
@@ -360,8 +216,13 @@ class ScriptedWireServer(Generic[BilledT]):
     def add_replies(self, replies: Sequence[ScriptedReply]) -> None:
         """Append replies to the end of the script (a single script only; with
         `per_conversation`, every conversation's copy gets them)."""
+        self.check_replies(replies)
         with self._lock:
             self._script.add(replies)
+
+    def check_replies(self, replies: Sequence[ScriptedReply]) -> None:
+        """Raise `ValueError` for a reply the protocol cannot serve, when the script is given
+        or extended. Override for the protocol's rules; accepts every reply here."""
 
     def bill(self, call: BilledT) -> None:
         """Record what a request was billed: the handler calls it once per reply it answers."""

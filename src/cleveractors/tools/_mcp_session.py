@@ -12,10 +12,10 @@ client's basic auth, as httpx would make it), every failure is told by `describe
 those values hidden, and while the session is open the loggers that name request URLs (httpx2
 at INFO, the SDK at DEBUG) have them hidden too.
 
-A stdio server's stderr goes through a pipe of ours (`_ServerStderr`): shown on our stderr while
-the session is up, kept for the error of a server that dies at start (with its exit code, read
-from the process the SDK spawned: the one use of an SDK private name, `_remembering`), and
-never reaching the terminal once we have exited.
+A stdio server's stderr goes through a pipe of ours (`ServerStderr`, in `_mcp_guards` with
+the hiding of credentials): shown on our stderr while the session is up, kept for the error of a
+server that dies at start (with its exit code), and never reaching the terminal once we have
+exited.
 
 A connection found lost (the server died, its stream dropped) is reconnected once, on the next
 call. A call whose HTTP session had expired is sent again once on the new session: the server
@@ -26,24 +26,18 @@ reads the error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import sys
-import threading
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections import Counter
 from contextlib import AsyncExitStack
-from contextvars import ContextVar
 from functools import partial
 from importlib.metadata import version
-from typing import Any, TextIO
+from typing import Any
 
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client import stdio as _stdio_module
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
@@ -54,7 +48,14 @@ from cleveractors.errors import (
     ConfigurationError,
     McpServerError,
     describe_failure,
-    hide_values,
+)
+from cleveractors.tools._mcp_guards import (
+    Secrets,
+    ServerStderr,
+    add_filter,
+    credentials,
+    remove_filter,
+    spawned_processes,
 )
 from cleveractors.tools.spec import Tool
 
@@ -65,10 +66,7 @@ logger = logging.getLogger(__name__)
 _MAX_LIST_PAGES = 100  # a server whose tools/list pages never end cannot hang the connect
 _SESSION_TERMINATED = "Session terminated"  # the SDK's words for an HTTP 404 on a known session
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a response may stream long
-_LOGGERS_NAMING_URLS = ("httpx2", "mcp.client.streamable_http")
 _THIS_PYTHON = ("python", "python3")
-_STDERR_TAIL_LINES = 10  # a traceback's end: the exception and the lines that raised it
-_STDERR_DRAIN_S = 1.0  # a grandchild may hold the pipe open; the server itself is gone
 
 
 class McpCallError(Exception):
@@ -93,8 +91,8 @@ class McpSession:
         self._is_list_stale = False
         self._has_unreported_list = False
         self._reconnecting = asyncio.Lock()
-        self._secrets = _Secrets()
-        self._stderr = _ServerStderr(self._secrets)
+        self._secrets = Secrets()
+        self._stderr = ServerStderr(self._secrets)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -107,7 +105,7 @@ class McpSession:
         """
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
-        _add_filter(self._secrets)
+        add_filter(self._secrets)
         self._is_lost = False
         self._owner = asyncio.create_task(
             self._own(ready, self._stop), name=f"cleveractors {self.source}"
@@ -141,7 +139,7 @@ class McpSession:
         owner, client = self._owner, self._client
         self._owner, self._client = None, None
         if owner is None or owner.done():
-            _remove_filter(self._secrets)
+            remove_filter(self._secrets)
             return
         self._stop.set()
         self._stderr.quiet()  # what a server says while it is stopped is not news
@@ -150,7 +148,7 @@ class McpSession:
             # answers must not hold up a stop. Cancelling it unwinds the SDK's scopes in its task.
             owner.cancel()
         await asyncio.wait([owner])  # the owner leaves the SDK's scopes in its own task
-        _remove_filter(self._secrets)
+        remove_filter(self._secrets)
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         try:
@@ -178,7 +176,7 @@ class McpSession:
         if self.server.url is not None:
             headers = self.server.resolved_headers()
             endpoint = httpx2.URL(self.server.url)
-            self._secrets.values = _credentials(endpoint, headers)
+            self._secrets.values = credentials(endpoint, headers)
             auth = None
             if endpoint.userinfo:
                 auth = httpx2.BasicAuth(endpoint.username, endpoint.password)
@@ -197,8 +195,8 @@ class McpSession:
         stdio = StdioServerParameters(
             command=_program(program), args=arguments, env=env, cwd=self.server.cwd
         )
-        self._stderr = stack.enter_context(_ServerStderr(self._secrets))
-        _spawned.set(self._stderr.processes)
+        self._stderr = stack.enter_context(ServerStderr(self._secrets))
+        spawned_processes.set(self._stderr.processes)
         transport = stdio_client(stdio, errlog=self._stderr.file)
         return Client(transport, message_handler=self._on_message, client_info=info, cache=None)
 
@@ -335,45 +333,6 @@ class McpSession:
         return describe_failure(error, hidden=self._secrets.values)
 
 
-class _Secrets(logging.Filter):
-    """A session's credentials; as a filter of the loggers that name request URLs, it hides
-    them in their records."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.values: tuple[str, ...] = ()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.values:
-            message = record.getMessage()
-            hidden = hide_values(message, self.values)
-            if hidden != message:
-                record.msg, record.args = hidden, None
-        return True
-
-
-def _add_filter(log_filter: logging.Filter) -> None:
-    for name in _LOGGERS_NAMING_URLS:
-        logging.getLogger(name).addFilter(log_filter)
-
-
-def _remove_filter(log_filter: logging.Filter) -> None:
-    for name in _LOGGERS_NAMING_URLS:
-        logging.getLogger(name).removeFilter(log_filter)
-
-
-def _credentials(endpoint: httpx2.URL, headers: dict[str, str]) -> tuple[str, ...]:
-    """What must never be shown of an HTTP server: its URL's password and query values (as
-    written and decoded: a request log shows them percent-encoded), each header's value and
-    that value's last word (the token of `Bearer <token>`)."""
-    written = [field.partition("=")[2] for field in endpoint.query.decode().split("&")]
-    decoded = [value for _name, value in endpoint.params.multi_items()]
-    values = [endpoint.password or "", *written, *decoded]
-    for value in headers.values():
-        values += [value, value.rpartition(" ")[2]]
-    return tuple(value for value in values if value)
-
-
 def _output(result: types.CallToolResult, source: str) -> str:
     """Text blocks as the output, else the structured content's JSON; other blocks noted."""
     texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
@@ -395,93 +354,10 @@ def _output(result: types.CallToolResult, source: str) -> str:
     return output
 
 
-def _server_stderr() -> TextIO:
-    """Where a stdio server's stderr is shown: ours, unless ours is no file (a test runner or a
-    notebook captured it); then the process's own."""
-    try:
-        sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return sys.__stderr__ or sys.stderr
-    return sys.stderr
-
-
 def _program(command: str) -> str:
     """`python` and `python3` mean the interpreter running us, whatever PATH holds: the server
     then sees the packages installed beside cleveractors."""
     return sys.executable if command in _THIS_PYTHON and sys.executable else command
-
-
-class _ServerStderr:
-    """A stdio server's stderr, through a pipe of ours: each line is shown on our stderr while
-    the session runs (not once it is closing: a server being stopped may complain), the last
-    lines are kept for the error of a server that dies at start, and nothing the server writes
-    after we exit can reach the terminal (the pipe has no reader then)."""
-
-    def __init__(self, secrets: _Secrets) -> None:
-        self._secrets = secrets
-        self._tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-        self._is_quiet = False
-        self._reader: threading.Thread | None = None
-        self.processes: list[Any] = []  # the SDK's process, for its exit code
-        self.file: TextIO = _server_stderr()
-
-    def __enter__(self) -> _ServerStderr:
-        read_end, write_end = os.pipe()
-        self.file = os.fdopen(write_end, "w", encoding="utf-8", errors="replace")
-        self._reader = threading.Thread(
-            target=self._forward, args=(read_end, _server_stderr()), daemon=True
-        )
-        self._reader.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.file.close()  # the reader sees the end once the server has gone too
-        if self._reader is not None:
-            self._reader.join(timeout=_STDERR_DRAIN_S)
-
-    def quiet(self) -> None:
-        self._is_quiet = True
-
-    def _forward(self, read_end: int, shown: TextIO) -> None:
-        with os.fdopen(read_end, encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                self._tail.append(line.rstrip("\n"))
-                if not self._is_quiet:
-                    with contextlib.suppress(OSError, ValueError):
-                        shown.write(line)
-                        shown.flush()
-
-    def last_words(self) -> str:
-        """The exit code and last stderr lines of a server whose transport has closed (the
-        SDK reaped the process, the reader took the pipe's last lines), as an error's tail."""
-        codes = [p.returncode for p in self.processes if p.returncode is not None]
-        said = [hide_values(line, self._secrets.values) for line in self._tail if line.strip()]
-        tail = f" (exit code {codes[0]})" if codes else ""
-        if said:
-            tail += "; its stderr ended with:\n  " + "\n  ".join(said)
-        return tail
-
-
-def _remembering(spawn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """The SDK's spawn, keeping its process for the session that asked (the SDK does not give
-    it out, and the exit code of a server that died at start is the first thing to know)."""
-
-    async def spawn_and_remember(*args: Any, **kwargs: Any) -> Any:
-        process = await spawn(*args, **kwargs)
-        spawned = _spawned.get()
-        if spawned is not None:
-            spawned.append(process)
-        return process
-
-    return spawn_and_remember
-
-
-_spawned: ContextVar[list[Any] | None] = ContextVar("cleveractors_mcp_spawned", default=None)
-# An SDK without this private name gives no exit codes; its stderr lines are still shown.
-_SDK_SPAWN = "_create_platform_compatible_process"
-_sdk_spawn = getattr(_stdio_module, _SDK_SPAWN, None)
-if _sdk_spawn is not None:
-    setattr(_stdio_module, _SDK_SPAWN, _remembering(_sdk_spawn))
 
 
 async def _cancel_and_wait(task: asyncio.Task[None]) -> None:

@@ -23,15 +23,6 @@ from cleveractors.config import ToolConfig
 from cleveractors.errors import ConfigurationError
 from cleveractors.tools._handlers import import_handler_target
 
-__all__ = [
-    "Tool",
-    "ToolHandler",
-    "as_tool",
-    "tool_from_callable",
-    "tool_from_config",
-    "tool_from_langchain",
-]
-
 ToolHandler = Callable[..., Any]
 """A sync or async callable taking the tool's arguments as keyword arguments."""
 

@@ -80,10 +80,12 @@ from cleveractors.events import (
     ToolCallSkipped,
 )
 from cleveractors.result import ExecutionResult
-from cleveractors.turns import NewMessage, Turn
+from cleveractors.turns import Turn
 from cleveractors.web.frontends import (
     FrontendProtocol,
+    OpenText,
     approval_id,
+    new_message,
     one_paused_run,
     paused_call_of,
 )
@@ -163,16 +165,11 @@ def read_turn(body: RunAgentInput, *, keeps_sessions: bool) -> Turn:
         raise RequestRejected(
             422, f"messages.{last}: the last message must be from the user, not {role!r}"
         )
-    if not (message := texts[last] or "").strip():
-        raise RequestRejected(422, f"messages.{last}: the last message (the user's) has no text")
-    if keeps_sessions:
-        return NewMessage(message, session_id=body.thread_id)
-    history: list[dict[str, object]] = [
-        {"role": earlier.role, "content": text}
-        for earlier, text in zip(body.messages[:-1], texts[:-1], strict=True)
-        if text
-    ]
-    return NewMessage(message, history)
+    earlier = [(message.role, text) for message, text in zip(body.messages, texts, strict=True)]
+    session_id = body.thread_id if keeps_sessions else None
+    return new_message(
+        texts[last] or "", earlier[:-1], session_id=session_id, where=f"messages.{last}"
+    )
 
 
 def _text_of(message: Message, where: str) -> str | None:
@@ -243,8 +240,7 @@ class AgUiEvents:
         self._thread_id = thread_id
         self._run_id = run_id
         self._is_resumption = is_resumption
-        self._texts = 0
-        self._text_id: str | None = None
+        self._text = OpenText(run_id)
         self._round_text_id: str | None = None
         self._interrupts: list[Interrupt] = []
 
@@ -259,7 +255,7 @@ class AgUiEvents:
             case TextDelta(text=text) if text:
                 return [
                     *self._open_text(),
-                    TextMessageContentEvent(message_id=self._text_id, delta=text),
+                    TextMessageContentEvent(message_id=self._text.id, delta=text),
                 ]
             case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
                 return [*self._end_text(), *self._tool_call(call_id, name, arguments)]
@@ -294,17 +290,15 @@ class AgUiEvents:
                 return []
 
     def _open_text(self) -> list[BaseEvent]:
-        if self._text_id is not None:
+        opened = self._text.open()
+        if opened is None:
             return []
-        self._texts += 1
-        self._text_id = self._round_text_id = f"{self._run_id}-text-{self._texts}"
-        return [TextMessageStartEvent(message_id=self._text_id, role="assistant")]
+        self._round_text_id = opened
+        return [TextMessageStartEvent(message_id=opened, role="assistant")]
 
     def _end_text(self) -> list[BaseEvent]:
-        if self._text_id is None:
-            return []
-        ended, self._text_id = self._text_id, None
-        return [TextMessageEndEvent(message_id=ended)]
+        closed = self._text.close()
+        return [] if closed is None else [TextMessageEndEvent(message_id=closed)]
 
     def _tool_call(
         self, call_id: str, name: str, arguments: dict[str, object] | str

@@ -51,10 +51,12 @@ from cleveractors.events import (
     ToolCallSkipped,
 )
 from cleveractors.result import ExecutionResult
-from cleveractors.turns import NewMessage, Turn
+from cleveractors.turns import Turn
 from cleveractors.web.frontends import (
     FrontendProtocol,
+    OpenText,
     approval_id,
+    new_message,
     one_paused_run,
     paused_call_of,
 )
@@ -151,18 +153,9 @@ def read_turn(body: UIMessageRequest, *, keeps_sessions: bool) -> Turn:
         return _resumption(last, f"messages.{last_index}")
     if last.role != "user":
         raise RequestRejected(422, f"messages.{last_index}: the last message must be from the user")
-    if not last.text.strip():
-        raise RequestRejected(
-            422, f"messages.{last_index}: the last message (the user's) has no text"
-        )
-    if keeps_sessions:
-        return NewMessage(last.text, session_id=body.id)
-    history: list[dict[str, object]] = [
-        {"role": message.role, "content": message.text}
-        for message in body.messages[:-1]
-        if message.role != "system" and message.text
-    ]
-    return NewMessage(last.text, history)
+    earlier = [(m.role, m.text) for m in body.messages[:-1] if m.role != "system"]
+    session_id = body.id if keeps_sessions else None
+    return new_message(last.text, earlier, session_id=session_id, where=f"messages.{last_index}")
 
 
 def _check_part(part: UIPart, where: str) -> None:
@@ -227,8 +220,7 @@ class UIMessageChunks:
     def __init__(self, run_id: str, *, is_resumption: bool) -> None:
         self._run_id = run_id
         self._is_resumption = is_resumption
-        self._texts = 0
-        self._text_id: str | None = None
+        self._text = OpenText(run_id)
         self._in_step = False
 
     def start(self) -> dict[str, Any]:
@@ -246,7 +238,7 @@ class UIMessageChunks:
             case TextDelta(text=text) if text:
                 return [
                     *self._open_text(),
-                    {"type": "text-delta", "id": self._text_id, "delta": text},
+                    {"type": "text-delta", "id": self._text.id, "delta": text},
                 ]
             case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
                 available = {"toolCallId": call_id, "toolName": name, "input": arguments}
@@ -288,17 +280,12 @@ class UIMessageChunks:
         return chunks
 
     def _open_text(self) -> list[dict[str, Any]]:
-        if self._text_id is not None:
-            return []
-        self._texts += 1
-        self._text_id = f"{self._run_id}-text-{self._texts}"
-        return [{"type": "text-start", "id": self._text_id}]
+        opened = self._text.open()
+        return [] if opened is None else [{"type": "text-start", "id": opened}]
 
     def _end_text(self) -> list[dict[str, Any]]:
-        if self._text_id is None:
-            return []
-        ended, self._text_id = self._text_id, None
-        return [{"type": "text-end", "id": ended}]
+        closed = self._text.close()
+        return [] if closed is None else [{"type": "text-end", "id": closed}]
 
     @staticmethod
     def _finish(result: ExecutionResult, *, reason: str | None = None) -> dict[str, Any]:

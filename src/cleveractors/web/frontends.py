@@ -20,7 +20,7 @@ what the client sends back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -48,9 +48,11 @@ from cleveractors.web.turns import (
 
 __all__ = [
     "FrontendProtocol",
+    "OpenText",
     "add_frontend_route",
     "add_missing_extra_route",
     "approval_id",
+    "new_message",
     "one_paused_run",
     "paused_call_of",
 ]
@@ -89,6 +91,49 @@ def one_paused_run(answers: list[tuple[str, dict[str, Any]]], where: str) -> Res
     if len(run_ids) != 1:
         raise RequestRejected(422, f"{where}: the answers name {len(run_ids)} paused runs, not one")
     return resumption(run_ids[0], [decision for _, decision in answers])
+
+
+def new_message(
+    text: str, earlier: Iterable[tuple[str, str | None]], *, session_id: str | None, where: str
+) -> NewMessage:
+    """The new message a frontend's conversation asks for: its last message, the user's `text`
+    (at `where`), in the server's session `session_id` (which holds the history) or, without
+    one, after the `earlier` (role, text) messages that have text.
+
+    Raises:
+        RequestRejected: 422 when the user's message has no text.
+    """
+    if not text.strip():
+        raise RequestRejected(422, f"{where}: the last message (the user's) has no text")
+    if session_id is not None:
+        return NewMessage(text, session_id=session_id)
+    history: list[dict[str, object]] = [
+        {"role": role, "content": said} for role, said in earlier if said
+    ]
+    return NewMessage(text, history)
+
+
+class OpenText:
+    """The text a frontend's stream has open (a text part, a text message), by the id it gave
+    it: `{run_id}-text-{n}`, counted over the run."""
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+        self._opened = 0
+        self.id: str | None = None
+
+    def open(self) -> str | None:
+        """Open a text when none is: its new id; None when one is open already."""
+        if self.id is not None:
+            return None
+        self._opened += 1
+        self.id = f"{self._run_id}-text-{self._opened}"
+        return self.id
+
+    def close(self) -> str | None:
+        """Close the open text: its id; None when none was open."""
+        closed, self.id = self.id, None
+        return closed
 
 
 @dataclass(frozen=True, slots=True)

@@ -274,11 +274,17 @@ class Choice(_Wire):
     logprobs: None = None
 
 
-class ChatCompletion(_Wire):
+class _Completion(_Wire):
+    """What a completion and each of its chunks begin with."""
+
     id: str
-    object: Literal["chat.completion"] = "chat.completion"
+    object: str
     created: int
     model: str
+
+
+class ChatCompletion(_Completion):
+    object: Literal["chat.completion"] = "chat.completion"
     choices: list[Choice]
     usage: CompletionUsage
 
@@ -297,11 +303,8 @@ class ChunkChoice(_Wire):
     logprobs: None = None
 
 
-class ChatCompletionChunk(_Wire):
-    id: str
+class ChatCompletionChunk(_Completion):
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
     choices: list[ChunkChoice]
     usage: CompletionUsage | None = None
 

@@ -1,0 +1,128 @@
+"""An actor from its config: the agent (its chat model and tools), its name and its store,
+with every problem of the config reported at once, as `validate` lists them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from cleveractors.agents import LLMAgent
+from cleveractors.config import (
+    ActorConfig,
+    LLMAgentConfig,
+    StoreConfig,
+    ToolConfig,
+    check_actor_config,
+    describe_problems,
+    read_actor_source,
+    valid_part_of_agent,
+)
+from cleveractors.errors import ConfigurationError
+from cleveractors.providers import make_chat_model
+from cleveractors.tools import Tool, tool_from_config
+from cleveractors.tools.mcp import with_server_paths_beside
+
+if TYPE_CHECKING:
+    from cleveractors.store import SqlStore
+
+__all__ = ["BuiltActor", "build_actor"]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltActor:
+    """What an executor is made of, from a config."""
+
+    name: str
+    agent: LLMAgent
+    store: SqlStore | None
+
+
+def build_actor(
+    source: str | Path | Mapping[str, Any] | ActorConfig, *, origin: str, config_dir: Path | None
+) -> BuiltActor:
+    """The actor a config describes; its chat model client is built here, once.
+
+    Raises:
+        ConfigurationError: every problem of the config at once (see `ActorExecutor.from_config`).
+    """
+    if not isinstance(source, ActorConfig):
+        source = _validated_config(source, origin, config_dir)
+    config = with_server_paths_beside(source, config_dir)
+    tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
+    agent: LLMAgent | None = None
+    try:
+        model = make_chat_model(config.agent)
+        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
+    except ConfigurationError as exc:
+        problems.append(str(exc))
+    if problems or agent is None:
+        raise ConfigurationError(describe_problems(origin, problems)) from None
+    return BuiltActor(config.name, agent, _build_store(config.store, config_dir))
+
+
+def _build_tools(
+    entries: Sequence[tuple[int, ToolConfig]], config_dir: Path | None
+) -> tuple[list[Tool], list[str]]:
+    """The config's tools, and every problem building them (by field), all at once."""
+    tools: list[Tool] = []
+    problems: list[str] = []
+    for position, tool_config in entries:
+        try:
+            tools.append(tool_from_config(tool_config, config_dir=config_dir))
+        except ConfigurationError as exc:
+            problems.append(f"agent.tools.{position}: {exc}")
+    return tools, problems
+
+
+def _valid_tool_entries(raw: object) -> list[tuple[int, ToolConfig]]:
+    """The tool entries of an invalid config that are valid on their own: their handlers and
+    schemas are checked too, so one run reports every problem."""
+    agent = raw.get("agent") if isinstance(raw, Mapping) else None
+    entries = agent.get("tools") if isinstance(agent, Mapping) else None
+    if not isinstance(entries, list | tuple):
+        return []
+    valid: list[tuple[int, ToolConfig]] = []
+    for position, entry in enumerate(entries):
+        with contextlib.suppress(ValidationError):  # its own problems are among the config's
+            valid.append((position, ToolConfig.model_validate(entry)))
+    return valid
+
+
+def _validated_config(
+    source: str | Path | Mapping[str, Any], origin: str, config_dir: Path | None
+) -> ActorConfig:
+    """The config, or a `ConfigurationError` listing its problems and those of its tools."""
+    raw = read_actor_source(source)
+    config, problems = check_actor_config(raw)
+    if config is None:
+        _, tool_problems = _build_tools(_valid_tool_entries(raw), config_dir)
+        problems += tool_problems + _model_problems(valid_part_of_agent(raw))
+        raise ConfigurationError(describe_problems(origin, problems)) from None
+    return config
+
+
+def _model_problems(agent: LLMAgentConfig | None) -> list[str]:
+    """The problem of an invalid config's provider settings (a missing API key variable...), if
+    its valid part has one: the chat model is built only to check them."""
+    if agent is None:
+        return []
+    try:
+        make_chat_model(agent)
+    except ConfigurationError as exc:
+        return [str(exc)]
+    return []
+
+
+def _build_store(config: StoreConfig | None, config_dir: Path | None) -> SqlStore | None:
+    if config is None:
+        return None
+    try:
+        from cleveractors.store import SqlStore
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"store: {exc}") from None
+    return SqlStore.from_config(config, config_dir=config_dir)
