@@ -229,8 +229,8 @@ class ReplyFold:
             return self._whole
         if not self._chunks_received:
             return AIMessage(content="")
-        merged = self._compact() if self._pending else self._merged
-        assert merged is not None  # a chunk arrived, so it is held or merged
+        # A chunk arrived, so it is held (then merged now) or already merged.
+        merged = self._merged if self._merged is not None and not self._pending else self._compact()
         valid, invalid = self._assembler.calls()
         reply = cast(AIMessage, message_chunk_to_message(merged))
         return reply.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
