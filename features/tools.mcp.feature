@@ -224,6 +224,9 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
     And the model's request 2 carries an error for call c3 mentioning "mcp server 'files' refused the call: the test server refuses this request"
     And the model's request 3 had no tool echo bound
 
+  # The first call after the stop may go out before the session has seen the server go (then
+  # the connection is lost during that call), or after (then it cannot reconnect): which one
+  # depends on how fast the loop is. The call after it always finds the server unreachable.
   Scenario: A server that cannot be reached again is an error the model reads
     Given the MCP test server "search" over streamable HTTP, its token from $SEARCH_TOKEN
     And the MCP server "search" has prefix true
@@ -232,10 +235,12 @@ Feature: Tools from MCP servers, over stdio and streamable HTTP
       |         | search_echo#c1 {"text": "before"}  |
       | First.  |                                    |
       |         | search_echo#c2 {"text": "after"}   |
+      |         | search_echo#c3 {"text": "again"}   |
       | Gone.   |                                    |
     When the actor is asked "One.", its HTTP server is stopped, then it is asked "Two."
     Then the answer is "Gone."
-    And the model's request 4 carries an error for call c2 mentioning "mcp server 'search' is unavailable: mcp server 'search': cannot connect"
+    And the model's request 4 carries an error for call c2 mentioning "mcp server 'search'"
+    And the model's request 5 carries an error for call c3 mentioning "mcp server 'search' is unavailable: mcp server 'search': cannot connect"
 
   Scenario: Two servers of one agent built in code cannot share a name
     When an agent is built in code with two MCP servers named "files"
