@@ -181,7 +181,8 @@ class Bill:
         status: AttemptStatus,
         cause: BaseException | None,
     ) -> None:
-        model = self.pricer.answering_model(reply)
+        pricer = self.pricer
+        model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
         record = self.ledger.record(
@@ -190,9 +191,9 @@ class Bill:
             usage=usage,
             attempt=call.attempt,
             status=status,
-            provider=self.pricer.provider,
+            provider=pricer.provider,
             model=model,
-            cost_usd=self.pricer.cost(usage, model),
+            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
             trace_id=trace_id,
             span_id=span_id,
         )
@@ -203,6 +204,17 @@ class Bill:
                 span.chunks = call.fold.chunks_received
             span.end(record, reply, cause)
         self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:
+    """The model the provider reports in the reply, else the configured one. The key differs
+    per integration: `model_name` (OpenAI, Google), `model` (Anthropic, Ollama)."""
+    metadata = reply.response_metadata if reply is not None else {}
+    for key in ("model_name", "model"):
+        reported = metadata.get(key)
+        if isinstance(reported, str) and reported:
+            return reported
+    return configured
 
 
 def _estimate(messages: Sequence[BaseMessage], reply: AIMessage | None) -> TokenUsage:
@@ -234,7 +246,7 @@ _warned_lock = threading.Lock()
 def _warn_implausible(pricer: CallPricer, reply: AIMessage, reported: TokenUsage | None) -> None:
     """Log once per provider and model in this process: a provider that reports no usage does so
     on every call, and one line says it as well as a thousand."""
-    model = pricer.answering_model(reply)
+    model = answering_model(reply, pricer.model)
     with _warned_lock:
         if (pricer.provider, model) in _warned_models:
             return
