@@ -30,8 +30,8 @@ from langchain_core.messages import (
 )
 
 from cleveractors.agents._bill import Bill
-from cleveractors.agents._pacing import Pacing
 from cleveractors.agents.base import History
+from cleveractors.agents.stream import Pacing
 from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError

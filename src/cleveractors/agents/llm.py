@@ -43,11 +43,11 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
-from cleveractors.agents._pacing import StallWatch
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet
 from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
+from cleveractors.agents.stream import StallWatch
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.approvals import (
     DEFAULT_APPROVAL_TIMEOUT_S,
