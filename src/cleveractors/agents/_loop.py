@@ -32,11 +32,10 @@ from langchain_core.messages import (
 from cleveractors.agents._bill import Bill
 from cleveractors.agents.base import History
 from cleveractors.agents.stream import Pacing
-from cleveractors.agents.text import RunText
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
+from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval

@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Self, cast
 
-from cleveractors.agents.text import ROUND_SEPARATOR, RunText
 from cleveractors.events import Event, RunFailed, RunFinished, RunPaused, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.result import ROUND_SEPARATOR, ErrorInfo, ExecutionResult, RunOutcome, RunText
 from cleveractors.runs import wait_through_cancellation
 from cleveractors.usage import last_token_usage_var
 
@@ -383,7 +382,7 @@ class _TextChunks:
     """Iterates the text deltas of a run's events. A plain iterator, not a generator: the events
     generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out.
 
-    The chunks join by the rule of `cleveractors.agents.text` (rounds set apart by a blank line),
+    The chunks join by the rule of `cleveractors.result.RunText` (rounds set apart by a blank line),
     so they add up to the run's `result.text`.
     """
 
