@@ -238,6 +238,8 @@ class ExecutionResult(BaseModel):
         if not isinstance(data, Mapping):
             return build(data)
         derived = cls.model_computed_fields.keys() & data.keys()
+        if not derived:  # a result being built, not a dumped one loaded back
+            return build(data)
         result = build({key: value for key, value in data.items() if key not in derived})
         as_python = result.model_dump(include=set(derived))
         as_json = result.model_dump(mode="json", include=set(derived))

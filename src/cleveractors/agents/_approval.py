@@ -113,6 +113,8 @@ class ApprovalGate:
             ConfigurationError: `approval` names a tool the agent does not offer (a misspelt
                 name must not let the tool run unapproved).
         """
+        if self._policy is None and not self._names:  # only the tools' own declarations
+            return [call for call in calls if _is_declared_gated(tools.get(call.name))]
         self._check_names(tools)
         return [call for call in calls if await self._needs_approval(call, tools.get(call.name))]
 
@@ -146,6 +148,10 @@ class ApprovalGate:
             )
             return True
         return verdict is not False
+
+
+def _is_declared_gated(tool: Tool | None) -> bool:
+    return tool is not None and tool.needs_approval
 
 
 @dataclass(frozen=True, slots=True)
