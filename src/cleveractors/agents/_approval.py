@@ -187,7 +187,7 @@ class ToolBatches:
         (the run pauses) or, where nobody can approve them, are declined."""
         run.tool_rounds += 1
         run.transcript.append(reply)
-        for call in calls:
+        for call in calls if run.listens else ():
             run.sink(
                 ToolCallRequested(
                     round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments

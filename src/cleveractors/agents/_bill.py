@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._failures import may_have_been_billed
+from cleveractors.agents.base import discard_event
 from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
 from cleveractors.events import Event, UsageRecorded
@@ -86,7 +87,8 @@ class Bill:
         self.pricer = pricer
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
-        self._sink = sink
+        self._sink = None if sink is discard_event else sink
+        """None when nobody reads the run's events: no `UsageRecorded` is made."""
         self._recorder = recorder
         self._recorded = 0
         """How many of the ledger's calls the recorder has been given."""
@@ -203,7 +205,8 @@ class Bill:
                 span.first_chunk_at = call.fold.first_chunk_at
                 span.chunks = call.fold.chunks_received
             span.end(record, reply, cause)
-        self._sink(UsageRecorded(call=record, total=self.ledger.total))
+        if self._sink is not None:
+            self._sink(UsageRecorded(call=record, total=self.ledger.total))
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

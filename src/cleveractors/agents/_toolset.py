@@ -201,7 +201,8 @@ class ToolDispatcher:
 
     async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
         await run.pacing.checkpoint()  # no tool starts once the run is stopped
-        run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
+        if run.listens:
+            run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
         agent = ToolAgent(
             self._tools.get(call.name), agent_name=self._agent_name, available=self._available
         )
@@ -214,16 +215,17 @@ class ToolDispatcher:
             output=outcome.output,
             duration_s=outcome.duration_s,
         )
-        run.sink(
-            ToolCallFinished(
-                round=run.round,
-                call_id=call.call_id,
-                name=call.name,
-                output=None if outcome.error else outcome.output,
-                error=None if outcome.error is None else str(outcome.error),
-                duration_s=outcome.duration_s,
+        if run.listens:
+            run.sink(
+                ToolCallFinished(
+                    round=run.round,
+                    call_id=call.call_id,
+                    name=call.name,
+                    output=None if outcome.error else outcome.output,
+                    error=None if outcome.error is None else str(outcome.error),
+                    duration_s=outcome.duration_s,
+                )
             )
-        )
         return outcome
 
 

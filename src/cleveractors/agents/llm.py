@@ -384,7 +384,8 @@ class LLMAgent(Agent):
         """Ask the model (with the tools bound) and decide what its reply asks for."""
         await self._toolset.sync()
         run.round += 1
-        run.sink(RoundStarted(round=run.round))
+        if run.listens:
+            run.sink(RoundStarted(round=run.round))
         reply = await self._model_turn(
             run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
         )
