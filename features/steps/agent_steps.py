@@ -41,9 +41,8 @@ from cleveractors import (
     TextStream,
     load_actor_config,
 )
-from cleveractors.agents.text import RunText
 from cleveractors.events import TextDelta
-from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER
+from cleveractors.result import SYNTHESIS_WITHOUT_ANSWER, RunText
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.testing.tables import scripted_reply
 

@@ -112,16 +112,10 @@ def _direct_call(bound: Runnable[LanguageModelInput, Any], public: str) -> _Dire
 
 def _has_listeners(model: BaseChatModel) -> bool:
     """Whether any callback handler would see a call of `model` made here (the context's
-    callbacks, the model's own, LangSmith tracing, global debug or verbose output)."""
-    config = ensure_config()
+    callbacks, the model's own, LangSmith tracing, global debug or verbose output). Tags and
+    metadata are left out: they label a call's handlers and add none."""
     manager = AsyncCallbackManager.configure(
-        config.get("callbacks"),
-        model.callbacks,
-        model.verbose,
-        config.get("tags"),
-        model.tags,
-        config.get("metadata"),
-        model.metadata,
+        ensure_config().get("callbacks"), model.callbacks, model.verbose
     )
     return bool(manager.handlers)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opentelemetry import metrics, trace
 from opentelemetry.metrics import Histogram, Meter
 
 if TYPE_CHECKING:
     from cleveractors.usage import LLMCallUsage
 
-__all__ = ["CallMetrics", "records_nothing"]
+__all__ = ["CallMetrics"]
 
 # The conventions' advisory bucket boundaries (gen_ai metrics, v1.41): the duration's are also
 # those of the time to the first chunk and of the time per output chunk.
@@ -84,13 +83,3 @@ def _seconds(meter: Meter, name: str, description: str) -> Histogram:
         description=description,
         explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
     )
-
-
-def records_nothing(tracers: trace.TracerProvider, meters: metrics.MeterProvider) -> bool:
-    """Whether both global providers are the API's own stand-ins: its proxies (no SDK set yet)
-    or its no-ops. The metrics proxy's class is private to the API, so it is told by name."""
-    no_tracer = isinstance(tracers, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-    no_meter = isinstance(meters, metrics.NoOpMeterProvider) or (
-        type(meters).__name__ == "_ProxyMeterProvider"
-    )
-    return no_tracer and no_meter

@@ -34,8 +34,7 @@ from cleveractors._actor_build import build_actor
 from cleveractors._pause import MemoryPauses
 from cleveractors._turn_path import run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
-from cleveractors.agents._loop import discard_event
-from cleveractors.agents.base import settle_blocking
+from cleveractors.agents.base import discard_event, settle_blocking
 from cleveractors.approvals import PausedRun
 from cleveractors.config import (
     ActorConfig,

@@ -10,12 +10,11 @@ prices; set `agent.pricing` for a model it does not know or a price you negotiat
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
 from cleveractors._langchain_private import traced_model
@@ -174,6 +173,13 @@ class CallPricer:
     model: str | None
     """The model as configured; a reply may name the exact snapshot that answered."""
     override: ModelPrices | None = None
+    can_price: bool = field(init=False)
+    """Whether any call can be priced: an override, or a provider the table has. When not,
+    every call's cost is None, known here once instead of looked up per call."""
+
+    def __post_init__(self) -> None:
+        can_price = self.override is not None or price_table_provider(self.provider) is not None
+        object.__setattr__(self, "can_price", can_price)
 
     @classmethod
     def of(
@@ -192,19 +198,9 @@ class CallPricer:
             model=model or traced.model,
             override=override,
         )
-        if override is None and price_table_provider(pricer.provider) is not None:
+        if override is None and pricer.can_price:
             warm_up()
         return pricer
-
-    def answering_model(self, reply: AIMessage | None) -> str | None:
-        """The model the provider reports in the reply, else the configured one. The key differs
-        per integration: `model_name` (OpenAI, Google), `model` (Anthropic, Ollama)."""
-        metadata = reply.response_metadata if reply is not None else {}
-        for key in ("model_name", "model"):
-            reported = metadata.get(key)
-            if isinstance(reported, str) and reported:
-                return reported
-        return self.model
 
     def cost(self, usage: TokenUsage, answering_model: str | None) -> Decimal | None:
         return price_call(

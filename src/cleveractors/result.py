@@ -1,4 +1,12 @@
-"""What a run produced and spent: `ExecutionResult` and the records it is made of."""
+"""What a run produced and spent: `ExecutionResult` and the records it is made of.
+
+The text of a run is made by one rule everywhere (`RunText`). A run writes text in several
+rounds: often a sentence before it calls tools ("Let me look that up."), then the answer after
+them. `ExecutionResult.text`, the chunks of `execute_stream()`, the CLI, `/chat`,
+`/v1/chat/completions` and the chat page all show the same text: every round's text, in order,
+the text of a later round set apart from the text before it by `ROUND_SEPARATOR`.
+`ExecutionResult.answer` is the last reply's text alone.
+"""
 
 from __future__ import annotations
 
@@ -23,12 +31,14 @@ if TYPE_CHECKING:
     from cleveractors.approvals import PausedRun
 
 __all__ = [
+    "ROUND_SEPARATOR",
     "SYNTHESIS_WITHOUT_ANSWER",
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
     "ResultStatus",
     "RunOutcome",
+    "RunText",
     "SynthesisReason",
     "ToolCallRecord",
     "ToolCallStatus",
@@ -98,7 +108,7 @@ class ExecutionResult(BaseModel):
 
     text: str
     """Everything the user saw: every round's text, rounds set apart by a blank line (the rule
-    of `cleveractors.agents.text`, the same as the joined chunks of `execute_stream()`)."""
+    of `RunText`, the same as the joined chunks of `execute_stream()`)."""
     usage_by_call: tuple[LLMCallUsage, ...] = ()
     """One record per LLM call the run made (rounds, retries, synthesis, pruning), in order:
     what every total sums, and what to bill."""
@@ -228,6 +238,8 @@ class ExecutionResult(BaseModel):
         if not isinstance(data, Mapping):
             return build(data)
         derived = cls.model_computed_fields.keys() & data.keys()
+        if not derived:  # a result being built, not a dumped one loaded back
+            return build(data)
         result = build({key: value for key, value in data.items() if key not in derived})
         as_python = result.model_dump(include=set(derived))
         as_json = result.model_dump(mode="json", include=set(derived))
@@ -257,3 +269,33 @@ class RunOutcome:
     pause: PausedRun | None = None
     """Set when the run waits for a person (`result.status == "paused"`): what resuming it
     starts from, for the executor to keep."""
+
+
+ROUND_SEPARATOR = "\n\n"
+"""What goes between the text of two rounds (e.g. before the answer after tools)."""
+
+
+class RunText:
+    """Collects a run's text, piece by piece, as it is shown (streamed or not)."""
+
+    __slots__ = ("_pieces", "_round")
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self._round: int | None = None
+
+    @property
+    def text(self) -> str:
+        """Everything added so far, joined by the rule."""
+        return "".join(self._pieces)
+
+    def add(self, round_number: int, text: str) -> str:
+        """Take the next piece of a round's text; returns it as it is shown: after a separator
+        when it begins a new round's text. An empty piece adds nothing."""
+        if not text:
+            return ""
+        if self._round is not None and round_number != self._round:
+            text = ROUND_SEPARATOR + text
+        self._round = round_number
+        self._pieces.append(text)
+        return text

@@ -42,7 +42,7 @@ from cleveractors._otel_content import (
     set_input_content,
     set_output_content,
 )
-from cleveractors._otel_metrics import CallMetrics, records_nothing
+from cleveractors._otel_metrics import CallMetrics
 from cleveractors.errors import ToolExecutionError, http_status
 
 if TYPE_CHECKING:
@@ -61,6 +61,16 @@ __all__ = [
     "current_trace",
     "current_trace_var",
 ]
+
+
+def _records_nothing(tracers: trace.TracerProvider, meters: metrics.MeterProvider) -> bool:
+    """Whether both global providers are the API's own stand-ins: its proxies (no SDK set yet)
+    or its no-ops. The metrics proxy's class is private to the API, so it is told by name."""
+    no_tracer = isinstance(tracers, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    no_meter = isinstance(meters, metrics.NoOpMeterProvider) or (
+        type(meters).__name__ == "_ProxyMeterProvider"
+    )
+    return no_tracer and no_meter
 
 
 class Telemetry:
@@ -102,7 +112,7 @@ class Telemetry:
         about 1% of its CPU."""
         if self._is_given:
             return True
-        return not records_nothing(trace.get_tracer_provider(), metrics.get_meter_provider())
+        return not _records_nothing(trace.get_tracer_provider(), metrics.get_meter_provider())
 
     def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
         """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""

@@ -7,7 +7,8 @@ could not read, waits for a person.
 
 `ToolBatches` answers a reply's batch of calls: the ungated calls run, the gated ones pause the
 run (or are declined where nobody can approve them); on resuming, it carries out the decisions
-(checked by `agents._decisions`).
+(checked by `agents._decisions`). A batch none of whose calls can wait for a person (no rule
+set, no tool declared so) never comes here: `agents._toolset.run_batch` runs it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from langchain_core.messages import AIMessage
@@ -23,19 +23,21 @@ from langchain_core.messages import AIMessage
 from cleveractors.agents._decisions import (
     UNAVAILABLE,
     declined,
-    edited,
     expired_answer,
     not_run,
 )
 from cleveractors.agents._loop import _Run
 from cleveractors.agents._toolset import (
+    BatchOutcome,
+    Prune,
     ToolSet,
-    answer_call,
+    answer_calls,
     answer_for_person,
     append_answers,
-    skip_call,
+    is_declared_gated,
+    open_batch,
 )
-from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
+from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.approvals import (
     BatchCall,
     CheckedDecisions,
@@ -48,14 +50,13 @@ from cleveractors.approvals import (
 from cleveractors.errors import (
     ConfigurationError,
 )
-from cleveractors.events import ToolApprovalRequested, ToolCallDecided, ToolCallRequested
+from cleveractors.events import ToolApprovalRequested, ToolCallDecided
 from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
 
 __all__ = [
     "ApprovalGate",
     "ApprovalPolicy",
-    "BatchOutcome",
     "ToolBatches",
 ]
 
@@ -92,8 +93,12 @@ class ApprovalGate:
         self._agent_name = agent_name
         self._policy: ApprovalPolicy | None = None
         self._names: frozenset[str] = frozenset()
+        self.has_rules = False
+        """Whether tool names or a policy gate calls; when not, only the tools' own
+        `needs_approval` does."""
         if callable(approval):
             self._policy = approval
+            self.has_rules = True
         elif approval is not None:
             if isinstance(approval, str):
                 raise ConfigurationError(
@@ -101,6 +106,7 @@ class ApprovalGate:
                     f"callable, not the string {approval!r}"
                 )
             self._names = frozenset(approval)
+            self.has_rules = bool(self._names)
             if not has_mcp_servers:  # else the servers' tools are known once they are open
                 self._check_names(tools)
 
@@ -113,6 +119,8 @@ class ApprovalGate:
             ConfigurationError: `approval` names a tool the agent does not offer (a misspelt
                 name must not let the tool run unapproved).
         """
+        if not self.has_rules:  # only the tools' own declarations
+            return [call for call in calls if is_declared_gated(tools.get(call.name))]
         self._check_names(tools)
         return [call for call in calls if await self._needs_approval(call, tools.get(call.name))]
 
@@ -148,20 +156,6 @@ class ApprovalGate:
         return verdict is not False
 
 
-@dataclass(frozen=True, slots=True)
-class BatchOutcome:
-    """How a batch of tool calls ended."""
-
-    answer: str | None = None
-    """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
-    paused: PausedRun | None = None
-    """Set when gated calls of the batch wait for a person: the run pauses."""
-
-
-Prune = Callable[[_Run, ToolCallRequest, ToolOutcome], Awaitable[str]]
-"""The output the model reads of a call that ran (condensed when it is too long)."""
-
-
 class ToolBatches:
     """Answers the batches of calls of one agent's replies: each call run, or gated and
     waiting for a person (the run pauses), or carried out as a person decided on resuming."""
@@ -179,22 +173,7 @@ class ToolBatches:
     ) -> BatchOutcome:
         """Run a reply's batch: the calls that need no person run at once; the gated ones wait
         (the run pauses) or, where nobody can approve them, are declined."""
-        run.tool_rounds += 1
-        run.transcript.append(reply)
-        for call in calls:
-            run.sink(
-                ToolCallRequested(
-                    round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments
-                )
-            )
-        if len(calls) > 1:
-            logger.info(
-                "agent %s, run %s: %d tool calls in one reply: %s",
-                self._agent_name,
-                current_run_id(),
-                len(calls),
-                ", ".join(call.name for call in calls),
-            )
+        open_batch(run, reply, calls, agent_name=self._agent_name)
         gated = await self._gate.gated(calls, self._toolset.tools)
         answers: dict[str, ToolAnswer] = {}
         waiting: list[PendingApproval] = []
@@ -262,22 +241,18 @@ class ToolBatches:
     ) -> BatchOutcome:
         """Run the `ready` calls and answer the batch: in full, in the model's order, when no
         call waits for a person; otherwise the run pauses with what it has."""
-        dispatched = await self._toolset.dispatcher.dispatch(run, ready)
-        for call, outcome in dispatched.ran:
-            output = await self._prune(run, call, outcome)
-            if edits and (arguments := edits.get(call.call_id)) is not None:
-                output = edited(arguments, output)
-            answers[call.call_id] = answer_call(run, call, outcome, output)
-        if dispatched.ender is not None:
-            ender_call, ender_outcome = dispatched.ender
-            for call in calls:
-                if call.call_id not in answers:
-                    answers[call.call_id] = skip_call(
-                        run, call, ended_by=ender_call, agent_name=self._agent_name
-                    )
-            append_answers(run, calls, answers)
-            run.show_text(ender_outcome.output)
-            return BatchOutcome(answer=ender_outcome.output)
+        ended = await answer_calls(
+            run,
+            calls,
+            ready,
+            answers,
+            dispatcher=self._toolset.dispatcher,
+            prune=self._prune,
+            agent_name=self._agent_name,
+            edits=edits,
+        )
+        if ended is not None:
+            return BatchOutcome(answer=ended)
         if waiting:
             return BatchOutcome(paused=self._pause(run, calls, answers, waiting))
         append_answers(run, calls, answers)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from langchain_core.messages import AIMessage, BaseMessage
 
 from cleveractors.agents._failures import may_have_been_billed
+from cleveractors.agents.base import discard_event
 from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
 from cleveractors.events import Event, UsageRecorded
@@ -86,7 +87,8 @@ class Bill:
         self.pricer = pricer
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
-        self._sink = sink
+        self._sink = None if sink is discard_event else sink
+        """None when nobody reads the run's events: no `UsageRecorded` is made."""
         self._recorder = recorder
         self._recorded = 0
         """How many of the ledger's calls the recorder has been given."""
@@ -181,7 +183,8 @@ class Bill:
         status: AttemptStatus,
         cause: BaseException | None,
     ) -> None:
-        model = self.pricer.answering_model(reply)
+        pricer = self.pricer
+        model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
         record = self.ledger.record(
@@ -190,9 +193,9 @@ class Bill:
             usage=usage,
             attempt=call.attempt,
             status=status,
-            provider=self.pricer.provider,
+            provider=pricer.provider,
             model=model,
-            cost_usd=self.pricer.cost(usage, model),
+            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
             trace_id=trace_id,
             span_id=span_id,
         )
@@ -202,7 +205,19 @@ class Bill:
                 span.first_chunk_at = call.fold.first_chunk_at
                 span.chunks = call.fold.chunks_received
             span.end(record, reply, cause)
-        self._sink(UsageRecorded(call=record, total=self.ledger.total))
+        if self._sink is not None:
+            self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:
+    """The model the provider reports in the reply, else the configured one. The key differs
+    per integration: `model_name` (OpenAI, Google), `model` (Anthropic, Ollama)."""
+    metadata = reply.response_metadata if reply is not None else {}
+    for key in ("model_name", "model"):
+        reported = metadata.get(key)
+        if isinstance(reported, str) and reported:
+            return reported
+    return configured
 
 
 def _estimate(messages: Sequence[BaseMessage], reply: AIMessage | None) -> TokenUsage:
@@ -234,7 +249,7 @@ _warned_lock = threading.Lock()
 def _warn_implausible(pricer: CallPricer, reply: AIMessage, reported: TokenUsage | None) -> None:
     """Log once per provider and model in this process: a provider that reports no usage does so
     on every call, and one line says it as well as a thousand."""
-    model = pricer.answering_model(reply)
+    model = answering_model(reply, pricer.model)
     with _warned_lock:
         if (pricer.provider, model) in _warned_models:
             return

@@ -30,22 +30,17 @@ from langchain_core.messages import (
 )
 
 from cleveractors.agents._bill import Bill
-from cleveractors.agents._pacing import Pacing
-from cleveractors.agents.base import History
-from cleveractors.agents.text import RunText
+from cleveractors.agents.base import History, discard_event
+from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason, ToolCallRecord
+from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
-
-
-def discard_event(event: Event) -> None:
-    """The sink of a blocking run: nobody listens."""
 
 
 # -- what a round decides ----------------------------------------------------------------------
@@ -257,6 +252,11 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    listens: bool = field(init=False)
+    """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
+
+    def __post_init__(self) -> None:
+        self.listens = self.sink is not discard_event
 
     @property
     def spent_tokens(self) -> int:
@@ -270,7 +270,7 @@ class _Run:
         """Text the user sees (a reply's, or an `ends_turn` tool's output): one event (a
         blocking run's sink sees each reply's text in its place among the tool events), and
         part of the result's text."""
-        if text:
+        if text and self.listens:
             self.sink(TextDelta(round=self.round, text=text))
         self.shown.add(self.round, text)
 

@@ -14,21 +14,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from cleveractors.agents._decisions import edited
 from cleveractors.agents._loop import _Run
 from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
 from cleveractors.approvals import ToolAnswer
 from cleveractors.config import McpServer
 from cleveractors.errors import ConfigurationError
-from cleveractors.events import ToolCallFinished, ToolCallSkipped, ToolCallStarted
+from cleveractors.events import (
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolCallSkipped,
+    ToolCallStarted,
+)
 from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
 from cleveractors.result import ToolCallRecord, ToolCallStatus
 from cleveractors.runs import current_run_id
@@ -36,13 +42,22 @@ from cleveractors.tools import Tool, ToolHandler, as_tool
 from cleveractors.tools.mcp import McpToolbox
 from cleveractors.tracing import current_trace
 
+if TYPE_CHECKING:
+    from cleveractors.approvals import PausedRun
+
 __all__ = [
+    "BatchOutcome",
     "Dispatched",
+    "Prune",
     "ToolDispatcher",
     "ToolSet",
     "answer_call",
+    "answer_calls",
     "answer_for_person",
     "append_answers",
+    "is_declared_gated",
+    "open_batch",
+    "run_batch",
     "skip_call",
 ]
 
@@ -201,7 +216,8 @@ class ToolDispatcher:
 
     async def _run_call(self, run: _Run, call: ToolCallRequest) -> ToolOutcome:
         await run.pacing.checkpoint()  # no tool starts once the run is stopped
-        run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
+        if run.listens:
+            run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
         agent = ToolAgent(
             self._tools.get(call.name), agent_name=self._agent_name, available=self._available
         )
@@ -214,17 +230,117 @@ class ToolDispatcher:
             output=outcome.output,
             duration_s=outcome.duration_s,
         )
+        if run.listens:
+            run.sink(
+                ToolCallFinished(
+                    round=run.round,
+                    call_id=call.call_id,
+                    name=call.name,
+                    output=None if outcome.error else outcome.output,
+                    error=None if outcome.error is None else str(outcome.error),
+                    duration_s=outcome.duration_s,
+                )
+            )
+        return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """How a batch of tool calls ended."""
+
+    answer: str | None = None
+    """The output of an `ends_turn` tool, which is the turn's answer; None to go on."""
+    paused: PausedRun | None = None
+    """Set when gated calls of the batch wait for a person: the run pauses."""
+
+
+Prune = Callable[[_Run, ToolCallRequest, ToolOutcome], Awaitable[str]]
+"""The output the model reads of a call that ran (condensed when it is too long)."""
+
+
+def is_declared_gated(tool: Tool | None) -> bool:
+    """Whether the tool itself says its calls wait for a person (`approval: required`)."""
+    return tool is not None and tool.needs_approval
+
+
+def open_batch(
+    run: _Run, reply: AIMessage, calls: Sequence[ToolCallRequest], *, agent_name: str
+) -> None:
+    """A reply's batch begins: a tool round, the reply in the transcript, each call announced."""
+    run.tool_rounds += 1
+    run.transcript.append(reply)
+    for call in calls if run.listens else ():
         run.sink(
-            ToolCallFinished(
-                round=run.round,
-                call_id=call.call_id,
-                name=call.name,
-                output=None if outcome.error else outcome.output,
-                error=None if outcome.error is None else str(outcome.error),
-                duration_s=outcome.duration_s,
+            ToolCallRequested(
+                round=run.round, call_id=call.call_id, name=call.name, arguments=call.arguments
             )
         )
-        return outcome
+    if len(calls) > 1:
+        logger.info(
+            "agent %s, run %s: %d tool calls in one reply: %s",
+            agent_name,
+            current_run_id(),
+            len(calls),
+            ", ".join(call.name for call in calls),
+        )
+
+
+async def answer_calls(
+    run: _Run,
+    calls: Sequence[ToolCallRequest],
+    ready: Sequence[ToolCallRequest],
+    answers: dict[str, ToolAnswer],
+    *,
+    dispatcher: ToolDispatcher,
+    prune: Prune,
+    agent_name: str,
+    edits: Mapping[str, Mapping[str, object]] | None = None,
+) -> str | None:
+    """Run the `ready` calls of a batch and put their answers in `answers`. When an `ends_turn`
+    call ended the batch, the calls left are skipped, the whole batch answered in the
+    transcript, and the call's output (the turn's answer) returned; else None."""
+    dispatched = await dispatcher.dispatch(run, ready)
+    for call, outcome in dispatched.ran:
+        output = await prune(run, call, outcome)
+        if edits and (arguments := edits.get(call.call_id)) is not None:
+            output = edited(arguments, output)
+        answers[call.call_id] = answer_call(run, call, outcome, output)
+    if dispatched.ender is None:
+        return None
+    ender_call, ender_outcome = dispatched.ender
+    for call in calls:
+        if call.call_id not in answers:
+            answers[call.call_id] = skip_call(run, call, ended_by=ender_call, agent_name=agent_name)
+    append_answers(run, calls, answers)
+    run.show_text(ender_outcome.output)
+    return ender_outcome.output
+
+
+async def run_batch(
+    run: _Run,
+    reply: AIMessage,
+    calls: Sequence[ToolCallRequest],
+    *,
+    toolset: ToolSet,
+    prune: Prune,
+    agent_name: str,
+) -> BatchOutcome:
+    """Answer a reply's batch of which no call waits for a person: every call runs."""
+    open_batch(run, reply, calls, agent_name=agent_name)
+    answers: dict[str, ToolAnswer] = {}
+    ended = await answer_calls(
+        run,
+        calls,
+        calls,
+        answers,
+        dispatcher=toolset.dispatcher,
+        prune=prune,
+        agent_name=agent_name,
+    )
+    if ended is not None:
+        return BatchOutcome(answer=ended)
+    append_answers(run, calls, answers)
+    return BatchOutcome()
 
 
 def answer_call(run: _Run, call: ToolCallRequest, outcome: ToolOutcome, content: str) -> ToolAnswer:

@@ -23,7 +23,7 @@ from cleveractors.usage import CallRecorder, last_token_usage_var
 if TYPE_CHECKING:
     from cleveractors.approvals import ApprovalDecision, CheckedDecisions, PausedRun
 
-__all__ = ["Agent", "History", "ResultCallback", "settle_blocking"]
+__all__ = ["Agent", "History", "ResultCallback", "discard_event", "settle_blocking"]
 
 History = Sequence[BaseMessage | dict[str, object]]
 """Prior chat turns: LangChain messages, or `{"role": ..., "content": ...}` dicts."""
@@ -89,7 +89,7 @@ class Agent(ABC):
             asyncio.CancelledError: the caller cancelled the run, after its usage was recorded.
         """
         outcome = await self.run(
-            message, history=history, sink=_discard, streaming=False, on_call=on_call
+            message, history=history, sink=discard_event, streaming=False, on_call=on_call
         )
         return settle_blocking(outcome, on_result)
 
@@ -129,8 +129,8 @@ class Agent(ABC):
         raise RunNotFoundError(f"no paused run {paused.run_id!r}", run_id=paused.run_id)
 
 
-def _discard(event: Event) -> None:
-    """The sink of a blocking run: nobody listens."""
+def discard_event(event: Event) -> None:
+    """The sink of a blocking run: nobody listens (a run given it makes no event)."""
 
 
 def settle_blocking(outcome: RunOutcome, on_result: ResultCallback | None) -> ExecutionResult:

@@ -43,11 +43,11 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
-from cleveractors.agents._pacing import StallWatch
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
-from cleveractors.agents._toolset import ToolSet
+from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
+from cleveractors.agents.stream import StallWatch
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
 from cleveractors.approvals import (
     DEFAULT_APPROVAL_TIMEOUT_S,
@@ -201,7 +201,7 @@ class LLMAgent(Agent):
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
         )
-        gate = ApprovalGate(
+        self._gate = gate = ApprovalGate(
             approval,
             timeout_s=approval_timeout_s,
             tools=self._toolset.tools,
@@ -344,8 +344,17 @@ class LLMAgent(Agent):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
                         return run.result(await self._synthesize(run, reason))
-                    case _CallTools(reply=tool_reply, calls=calls):
+                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
                         batch = await self._batches.run(run, tool_reply, calls)
+                    case _CallTools(reply=tool_reply, calls=calls):
+                        batch = await run_batch(
+                            run,
+                            tool_reply,
+                            calls,
+                            toolset=self._toolset,
+                            prune=self._prune,
+                            agent_name=self.name,
+                        )
                     case _ResumeBatch(checked=checked):
                         batch = await self._batches.resume(run, checked)
                     case _:
@@ -361,6 +370,14 @@ class LLMAgent(Agent):
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
+
+    def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
+        """Whether a call of the batch may wait for a person: else the batch simply runs,
+        without the approval gate."""
+        tools = self._toolset.tools
+        return self._gate.has_rules or any(
+            is_declared_gated(tools.get(call.name)) for call in calls
+        )
 
     def _first_step(
         self, run: _Run, start: str | CheckedDecisions, history: History | None
@@ -384,7 +401,8 @@ class LLMAgent(Agent):
         """Ask the model (with the tools bound) and decide what its reply asks for."""
         await self._toolset.sync()
         run.round += 1
-        run.sink(RoundStarted(round=run.round))
+        if run.listens:
+            run.sink(RoundStarted(round=run.round))
         reply = await self._model_turn(
             run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
         )

@@ -6,6 +6,23 @@ stream) instead of letting the events pile up. When the consumer stops early (it
 `aclose()`, or its task or cancel scope is cancelled), the run's task is cancelled and awaited
 before control returns, so no task outlives the stream and the result, with every token spent,
 is settled first.
+
+The run's side of that link is its pace, `Pacing`: where it may stop, and where it waits for
+its consumer. A run checks in (`Pacing.checkpoint`) before and after each model call, after each
+streamed chunk and before each tool. There it ends if its task was asked to stop, and a streamed
+run waits while its consumer is behind (`EventChannel.has_room`, found through
+`current_consumer_room()`), so the events never pile up ahead of a slow reader.
+
+`StallWatch` keeps the stall limit of a streamed model call: no chunk for `limit_s` seconds ends the
+call. One timer per call, never one per chunk (a client's per-chunk `asyncio.wait_for` starts a task
+per chunk on Python 3.11). The reader stamps the time whenever it goes back to waiting for the
+provider; a single `loop.call_at` handle, when it comes due, either finds a younger stamp and
+re-arms at stamp + limit, or cancels the reading task. Time the run spends waiting for its consumer
+is not a stall: the handle re-arms while the reader says it is paused.
+
+The cancellation is told apart as `asyncio.timeout()` tells its own: the watch takes back the one
+cancel it requested (`Task.uncancel()`), and the run's stop test (`Pacing.is_stop_requested`, the
+task's cancel count) then sees only a stop asked for by someone else, before or after.
 """
 
 from __future__ import annotations
@@ -19,9 +36,8 @@ from dataclasses import dataclass
 from types import AsyncGeneratorType
 from typing import Self, cast
 
-from cleveractors.agents.text import ROUND_SEPARATOR, RunText
 from cleveractors.events import Event, RunFailed, RunFinished, RunPaused, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.result import ROUND_SEPARATOR, ErrorInfo, ExecutionResult, RunOutcome, RunText
 from cleveractors.runs import wait_through_cancellation
 from cleveractors.usage import last_token_usage_var
 
@@ -30,7 +46,9 @@ __all__ = [
     "ROUND_SEPARATOR",
     "EventChannel",
     "EventStream",
+    "Pacing",
     "RunOutcome",
+    "StallWatch",
     "TextStream",
     "current_consumer_room",
     "wait_through_cancellation",
@@ -113,6 +131,107 @@ def current_consumer_room() -> asyncio.Event | None:
 
 
 RunWithSink = Callable[[EventChannel], Awaitable[RunOutcome]]
+
+
+class Pacing:
+    """The stop and backpressure of the run whose task makes it. Made per run, never shared.
+
+    Attributes:
+        is_waiting_for_room: The run is waiting for its consumer to catch up (which a stall
+            watch does not count).
+    """
+
+    __slots__ = ("_cancels_at_start", "_room", "_task", "is_waiting_for_room")
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[object] | None = asyncio.current_task()
+        self._cancels_at_start = 0 if self._task is None else self._task.cancelling()
+        self._room = current_consumer_room()
+        """Set while the consumer of the stream this run works for has room for more events."""
+        self.is_waiting_for_room = False
+
+    @property
+    def is_stop_requested(self) -> bool:
+        """Whether the run's task was asked to cancel since the run began, whatever became of
+        the CancelledError (see `checkpoint`)."""
+        return self._task is not None and self._task.cancelling() > self._cancels_at_start
+
+    async def checkpoint(self) -> None:
+        """Where the run may stop or wait.
+
+        A run whose task was asked to cancel ends here even if a library swallowed the
+        CancelledError: Python 3.11's `asyncio.wait_for`, through which langchain-openai reads
+        every chunk, does when the chunk completes as the cancellation arrives. The task's
+        cancel count, not the exception, records the request (as for `asyncio.timeout()`).
+        Then a streamed run waits while its consumer is behind."""
+        if self.is_stop_requested:
+            raise asyncio.CancelledError
+        if self._room is not None and not self._room.is_set():
+            self.is_waiting_for_room = True
+            try:
+                await self._room.wait()
+            finally:
+                self.is_waiting_for_room = False
+
+
+class StallWatch:
+    """Watches one streamed call of the task that creates it; `close()` it when the call ends.
+
+    Attributes:
+        waiting_since: When the reader last began waiting for a chunk (`clock()` time); the
+            reader sets it after each chunk, which is all a chunk costs.
+        clock: The event loop's clock, the one the timer runs on.
+    """
+
+    __slots__ = (
+        "_handle",
+        "_has_fired",
+        "_is_paused",
+        "_limit_s",
+        "_loop",
+        "_task",
+        "clock",
+        "waiting_since",
+    )
+
+    def __init__(self, limit_s: float | None, *, is_paused: Callable[[], bool]) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a stall watch watches the task of a coroutine")
+        self._loop = asyncio.get_running_loop()
+        self._task = task
+        self._limit_s = limit_s or 0.0
+        self._is_paused = is_paused
+        self._has_fired = False
+        self.clock = self._loop.time
+        self.waiting_since = self.clock()
+        self._handle: asyncio.TimerHandle | None = None
+        if limit_s is not None:
+            self._handle = self._loop.call_at(self.waiting_since + limit_s, self._check)
+
+    def _check(self) -> None:
+        now = self.clock()
+        due = self.waiting_since + self._limit_s
+        if self._is_paused():
+            due = now + self._limit_s  # the consumer is behind: nobody is reading
+        if now < due:
+            self._handle = self._loop.call_at(due, self._check)
+            return
+        self._handle = None
+        self._has_fired = True
+        self._task.cancel()
+
+    def close(self) -> bool:
+        """Stop watching; whether the watch ended the call. Takes back the cancel it requested,
+        so a stop requested by anyone else is all that remains of the task's cancel count."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self._has_fired:
+            return False
+        self._has_fired = False
+        self._task.uncancel()
+        return True
 
 
 class _ClosesOnExit:
@@ -263,7 +382,7 @@ class _TextChunks:
     """Iterates the text deltas of a run's events. A plain iterator, not a generator: the events
     generator it holds is then dropped (and the run cancelled) the moment a consumer breaks out.
 
-    The chunks join by the rule of `cleveractors.agents.text` (rounds set apart by a blank line),
+    The chunks join by the rule of `cleveractors.result.RunText` (rounds set apart by a blank line),
     so they add up to the run's `result.text`.
     """
 

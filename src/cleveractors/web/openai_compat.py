@@ -27,8 +27,8 @@ How a conversation becomes an actor turn:
 
 The `model` a client asks for is echoed in the reply: the actor answers whatever name is used.
 
-The answer is the run's text (`result.text`, see `cleveractors.agents.text`): every text the model
-wrote for the user during the turn, rounds separated by a blank line. The words a model writes
+The answer is the run's text (`result.text`, see `cleveractors.result.RunText`): every text the
+model wrote for the user during the turn, rounds separated by a blank line. The words a model writes
 before calling tools ("Let me look that up.") are part of what a streaming client shows, so the
 non-streamed content carries them too and both modes give the same text.
 """
@@ -42,9 +42,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cleveractors.agents.text import RunText
 from cleveractors.events import TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult
+from cleveractors.result import ErrorInfo, ExecutionResult, RunText
 
 __all__ = [
     "AnswerText",
@@ -383,7 +382,7 @@ class CompletionReply:
 
 class AnswerText:
     """The text a turn wrote for the user, collected from its text deltas by the one rule of
-    `cleveractors.agents.text`, so it equals the run's `result.text`."""
+    `cleveractors.result.RunText`, so it equals the run's `result.text`."""
 
     def __init__(self) -> None:
         self._text = RunText()

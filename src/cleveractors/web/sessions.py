@@ -23,9 +23,9 @@ from fastapi.responses import JSONResponse, Response
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
-from cleveractors.agents.text import RunText
 from cleveractors.approvals import ApprovalRecord, PendingApproval, RecordedDecision
 from cleveractors.executor import ActorExecutor
+from cleveractors.result import RunText
 from cleveractors.store import LedgerRow, StoredTurn, UsageReport
 
 __all__ = [
@@ -179,7 +179,7 @@ def _turn(
 
 def _run_text(messages: Iterable[BaseMessage]) -> str:
     """The text the run streamed: its replies' texts, one round each, by the rule of
-    `cleveractors.agents.text`."""
+    `cleveractors.result.RunText`."""
     text = RunText()
     replies = (message for message in messages if isinstance(message, AIMessage))
     for round_number, reply in enumerate(replies, start=1):
