@@ -29,6 +29,7 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 __all__ = [
     "CallRetrying",
     "Event",
+    "ModelFellBack",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -100,6 +101,23 @@ class CallRetrying(_Event):
     delay_s: float
     """How long the loop waits before the attempt: the provider's `Retry-After` when it sent
     one, otherwise exponential backoff with jitter."""
+
+
+class ModelFellBack(_Event):
+    """A model gave up on a call (its retries spent, or at once on an error listed as
+    immediate) before any of the call's text reached you; the next fallback model takes over
+    the same call. The failed attempts' `usage_recorded` came just before."""
+
+    kind: Literal["model_fell_back"] = "model_fell_back"
+    round: int
+    from_provider: str | None
+    from_model: str | None
+    to_provider: str | None
+    to_model: str | None
+    reason: str
+    """Why the model gave up, e.g. `HTTP 503`."""
+    immediate: bool
+    """True when the error moves on at once (no retry of the failed model)."""
 
 
 class ToolCallRequested(_Event):
@@ -219,6 +237,7 @@ Event = Annotated[
     | TextDelta
     | UsageRecorded
     | CallRetrying
+    | ModelFellBack
     | ToolCallRequested
     | ToolApprovalRequested
     | ToolCallDecided

@@ -140,6 +140,11 @@ class ExecutionResult(BaseModel):
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    model: str | None = None
+    """The model (as configured) that answered the run's last LLM call; None when none did."""
+    fell_back_from: tuple[str, ...] = ()
+    """The models that failed before another took over, in the order they failed (see
+    `fallback_models`); empty when no model fell back."""
 
     @property
     def status(self) -> ResultStatus:

@@ -173,6 +173,7 @@ class RunTrace:
         attempt: int,
         stream: bool,
         messages: Sequence[BaseMessage],
+        fell_back_from: str | None = None,
     ) -> ChatSpan:
         """Start the span of one LLM call attempt, as it is sent. The attributes the conventions
         call relevant to sampling (operation, provider, model, server) are given at creation, so
@@ -190,6 +191,8 @@ class RunTrace:
         attributes["cleveractors.call.purpose"] = purpose
         attributes["cleveractors.call.round"] = round
         attributes["cleveractors.call.attempt"] = attempt
+        if fell_back_from is not None:
+            attributes["cleveractors.call.fell_back_from"] = fell_back_from
         span = self._child(name, SpanKind.CLIENT, attributes)
         if span.is_recording() and self.telemetry.content.enabled:
             set_input_content(span, messages, self.telemetry.content)

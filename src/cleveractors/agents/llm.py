@@ -28,6 +28,13 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._fallback import (
+    Binding,
+    FallbackModel,
+    ModelChain,
+    ModelChoice,
+    call_with_fallbacks,
+)
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -43,7 +50,7 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
-from cleveractors.agents._retry import RetryPolicy, call_with_retries
+from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
@@ -55,7 +62,7 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.config import FallbackPolicy, LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -69,7 +76,7 @@ from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
-__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
+__all__ = ["FallbackModel", "LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +92,7 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "stuck": "your last reply had neither text nor tool calls",
 }
 _NO_RETRIES = RetryPolicy()
+_FALLBACK_POLICY = FallbackPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
@@ -153,6 +161,11 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        fallback_models: Models that take over, in order, when the model fails: chat models,
+            or `FallbackModel`s naming their provider, prices or retries. See `fallback`.
+        fallback: When the fallback models take over (at once on the errors it lists as
+            immediate, else once a model's retries are spent) and whether a session stays on
+            the model that answered (`sticky="session"`).
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
@@ -175,27 +188,26 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        fallback_models: Sequence[BaseChatModel | FallbackModel] = (),
+        fallback: FallbackPolicy = _FALLBACK_POLICY,
     ) -> None:
-        check_chat_model(model, agent_name=name)
         self.name = name
-        self.model = model = prepared_model(
-            model, has_stall_limit=limits.stream_stall_timeout_s is not None
+        own = FallbackModel(model, provider, model_name, pricing, retry)
+        chain = tuple(
+            self._model_choice(position, entry, limits=limits, retry=retry)
+            for position, entry in enumerate((own, *fallback_models))
         )
+        self._models = ModelChain(chain, fallback)
+        self.model = chain[0].model
         # The provider is resolved here, once: it names and prices the calls, and it chooses the
         # words of the synthesis request's tool_choice.
-        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
-        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
-            raise ConfigurationError(
-                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
-                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
-                "set agent.pricing (input_per_mtok, output_per_mtok)"
-            )
+        self.pricer = chain[0].pricer
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
         self._toolset = ToolSet(
-            model,
+            self.model,
             tools,
             agent_name=name,
             provider=self.pricer.provider,
@@ -209,6 +221,33 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+
+    def _model_choice(
+        self,
+        position: int,
+        entry: BaseChatModel | FallbackModel,
+        *,
+        limits: LoopLimits,
+        retry: RetryPolicy,
+    ) -> ModelChoice:
+        """One of the agent's models, prepared for the loop and priced (0: its own)."""
+        if not isinstance(entry, FallbackModel):
+            entry = FallbackModel(entry)
+        where = "agent" if position == 0 else f"agent.fallback_models.{position - 1}"
+        check_chat_model(entry.model, agent_name=self.name)
+        model = prepared_model(
+            entry.model, has_stall_limit=limits.stream_stall_timeout_s is not None
+        )
+        pricer = CallPricer.of(
+            model, provider=entry.provider, model=entry.model_name, override=entry.pricing
+        )
+        if limits.cost_budget_usd is not None and not pricer.is_priceable:
+            raise ConfigurationError(
+                f"{where}.cost_budget_usd: agent {self.name!r} has a cost budget, but model "
+                f"{pricer.model!r} of provider {pricer.provider!r} has no known price; "
+                f"set {where}.pricing (input_per_mtok, output_per_mtok)"
+            )
+        return ModelChoice(position, model, pricer, entry.retry or retry)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -241,10 +280,12 @@ class LLMAgent(Agent):
         model: BaseChatModel,
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
+        fallback_models: Sequence[BaseChatModel] = (),
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
+        `fallback_models` are the chat models of `config.fallback_models`, in order.
         """
         return cls(
             model,
@@ -265,6 +306,20 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            fallback_models=[
+                FallbackModel(
+                    chat_model,
+                    provider=entry.provider,
+                    model_name=entry.model,
+                    pricing=entry.pricing,
+                    retry=RetryPolicy(
+                        max_retries=config.with_fallback(entry).max_retries,
+                        backoff_s=config.retry_backoff_s,
+                    ),
+                )
+                for entry, chat_model in zip(config.fallback_models, fallback_models, strict=True)
+            ],
+            fallback=config.fallback,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -336,6 +391,10 @@ class LLMAgent(Agent):
         )
         try:
             step = self._first_step(run, start, history)
+            transcript = run.transcript
+            run.models.position = self._models.first_position(
+                transcript.messages, transcript.turn_start
+            )
             while True:
                 if step is None:
                     step = await self._round(run)
@@ -403,9 +462,7 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        reply = await self._model_turn(
-            run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
-        )
+        reply = await self._model_turn(run, "round", "tools", may_call_tools=bool(self.tools))
         return decide(
             reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
         )
@@ -416,20 +473,31 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
-        model: Runnable[LanguageModelInput, Any],
+        binding: Binding,
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
-        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
+        """Ask the model, retrying as its retry policy allows and falling back to the next
+        model as `self._models` says; every attempt's usage is recorded."""
         sent = run.transcript.messages if messages is None else messages
+        models = self._models
 
-        def attempt(number: int) -> Awaitable[AIMessage]:
+        def attempt(
+            choice: ModelChoice, number: int, fell_back_from: str | None
+        ) -> Awaitable[AIMessage]:
             return self._model_attempt(
-                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=number
+                run,
+                purpose,
+                choice,
+                choice.bound(binding, self._toolset),
+                models.messages_for(choice, sent),
+                may_call_tools=may_call_tools,
+                attempt=number,
+                fell_back_from=fell_back_from,
             )
 
-        reply = await call_with_retries(run, self.retry, attempt)
+        reply = await call_with_fallbacks(run, models, attempt)
         await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
         return reply
 
@@ -437,11 +505,13 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
+        choice: ModelChoice,
         model: Runnable[LanguageModelInput, Any],
         sent: Sequence[BaseMessage],
         *,
         may_call_tools: bool,
         attempt: int,
+        fell_back_from: str | None = None,
     ) -> AIMessage:
         """Ask the model once and record the usage. Streams when the run streams (text deltas
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
@@ -453,13 +523,24 @@ class LLMAgent(Agent):
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
-        streams = streams_to_caller or streams_inside_ainvoke(self.model, model)
+        streams = streams_to_caller or streams_inside_ainvoke(choice.model, model)
         fold = ReplyFold() if streams else None
         run.bill.begin_call(
-            InFlightCall(purpose, run.round, attempt, sent, fold, streams_text=streams_to_caller)
+            InFlightCall(
+                purpose,
+                run.round,
+                attempt,
+                sent,
+                fold,
+                streams_text=streams_to_caller,
+                pricer=choice.pricer,
+                fell_back_from=fell_back_from,
+            )
         )
         if fold is not None:
-            reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
+            reply = await self._stream_reply(
+                model, sent, fold, run, shows_text=streams_to_caller, model_name=choice.pricer.model
+            )
         else:
             reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
@@ -478,6 +559,7 @@ class LLMAgent(Agent):
         run: _Run,
         *,
         shows_text: bool,
+        model_name: str | None,
     ) -> AIMessage:
         """Read the stream, a text delta per chunk, under the stall limit (one timer per call:
         a chunk only stamps the time the reader goes back to waiting)."""
@@ -495,7 +577,7 @@ class LLMAgent(Agent):
         except asyncio.CancelledError as exc:
             if watch.close() and not pacing.is_stop_requested and limit_s is not None:
                 raise StreamStalledError(
-                    limit_s, model=self.pricer.model, chunks_received=fold.chunks_received
+                    limit_s, model=model_name, chunks_received=fold.chunks_received
                 ) from exc
             raise
         finally:
@@ -518,7 +600,7 @@ class LLMAgent(Agent):
         )
         try:
             condensed = await self._model_turn(
-                run, "pruning", self.model, may_call_tools=False, messages=[HumanMessage(prompt)]
+                run, "pruning", "plain", may_call_tools=False, messages=[HumanMessage(prompt)]
             )
         except StoreError:
             raise  # the ledger failed, not the condensing: the run must fail, loudly
@@ -569,9 +651,12 @@ class LLMAgent(Agent):
         )
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
-        model = self._toolset.model_declaring_tools if declares_tools else self.model
         reply = await self._model_turn(
-            run, "synthesis", model, may_call_tools=False, messages=messages
+            run,
+            "synthesis",
+            "declaring_tools" if declares_tools else "plain",
+            may_call_tools=False,
+            messages=messages,
         )
         return self._ignore_tool_calls(run, reply)
 
