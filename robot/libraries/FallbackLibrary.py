@@ -210,7 +210,8 @@ class FallbackLibrary:
     @keyword
     def the_servers_should_have_received(self, openai: int, anthropic: int) -> None:
         """How many requests each server received in all."""
-        assert self._openai is not None and self._anthropic is not None
+        assert self._openai is not None
+        assert self._anthropic is not None
         received = (len(self._openai.requests), len(self._anthropic.requests))
         _should_equal(received, (openai, anthropic), "requests received (openai, anthropic)")
 
@@ -228,7 +229,7 @@ class FallbackLibrary:
             fell_back = [e for e in outcome.events if isinstance(e, ModelFellBack)]
             _should_equal(
                 [(e.from_model, e.to_model) for e in fell_back],
-                [(old, new) for old, new in zip(fell_back_from, (*fell_back_from[1:], model))],
+                [(old, new) for old, new in zip(fell_back_from, (*fell_back_from[1:], model), strict=True)],
                 "model_fell_back events (from, to)",
             )
 
