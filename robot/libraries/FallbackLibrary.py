@@ -227,9 +227,10 @@ class FallbackLibrary:
         )
         if outcome.mode == "events":
             fell_back = [e for e in outcome.events if isinstance(e, ModelFellBack)]
+            took_over = (*fell_back_from[1:], model)
             _should_equal(
                 [(e.from_model, e.to_model) for e in fell_back],
-                [(old, new) for old, new in zip(fell_back_from, (*fell_back_from[1:], model), strict=True)],
+                list(zip(fell_back_from, took_over, strict=True)),
                 "model_fell_back events (from, to)",
             )
 
