@@ -57,6 +57,17 @@ Feature: Fallback models take over a call the agent's model gave up on
       | 1     | first | second | HTTP 503 | false     |
     And the model_fell_back event came after the last failed attempt's usage_recorded
 
+  Scenario: Each attempt's chat span names its model; the fallback's first names the one it took over from
+    Given a tracer provider and a meter provider that keep what they receive, and a sampler that notes what it is shown
+    And the actor is traced
+    When the actor is asked "Weather in Paris?" in blocking mode
+    Then the chat spans were:
+      | request model | attempt | fell back from |
+      | first         | 1       |                |
+      | first         | 2       |                |
+      | second        | 1       | first          |
+      | second        | 1       |                |
+
   Scenario Outline: HTTP <status> <type> moves on at once, without a retry
     Given the first model fails with HTTP <status> of type "<type>"
     When the actor is asked "Weather in Paris?" in blocking mode

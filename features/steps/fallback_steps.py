@@ -59,6 +59,13 @@ def _given_store(context: Context, sticky: str) -> None:
     context.session_results = []
 
 
+@given("the actor is traced")
+def _given_traced(context: Context) -> None:
+    context.executor = ActorExecutor.from_config(
+        context.actor, tracer_provider=context.tracer_provider
+    )
+
+
 @given("an actor config dict with these fallback models:")
 def _given_config_with_fallbacks(context: Context) -> None:
     context.config_source = {
@@ -243,3 +250,20 @@ def _then_tool_result_sent(context: Context, call_id: str) -> None:
         sent: tuple[BaseMessage, ...] = model.requests[0].messages
         answers: list[Any] = [m.tool_call_id for m in sent if isinstance(m, ToolMessage)]
         assert answers == [call_id], answers
+
+
+@then("the chat spans were:")
+def _then_chat_spans(context: Context) -> None:
+    chats = [s for s in context.exporter.get_finished_spans() if s.name.startswith("chat")]
+    seen = [
+        (
+            str(span.attributes["gen_ai.request.model"]),
+            str(span.attributes["cleveractors.call.attempt"]),
+            str(span.attributes.get("cleveractors.call.fell_back_from", "")),
+        )
+        for span in chats
+    ]
+    expected = [
+        (row["request model"], row["attempt"], row["fell back from"]) for row in context.table
+    ]
+    assert seen == expected, f"chat spans: {seen}"
