@@ -148,6 +148,12 @@ Feature: Fallback models take over a call the agent's model gave up on
     And the openai model was sent the turn without thinking or redacted thinking, its text and tool call "toolu_paris" kept
     And the tool result answering "toolu_paris" was sent to both
 
+  Scenario: A session whose last reply came from a model the agent no longer has starts on the agent's model
+    Given an agent in code on a model of provider "anthropic" refused with HTTP 529, falling back to a scripted model of provider "openai"
+    And the agent keeps a session on the model that answered
+    When it is asked "And Rome?" after a reply of "openai:retired-model"
+    Then the anthropic model was asked first
+
   Scenario: Fallback models are checked like the agent's model, every problem at once
     Given an actor config dict with these fallback models:
       """
@@ -156,8 +162,9 @@ Feature: Fallback models take over a call the agent's model gave up on
       - {provider: openai, model: gpt-4o-mini, script: []}
       - {provider: stub, script: [{tool_calls: [{name: nope}]}]}
       """
+    And the config's fallback moves on at once on "[{}]"
     When the actor is loaded from it
-    Then loading fails with a ConfigurationError saying "agent.fallback_models.0.model: Field required for provider 'anthropic' ; agent.fallback_models.1.script: provider 'stub' needs a 'script' ; agent.fallback_models.2.script: 'script' is only for provider 'stub' ; agent.fallback_models.3.script.0.tool_calls.0.name: calls 'nope'"
+    Then loading fails with a ConfigurationError saying "agent.fallback.immediate.0: Value error, give a status, a code or both ; agent.fallback_models.0.model: Field required for provider 'anthropic' ; agent.fallback_models.1.script: provider 'stub' needs a 'script' ; agent.fallback_models.2.script: 'script' is only for provider 'stub' ; agent.fallback_models.3.script.0.tool_calls.0.name: calls 'nope'"
 
   Scenario: A fallback's missing API key is named by its position
     Given an actor config dict with these fallback models:

@@ -14,7 +14,15 @@ from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from cleveractors import ActorExecutor, FallbackModel, LLMAgent, LoopLimits, ModelPrices
+from cleveractors import (
+    ActorExecutor,
+    FallbackModel,
+    FallbackPolicy,
+    LLMAgent,
+    LoopLimits,
+    ModelPrices,
+)
+from cleveractors.agents._fallback import MODEL_KEY
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import ModelFellBack, UsageRecorded
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
@@ -95,6 +103,24 @@ def _given_agent_in_code(context: Context) -> None:
     )
 
 
+@given("the agent keeps a session on the model that answered")
+def _given_sticky_agent(context: Context) -> None:
+    context.agent = LLMAgent(
+        context.first,
+        provider="anthropic",
+        model_name="claude-sonnet-4-5",
+        fallback_models=[
+            FallbackModel(context.second, provider="openai", model_name="gpt-4o-mini")
+        ],
+        fallback=FallbackPolicy(sticky="session"),
+    )
+
+
+@given('the config\'s fallback moves on at once on "{rules}"')
+def _given_config_immediate(context: Context, rules: str) -> None:
+    context.config_source["agent"]["fallback"] = {"immediate": yaml.safe_load(rules)}
+
+
 @given("an agent in code with a cost budget, falling back to a model of unknown price")
 def _given_cost_budget(context: Context) -> None:
     context.build_error = None
@@ -147,9 +173,19 @@ def _when_asked_after_anthropic_turn(context: Context, message: str, call_id: st
         HumanMessage("Weather in Paris?"),
         written,
         ToolMessage("Paris: 18 C, light rain", tool_call_id=call_id),
-        AIMessage("Paris is rainy.", response_metadata={"model_provider": "anthropic"}),
+        # Written by a provider nobody named: sent as plain text to every provider.
+        AIMessage([{"type": "text", "text": "Paris is rainy."}]),
     ]
     context.result = asyncio.run(context.agent.process_message(message, history=context.history))
+
+
+@when('it is asked "{message}" after a reply of "{written_by}"')
+def _when_asked_after_reply_of(context: Context, message: str, written_by: str) -> None:
+    history = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("Paris is rainy.", response_metadata={MODEL_KEY: written_by}),
+    ]
+    context.result = asyncio.run(context.agent.process_message(message, history=history))
 
 
 # -- Then --------------------------------------------------------------------------------------
@@ -224,10 +260,17 @@ def _then_second_calls(context: Context, models: str) -> None:
     assert seen == models.split(", "), f"calls of the second message: {seen}"
 
 
+@then("the anthropic model was asked first")
+def _then_anthropic_first(context: Context) -> None:
+    models = [call.model for call in context.result.usage_by_call]
+    assert models == ["claude-sonnet-4-5", "gpt-4o-mini"], models
+
+
 @then("the anthropic model was sent the turn's thinking blocks as written")
 def _then_anthropic_kept(context: Context) -> None:
     sent = context.first.requests[0].messages
     assert context.history[1] in sent, sent
+    assert sent[-2].content == "Paris is rainy.", sent[-2]
 
 
 @then(
@@ -238,6 +281,7 @@ def _then_openai_portable(context: Context, call_id: str) -> None:
     replies = [m for m in context.second.requests[0].messages if isinstance(m, AIMessage)]
     first = replies[0]
     assert first.content == "Let me look.", first.content
+    assert replies[1].content == "Paris is rainy.", replies[1]
     assert [call["id"] for call in first.tool_calls] == [call_id], first.tool_calls
     assert not first.additional_kwargs, first.additional_kwargs
     assert "model_provider" not in first.response_metadata, first.response_metadata

@@ -233,13 +233,8 @@ def error_code(error: BaseException) -> str | None:
     body = getattr(error, "body", None)
     if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
         body = body["error"]
-    if not isinstance(body, Mapping):
-        return None
-    for key in ("code", "type"):
-        value = body.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    code = body.get("code") or body.get("type") if isinstance(body, Mapping) else None
+    return code if isinstance(code, str) else None
 
 
 def _matches(rule: ImmediateFallback, status: int | None, code: str | None) -> bool:
