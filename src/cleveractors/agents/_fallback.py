@@ -23,11 +23,13 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
+from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._loop import _Run
+from cleveractors.agents._model import prepared_model
 from cleveractors.agents._retry import MovingOn, RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet
 from cleveractors.config import FallbackPolicy, ImmediateFallback
-from cleveractors.errors import describe_failure, http_status
+from cleveractors.errors import ConfigurationError, describe_failure, http_status
 from cleveractors.events import ModelFellBack
 from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.providers.tool_choice import bind_tools_forbidding_calls
@@ -118,6 +120,42 @@ class ModelChain:
 
     choices: tuple[ModelChoice, ...]
     policy: FallbackPolicy = field(default_factory=FallbackPolicy)
+
+    @classmethod
+    def of(
+        cls,
+        models: Sequence[BaseChatModel | FallbackModel],
+        policy: FallbackPolicy,
+        *,
+        agent_name: str,
+        retry: RetryPolicy,
+        has_stall_limit: bool,
+        needs_price: bool,
+    ) -> ModelChain:
+        """An agent's models (its own first), each prepared for the loop and priced.
+
+        Raises:
+            ConfigurationError: a model is not a chat model, or `needs_price` (a cost budget)
+                and a model's price is unknown, named by its place in the agent's config.
+        """
+        choices = []
+        for position, entry in enumerate(models):
+            if not isinstance(entry, FallbackModel):
+                entry = FallbackModel(entry)
+            check_chat_model(entry.model, agent_name=agent_name)
+            model = prepared_model(entry.model, has_stall_limit=has_stall_limit)
+            pricer = CallPricer.of(
+                model, provider=entry.provider, model=entry.model_name, override=entry.pricing
+            )
+            if needs_price and not pricer.is_priceable:
+                where = "agent" if position == 0 else f"agent.fallback_models.{position - 1}"
+                raise ConfigurationError(
+                    f"{where}.cost_budget_usd: agent {agent_name!r} has a cost budget, but model "
+                    f"{pricer.model!r} of provider {pricer.provider!r} has no known price; "
+                    f"set {where}.pricing (input_per_mtok, output_per_mtok)"
+                )
+            choices.append(ModelChoice(position, model, pricer, entry.retry or retry))
+        return cls(tuple(choices), policy)
 
     @property
     def has_fallbacks(self) -> bool:

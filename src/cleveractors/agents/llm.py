@@ -26,7 +26,6 @@ from langchain_core.tools import BaseTool
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
-from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._fallback import (
     Binding,
@@ -49,7 +48,6 @@ from cleveractors.agents._loop import (
     decide,
     tool_call_requests,
 )
-from cleveractors.agents._model import prepared_model
 from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
@@ -65,7 +63,7 @@ from cleveractors.approvals import (
 from cleveractors.config import FallbackPolicy, LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
-from cleveractors.pricing import CallPricer, ModelPrices
+from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
     RunOutcome,
@@ -192,16 +190,18 @@ class LLMAgent(Agent):
         fallback: FallbackPolicy = _FALLBACK_POLICY,
     ) -> None:
         self.name = name
-        own = FallbackModel(model, provider, model_name, pricing, retry)
-        chain = tuple(
-            self._model_choice(position, entry, limits=limits, retry=retry)
-            for position, entry in enumerate((own, *fallback_models))
+        # Each model's provider is resolved here, once: it names and prices the calls, and it
+        # chooses the words of the synthesis request's tool_choice.
+        self._models = ModelChain.of(
+            [FallbackModel(model, provider, model_name, pricing), *fallback_models],
+            fallback,
+            agent_name=name,
+            retry=retry,
+            has_stall_limit=limits.stream_stall_timeout_s is not None,
+            needs_price=limits.cost_budget_usd is not None,
         )
-        self._models = ModelChain(chain, fallback)
-        self.model = chain[0].model
-        # The provider is resolved here, once: it names and prices the calls, and it chooses the
-        # words of the synthesis request's tool_choice.
-        self.pricer = chain[0].pricer
+        own = self._models.choices[0]
+        self.model, self.pricer = own.model, own.pricer
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
@@ -221,33 +221,6 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
-
-    def _model_choice(
-        self,
-        position: int,
-        entry: BaseChatModel | FallbackModel,
-        *,
-        limits: LoopLimits,
-        retry: RetryPolicy,
-    ) -> ModelChoice:
-        """One of the agent's models, prepared for the loop and priced (0: its own)."""
-        if not isinstance(entry, FallbackModel):
-            entry = FallbackModel(entry)
-        where = "agent" if position == 0 else f"agent.fallback_models.{position - 1}"
-        check_chat_model(entry.model, agent_name=self.name)
-        model = prepared_model(
-            entry.model, has_stall_limit=limits.stream_stall_timeout_s is not None
-        )
-        pricer = CallPricer.of(
-            model, provider=entry.provider, model=entry.model_name, override=entry.pricing
-        )
-        if limits.cost_budget_usd is not None and not pricer.is_priceable:
-            raise ConfigurationError(
-                f"{where}.cost_budget_usd: agent {self.name!r} has a cost budget, but model "
-                f"{pricer.model!r} of provider {pricer.provider!r} has no known price; "
-                f"set {where}.pricing (input_per_mtok, output_per_mtok)"
-            )
-        return ModelChoice(position, model, pricer, entry.retry or retry)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -313,7 +286,9 @@ class LLMAgent(Agent):
                     model_name=entry.model,
                     pricing=entry.pricing,
                     retry=RetryPolicy(
-                        max_retries=config.with_fallback(entry).max_retries,
+                        max_retries=config.max_retries
+                        if entry.max_retries is None
+                        else entry.max_retries,
                         backoff_s=config.retry_backoff_s,
                     ),
                 )
