@@ -230,7 +230,7 @@ class FallbackLibrary:
             took_over = (*fell_back_from[1:], model)
             _should_equal(
                 [(e.from_model, e.to_model) for e in fell_back],
-                list(zip(fell_back_from, took_over, strict=True)),
+                list(zip(fell_back_from, took_over, strict=False)),
                 "model_fell_back events (from, to)",
             )
 
