@@ -130,6 +130,30 @@ Feature: Fallback models take over a call the agent's model gave up on
       | synthesis | 2     |
     And the run was answered by "second", falling back from "first"
 
+  Scenario: Budgets count the calls of every model
+    Given the first model's script is:
+      """
+      - {tool_calls: [{name: get_weather, args: {city: Paris}}], prompt_tokens: 10, completion_tokens: 10}
+      - {error: unavailable, error_status: 503}
+      - {error: unavailable, error_status: 503}
+      """
+    And the fallback's script is:
+      """
+      - {text: not asked}  # a stub starts a run's script after the turn's replies so far
+      - {tool_calls: [{name: get_weather, args: {city: Rome}}], prompt_tokens: 10, completion_tokens: 10}
+      - {text: Paris is rainy; Rome I could not check., prompt_tokens: 5, completion_tokens: 5}
+      """
+    And the actor has a token budget of 30
+    When the actor is asked "Weather in Paris and Rome?" in blocking mode
+    Then the synthesis reason is "budget"
+    And the calls were made to:
+      | model  | round | attempt | status |
+      | first  | 1     | 1       | ok     |
+      | first  | 2     | 1       | failed |
+      | first  | 2     | 2       | failed |
+      | second | 2     | 1       | ok     |
+      | second | 2     | 1       | ok     |
+
   Scenario Outline: A session <does> on the model that answered its last message (sticky: <sticky>)
     Given the actor keeps sessions in a fresh SQLite store, sticky "<sticky>"
     When the actor is asked "Weather in Paris?" in session "s1"

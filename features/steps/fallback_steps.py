@@ -53,6 +53,11 @@ def _given_immediate(context: Context) -> None:
     context.actor["agent"]["fallback"] = {"immediate": yaml.safe_load(context.text)}
 
 
+@given("the first model's script is:")
+def _given_first_script(context: Context) -> None:
+    context.actor["agent"]["script"] = yaml.safe_load(context.text)
+
+
 @given("the fallback's script is:")
 def _given_fallback_script(context: Context) -> None:
     context.actor["agent"]["fallback_models"][0]["script"] = yaml.safe_load(context.text)
