@@ -172,14 +172,10 @@ class ModelChain:
         if not self.has_fallbacks:
             return 0
         since = 0 if self.policy.sticky == "session" else turn_start
-        for message in reversed(messages[since:]):
-            written_by = _written_by(message)
-            if written_by is None:
-                continue
-            for choice in self.choices:
-                if choice.key == written_by:
-                    return choice.position
-        return 0
+        written = (_written_by(message) for message in reversed(messages[since:]))
+        last = next((key for key in written if key is not None), None)
+        # A model the agent no longer has (its config changed) leaves the run on its own model.
+        return next((choice.position for choice in self.choices if choice.key == last), 0)
 
     def messages_for(
         self, choice: ModelChoice, messages: Sequence[BaseMessage]

@@ -3,7 +3,8 @@
 Retries live here, not in the provider's client, so that every attempt is seen (a
 `CallRetrying` event), billed (an attempt cut off after sending is an estimate; one refused with
 an HTTP error status costs 0) and never repeats text the caller was already shown. What a failure
-means (retryable, possibly billed) is read by `cleveractors.agents._failures`.
+means (retryable, possibly billed) is read by `cleveractors.agents._failures`. When another model
+can take over (`cleveractors.agents._fallback`), a model that gives up says so with `MovingOn`.
 """
 
 from __future__ import annotations
