@@ -68,4 +68,5 @@ OpenAI Outage Should Fall Back To Anthropic
     ...    openai gpt-4o-mini 2 failed
     ...    anthropic claude-sonnet-4-5 1 ok
     Refused Rows Should Cost Nothing And Answers Be Priced At Their Model
+    Each Chat Span Should Name Its Model And Server
     The Last Run Should Have Been Answered By    claude-sonnet-4-5    gpt-4o-mini

@@ -22,6 +22,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from openai import BadRequestError
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from robot.api import logger
 from robot.api.deco import keyword, library
 from support.harness import Consumption, consume
@@ -107,6 +110,9 @@ class FallbackLibrary:
         self._openai: ScriptedOpenAIServer | None = None
         self._anthropic: ScriptedAnthropicServer | None = None
         self._started = 0
+        self._spans = InMemorySpanExporter()
+        self._tracer_provider = TracerProvider()
+        self._tracer_provider.add_span_processor(SimpleSpanProcessor(self._spans))
 
     def close(self) -> None:
         """Called by Robot when the suite ends: stop servers, close the store and the loop."""
@@ -168,7 +174,10 @@ class FallbackLibrary:
         self._started += 1
         database = Path(self._directory.name) / f"actor-{self._started}.db"
         self._store = SqlStore(f"sqlite:///{database}")
-        self._executor = ActorExecutor(agent, store=self._store)
+        self._executor = ActorExecutor(
+            agent, store=self._store, tracer_provider=self._tracer_provider
+        )
+        self._spans.clear()
         self._outcomes.clear()
 
     @keyword
@@ -233,6 +242,35 @@ class FallbackLibrary:
                 list(zip(fell_back_from, took_over, strict=False)),
                 "model_fell_back events (from, to)",
             )
+
+    @keyword
+    def each_chat_span_should_name_its_model_and_server(self) -> None:
+        """Every attempt's `chat` span names the provider and model it went to and that
+        provider's server; the first attempt of the fallback names the model it took over from."""
+        assert self._openai is not None
+        assert self._anthropic is not None
+        ports = {
+            "openai": (_OPENAI_MODEL, int(self._openai.origin.rsplit(":", 1)[1])),
+            "anthropic": (_ANTHROPIC_MODEL, int(self._anthropic.origin.rsplit(":", 1)[1])),
+        }
+        chats = [s for s in self._spans.get_finished_spans() if s.name.startswith("chat")]
+        seen = []
+        for span in chats:
+            attributes = span.attributes or {}
+            provider = str(attributes["gen_ai.provider.name"])
+            seen.append(
+                (
+                    provider,
+                    attributes["gen_ai.request.model"],
+                    attributes["server.port"],
+                    attributes.get("cleveractors.call.fell_back_from"),
+                )
+            )
+        expected = [
+            (provider, *ports[provider], None if n < 2 else _OPENAI_MODEL)
+            for n, provider in enumerate(("openai", "openai", "anthropic"))
+        ]
+        _should_equal(seen, expected, "chat spans (provider, model, server port, fell back from)")
 
     @keyword
     def the_ledger_should_hold(self, *rows: str) -> None:

@@ -54,6 +54,8 @@ class InFlightCall:
     prices the call."""
     fell_back_from: str | None = None
     """The model this call's model took over from, when it is a fallback's."""
+    server: tuple[str, int] | None = None
+    """The host and port a fallback model's call goes to (its span says so)."""
 
     @property
     def has_shown_text(self) -> bool:
@@ -118,6 +120,7 @@ class Bill:
             stream=call.fold is not None,
             messages=call.messages,
             fell_back_from=call.fell_back_from,
+            server=call.server,
         )
 
     def record_reply(self, reply: AIMessage) -> None:

@@ -23,6 +23,7 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
+from cleveractors._otel_attributes import server_of
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._loop import _Run
 from cleveractors.agents._model import prepared_model
@@ -83,6 +84,8 @@ class ModelChoice:
     model: BaseChatModel
     pricer: CallPricer
     retry: RetryPolicy
+    server: tuple[str, int] | None = None
+    """Where a fallback's calls go, for its spans (the agent's own model's is the tracer's)."""
     _bound_for: Mapping[str, Any] | None = field(default=None, init=False, repr=False)
     """The tools the fallback's bindings were made for (the tool set's dict, replaced on change)."""
     _bound: tuple[Runnable[LanguageModelInput, Any], Runnable[LanguageModelInput, Any]] | None = (
@@ -154,7 +157,8 @@ class ModelChain:
                     f"{pricer.model!r} of provider {pricer.provider!r} has no known price; "
                     f"set {where}.pricing (input_per_mtok, output_per_mtok)"
                 )
-            choices.append(ModelChoice(position, model, pricer, entry.retry or retry))
+            server = server_of(model) if position else None
+            choices.append(ModelChoice(position, model, pricer, entry.retry or retry, server))
         return cls(tuple(choices), policy)
 
     @property

@@ -510,6 +510,7 @@ class LLMAgent(Agent):
                 streams_text=streams_to_caller,
                 pricer=choice.pricer,
                 fell_back_from=fell_back_from,
+                server=choice.server,
             )
         )
         if fold is not None:
