@@ -80,8 +80,11 @@ def link_handoffs(
 def _load(path: Path, entry: str, where: str, build: BuildAgent) -> _Loaded:
     if not path.is_file():
         raise ConfigurationError(f"{where}: {entry!r}: no actor config at {path}")
-    config = load_actor_config(path)
-    agent = build(config, path)
+    try:
+        config = load_actor_config(path)
+        agent = build(config, path)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
     return _Loaded(config, agent, path, path.parent, str(path))
 
 
