@@ -109,3 +109,21 @@ Feature: Handoffs: an actor passes the conversation to another actor, and gets i
       | an actor naming itself    | first.yaml  | is 'first' itself; an actor cannot hand the conversation to itself |
       | two files of one name     | second.yaml | names its actor 'first', as                            |
       | an invalid target         | second.yaml | agent.provider                                         |
+
+  Scenario Outline: <route> carries the run past the handoff (the handoff event is /chat's alone)
+    Given triage's model replies:
+      | text | tool calls                                    |
+      |      | transfer_to_billing#h1 {"reason": "a refund"} |
+    And billing's model replies:
+      | text                |
+      | Billing here, hello |
+    When the web app serving triage is sent "I want a refund" to <route>
+    Then the response is 200 and holds "Billing here, hello"
+    And the response holds <handoff frames> handoff SSE frame from triage to billing
+
+    Examples:
+      | route                | handoff frames |
+      | /chat                | 1              |
+      | /ai-sdk              | 0              |
+      | /ag-ui               | 0              |
+      | /v1/chat/completions | 0              |

@@ -10,12 +10,16 @@ same agents, as a restarted server would: the store alone carries a session from
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import httpx
 from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -30,6 +34,7 @@ from cleveractors.store import SqlStore
 from cleveractors.store.schema import sessions
 from cleveractors.testing import ScriptedChatModel
 from cleveractors.testing.tables import scripted_reply
+from cleveractors.web import create_app
 
 
 @dataclass
@@ -229,11 +234,13 @@ def request_with_history(
 @then('the store says session "{session_id}" is with {name}')
 def store_says(context: Context, session_id: str, name: str) -> None:
     async def read() -> str | None:
-        async with SqlStore(str(_world(context).store_url)) as store:
-            async with store.engine.begin() as connection:
-                query = select(sessions.c.active_actor).where(sessions.c.id == session_id)
-                found: str | None = await connection.scalar(query)
-                return found
+        query = select(sessions.c.active_actor).where(sessions.c.id == session_id)
+        async with (
+            SqlStore(str(_world(context).store_url)) as store,
+            store.engine.begin() as connection,
+        ):
+            found: str | None = await connection.scalar(query)
+            return found
 
     assert asyncio.run(read()) == name
 
@@ -347,3 +354,70 @@ def load_fails(context: Context, file: str, message: str) -> None:
     assert error is not None, "it loaded"
     assert str(context.handoff_folder / file) in str(error), str(error)
     assert message in str(error), str(error)
+
+
+# -- over HTTP -----------------------------------------------------------------------------------
+
+_BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
+    "/chat": lambda text: {"message": text},
+    "/ai-sdk": lambda text: {
+        "id": "chat-1",
+        "messages": [{"id": "m0", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "trigger": "submit-message",
+    },
+    "/ag-ui": lambda text: {
+        "threadId": "chat-1",
+        "runId": "client-run",
+        "messages": [{"id": "m0", "role": "user", "content": text}],
+    },
+    "/v1/chat/completions": lambda text: {
+        "model": "triage",
+        "messages": [{"role": "user", "content": text}],
+        "stream": True,
+    },
+}
+
+
+@when('the web app serving triage is sent "{message}" to {route}')
+def send_to_route(context: Context, message: str, route: str) -> None:
+    app = create_app(ActorExecutor(_world(context).agent("triage")))
+
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.post(route, json=_BODIES[route](message))
+
+    context.handoff_response = asyncio.run(exchange())
+
+
+@then('the response is {status:d} and holds "{text}"')
+def response_holds(context: Context, status: int, text: str) -> None:
+    response: httpx.Response = context.handoff_response
+    assert response.status_code == status, response.text
+    assert text in "".join(_texts(response.text)), response.text
+
+
+@then("the response holds {count:d} handoff SSE frame from {from_agent} to {to_agent}")
+def handoff_frames(context: Context, count: int, from_agent: str, to_agent: str) -> None:
+    text: str = context.handoff_response.text
+    frames = [frame for frame in text.split("\n\n") if frame.startswith("event: handoff\n")]
+    assert len(frames) == count, text
+    for frame in frames:
+        data = json.loads(frame.split("data: ", 1)[1])
+        assert (data["from_agent"], data["to_agent"]) == (from_agent, to_agent), data
+
+
+def _texts(body: str) -> list[str]:
+    """The text pieces an SSE body carries, whatever the route's words for them."""
+    pieces = []
+    for line in body.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        data = json.loads(line[len("data: ") :])
+        for key in ("text", "delta", "content"):
+            value = data.get(key) if isinstance(data, dict) else None
+            if isinstance(value, str):
+                pieces.append(value)
+        for choice in data.get("choices", []) if isinstance(data, dict) else []:
+            pieces.append(choice.get("delta", {}).get("content") or "")
+    return pieces
