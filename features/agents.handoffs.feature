@@ -98,6 +98,19 @@ Feature: Handoffs: an actor passes the conversation to another actor, and gets i
     And the paused handoff run is resumed with get_weather approved
     Then the handoff run answered "Sunny, approved" on billing
 
+  Scenario: A handoff beside a call that waits for approval takes effect when the run resumes
+    Given triage has the demo tool get_weather
+    And triage's tool get_weather needs approval
+    And triage's model replies:
+      | text | tool calls                                                                       |
+      |      | transfer_to_billing#h1 {"reason": "a refund"} ; get_weather#w1 {"city": "Paris"} |
+    And billing's model replies:
+      | text                             |
+      | Billing here, after the approval |
+    When triage is asked "Refund, and the weather?" without a session in blocking mode
+    And the paused handoff run is resumed with get_weather approved
+    Then the handoff run answered "Billing here, after the approval" on billing
+
   Scenario Outline: A handoff that cannot be loaded is refused when the actor is (<problem>)
     Given the actor files of a handoff with <problem>
     When the first actor file is loaded

@@ -147,6 +147,11 @@ def model_replies(context: Context, name: str) -> None:
     _world(context).actors[name].model = ScriptedChatModel(replies=replies)
 
 
+@given("{name} has the demo tool get_weather")
+def has_weather(context: Context, name: str) -> None:
+    _world(context).actors[name].has_weather = True
+
+
 @given("{name} has a token budget of {tokens:d}")
 def token_budget(context: Context, name: str, tokens: int) -> None:
     _world(context).actors[name].token_budget = tokens

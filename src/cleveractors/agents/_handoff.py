@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from cleveractors.agents._loop import _Run
 from cleveractors.agents.tool import ToolCallRequest
+from cleveractors.approvals import BatchCall
 from cleveractors.config import HANDOFF_TOOL_PREFIX
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import HandoffOccurred
@@ -114,11 +115,20 @@ class Handoffs(Generic[A]):
         """The targets, in the order they were offered."""
         return tuple(target.agent for target in self._targets.values())
 
-    def taken(self, run: _Run) -> tuple[ToolCallRequest, A] | None:
+    def taken(
+        self, run: _Run, ran_before: Sequence[BatchCall] = ()
+    ) -> tuple[ToolCallRequest, A] | None:
         """The first call of the round's batch that handed the conversation over (its tool ran
-        and succeeded), with the agent it went to; None when no call did."""
+        and succeeded), with the agent it went to; None when no call did. `ran_before`: the
+        calls of a resumed batch that ran before it paused."""
         if not self._targets:
             return None
+        for earlier in ran_before:
+            target = self._targets.get(earlier.name)
+            answer = earlier.answer
+            if target is not None and answer is not None and answer.status == "success":
+                request = ToolCallRequest(earlier.call_id, earlier.name, earlier.arguments)
+                return request, target.agent
         for record in run.tool_records:
             target = self._targets.get(record.name)
             if target is not None and record.round == run.round and record.status == "ok":

@@ -407,7 +407,8 @@ class LLMAgent(Agent):
                     return run.result(AIMessage(content=batch.answer))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
-                if handoff := agent.handoffs.taken(run):
+                ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
+                if handoff := agent.handoffs.taken(run, ran_before):
                     agent = hand_over(run, agent, *handoff)
                 if spent := agent._budget_spent(run):
                     return run.result(await agent._synthesize(run, spent))
