@@ -42,6 +42,28 @@ Feature: Handoffs: an actor passes the conversation to another actor, and gets i
       | blocking  | postgresql |
       | streaming | postgresql |
 
+  Scenario: A session left with an actor that is no longer among the handoffs goes on with the executor's own
+    Given the handoff actors keep sessions in a fresh sqlite store
+    And triage's model replies:
+      | text          | tool calls                                    |
+      |               | transfer_to_billing#h1 {"reason": "a refund"} |
+      | Triage again. |                                               |
+    And billing's model replies:
+      | text         |
+      | Billing here |
+    When session "s-1" is asked "I want a refund" in blocking mode
+    And triage no longer hands off to billing
+    And session "s-1" is asked "Anything else?" in blocking mode
+    Then the handoff run answered "Triage again." on triage
+    And a warning says "actor 'billing', to which a handoff passed the conversation, is no longer among the handoffs of 'triage'"
+
+  Scenario: An agent built in code refuses a handoff it cannot offer
+    Then an agent named "Billing desk (EU)" is offered as the tool "transfer_to_Billing_desk_EU"
+    Then triage refuses a handoff to itself, saying "an agent cannot hand off to itself"
+    And an agent refuses handoffs to two agents named "billing", saying "would both be offered as tool 'transfer_to_billing'"
+    And triage refuses a second agent named "billing", saying "two tools are named 'transfer_to_billing'"
+    And an agent with a tool named "transfer_to_billing" refuses a handoff to billing, saying "two tools are named 'transfer_to_billing'"
+
   Scenario: The handoff event says who took over, from whom and why
     Given triage's model replies:
       | text | tool calls                                    |

@@ -175,6 +175,13 @@ def ask_without_session(context: Context, message: str, mode: str) -> None:
     _ask(context, message, mode, None)
 
 
+@when("{name} no longer hands off to {target}")
+def no_longer_hands_off(context: Context, name: str, target: str) -> None:
+    world = _world(context)
+    world.actors[name].hands_off_to.remove(target)
+    world.agents.clear()  # rebuilt on the same models, as after a change of config
+
+
 @when("the paused handoff run is resumed with {tool} approved")
 def resume_approved(context: Context, tool: str) -> None:
     paused: ExecutionResult = _last(context).result
@@ -306,6 +313,57 @@ def handoff_event(
             reason=reason,
         )
     ], events
+
+
+@then('a warning says "{text}"')
+def warning_says(context: Context, text: str) -> None:
+    warnings = [r.getMessage() for r in context.log_records if r.levelname == "WARNING"]
+    assert any(text in warning for warning in warnings), warnings
+
+
+@then('an agent named "{name}" is offered as the tool "{tool}"')
+def offered_as(context: Context, name: str, tool: str) -> None:
+    target = LLMAgent(ScriptedChatModel(replies=[]), name=name)
+    agent = LLMAgent(ScriptedChatModel(replies=[]), name="other", handoffs=[target])
+    assert list(agent.tools) == [tool], list(agent.tools)
+
+
+def _refusal(action: Callable[[], object]) -> str:
+    try:
+        action()
+    except ConfigurationError as exc:
+        return str(exc)
+    raise AssertionError("no ConfigurationError")
+
+
+@then('{name} refuses a handoff to itself, saying "{message}"')
+def refuses_itself(context: Context, name: str, message: str) -> None:
+    agent = _world(context).agent(name)
+    assert message in _refusal(lambda: agent.add_handoff(agent))
+
+
+@then('{name} refuses a second agent named "{target}", saying "{message}"')
+def refuses_same_name(context: Context, name: str, target: str, message: str) -> None:
+    agent = _world(context).agent(name)
+    other = LLMAgent(ScriptedChatModel(replies=[]), name=target)
+    assert message in _refusal(lambda: agent.add_handoff(other))
+
+
+@then('an agent refuses handoffs to two agents named "{target}", saying "{message}"')
+def refuses_two_of_a_name(context: Context, target: str, message: str) -> None:
+    first, second = (LLMAgent(ScriptedChatModel(replies=[]), name=target) for _ in range(2))
+    model = ScriptedChatModel(replies=[])
+    assert message in _refusal(lambda: LLMAgent(model, name="other", handoffs=[first, second]))
+
+
+@then('an agent with a tool named "{tool}" refuses a handoff to {target}, saying "{message}"')
+def refuses_taken_tool_name(context: Context, tool: str, target: str, message: str) -> None:
+    def transfer(reason: str) -> str:
+        return reason
+
+    transfer.__name__ = tool
+    agent = LLMAgent(ScriptedChatModel(replies=[]), name="other", tools=[transfer])
+    assert message in _refusal(lambda: agent.add_handoff(_world(context).agent(target)))
 
 
 # -- actor files ---------------------------------------------------------------------------------

@@ -131,8 +131,8 @@ def _active(agent: Agent, name: str | None) -> Agent:
     found = agent.handoff_agent(name)
     if found is None:
         logger.warning(
-            "actor %r, to which a handoff passed the conversation, is not among %r's "
-            "handoffs any more; the turn runs on %r",
+            "actor %r, to which a handoff passed the conversation, is no longer among the "
+            "handoffs of %r; the turn runs on %r",
             name,
             agent.name,
             agent.name,

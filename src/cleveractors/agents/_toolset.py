@@ -131,15 +131,8 @@ class ToolSet:
         self._mcp_version = version
 
     def add(self, tool: Tool) -> None:
-        """Offer one more of the agent's own tools (a handoff added after the agent was made).
-
-        Raises:
-            ConfigurationError: a tool of that name is offered already.
-        """
-        if tool.name in self.tools:
-            raise ConfigurationError(
-                f"agent {self._agent_name!r}: two tools are named {tool.name!r}"
-            )
+        """Offer one more of the agent's own tools (a handoff added after the agent was made),
+        whose name no tool has."""
         others = {name: each for name, each in self.tools.items() if name not in self._own_tools}
         self._own_tools[tool.name] = tool
         self._bind(self._own_tools | others)

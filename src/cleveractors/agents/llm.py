@@ -28,7 +28,7 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
-from cleveractors.agents._handoff import Handoffs, hand_over
+from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -227,6 +227,9 @@ class LLMAgent(Agent):
             ConfigurationError: `target` is this agent, or has the name of a target offered
                 already, or its tool's name is taken by another tool.
         """
+        name = handoff_tool_name(target.name)
+        if name in self.tools:
+            raise ConfigurationError(f"agent {self.name!r}: two tools are named {name!r}")
         self._toolset.add(self.handoffs.add(target, description=description))
 
     def handoff_agent(self, name: str) -> LLMAgent | None:
