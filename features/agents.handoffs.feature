@@ -144,6 +144,12 @@ Feature: Handoffs: an actor passes the conversation to another actor, and gets i
       | an actor naming itself    | first.yaml  | is 'first' itself; an actor cannot hand the conversation to itself |
       | two files of one name     | second.yaml | names its actor 'first', as                            |
       | an invalid target         | second.yaml | agent.provider                                         |
+      | a tool named like one     | first.yaml  | handoffs.0: agent 'first': two tools are named 'transfer_to_second' |
+
+  Scenario: Two actor files that name each other load, each once
+    Given the actor files of a handoff with two actors naming each other
+    When the first actor file is loaded
+    Then the first actor hands off to the second, which hands back to the very same first
 
   Scenario Outline: <route> carries the run past the handoff (the handoff event is /chat's alone)
     Given triage's model replies:

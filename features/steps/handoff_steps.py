@@ -368,7 +368,10 @@ def refuses_taken_tool_name(context: Context, tool: str, target: str, message: s
 
 # -- actor files ---------------------------------------------------------------------------------
 
-_FILES = {
+_WEATHER_NAMED_LIKE_A_HANDOFF = (
+    "[{name: transfer_to_second, handler: 'cleveractors.demo:get_weather'}]"
+)
+_FILES: dict[str, dict[str, tuple[str, list[str], str] | tuple[str, list[str], str, str]]] = {
     "a missing file": {"first.yaml": ("first", ["nowhere.yaml"], "stub")},
     "an actor naming itself": {"first.yaml": ("first", ["first.yaml"], "stub")},
     "two files of one name": {
@@ -379,13 +382,21 @@ _FILES = {
         "first.yaml": ("first", ["second.yaml"], "stub"),
         "second.yaml": ("second", [], "nope"),
     },
+    "a tool named like one": {
+        "first.yaml": ("first", ["second.yaml"], "stub", _WEATHER_NAMED_LIKE_A_HANDOFF),
+        "second.yaml": ("second", [], "stub"),
+    },
+    "two actors naming each other": {
+        "first.yaml": ("first", ["second.yaml"], "stub"),
+        "second.yaml": ("second", ["first.yaml"], "stub"),
+    },
 }
 
 
 @given("the actor files of a handoff with {problem}")
 def actor_files(context: Context, problem: str) -> None:
     folder = Path(tempfile.mkdtemp(prefix="cleveractors-handoff-files-"))
-    for file_name, (name, handoffs, provider) in _FILES[problem].items():
+    for file_name, (name, handoffs, provider, *tools) in _FILES[problem].items():
         (folder / file_name).write_text(
             textwrap.dedent(
                 f"""\
@@ -393,6 +404,7 @@ def actor_files(context: Context, problem: str) -> None:
                 handoffs: {handoffs}
                 agent:
                   provider: {provider}
+                  tools: {tools[0] if tools else "[]"}
                   script: [{{text: Hi}}]
                 """
             ),
@@ -403,12 +415,11 @@ def actor_files(context: Context, problem: str) -> None:
 
 @when("the first actor file is loaded")
 def load_first(context: Context) -> None:
+    context.handoff_error = context.handoff_executor = None
     try:
-        ActorExecutor.from_config(context.handoff_folder / "first.yaml")
+        context.handoff_executor = ActorExecutor.from_config(context.handoff_folder / "first.yaml")
     except ConfigurationError as exc:
         context.handoff_error = exc
-    else:
-        context.handoff_error = None
 
 
 @then('loading it fails with ConfigurationError naming "{file}" and saying "{message}"')
@@ -484,3 +495,13 @@ def _texts(body: str) -> list[str]:
         for choice in data.get("choices", []) if isinstance(data, dict) else []:
             pieces.append(choice.get("delta", {}).get("content") or "")
     return pieces
+
+
+@then("the first actor hands off to the second, which hands back to the very same first")
+def hands_back_to_the_same(context: Context) -> None:
+    first = context.handoff_executor.agent
+    (second,) = first.handoffs.agents
+    assert second.name == "second", second.name
+    assert second.handoffs.agents == (first,), second.handoffs.agents
+    assert list(first.tools) == ["transfer_to_second"], list(first.tools)
+    assert list(second.tools) == ["transfer_to_first"], list(second.tools)
