@@ -88,6 +88,20 @@ Feature: Handoffs: an actor passes the conversation to another actor, and gets i
     And triage is asked "Anything else?" without a session in blocking mode
     Then the handoff run answered "Triage." on triage
 
+  Scenario: Within one turn, to an actor without a system prompt and back
+    Given billing has no system prompt
+    And triage's model replies:
+      | text          | tool calls                                    |
+      |               | transfer_to_billing#h1 {"reason": "a refund"} |
+      | Triage again. |                                               |
+    And billing's model replies:
+      | text | tool calls                                  |
+      |      | transfer_to_triage#h2 {"reason": "weather"} |
+    When triage is asked "I want a refund" without a session in blocking mode
+    Then the handoff run answered "Triage again." on triage
+    And billing's request 1 was sent without a system prompt
+    And triage's request 2 was sent with triage's system prompt, the user's message and tools transfer_to_billing
+
   Scenario Outline: The budgets count every call of the turn, both actors' (<mode>)
     Given billing has a token budget of 150
     And triage's model replies:

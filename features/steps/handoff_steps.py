@@ -63,7 +63,7 @@ class _HandoffWorld:
                 self.agents[actor.name] = LLMAgent(
                     actor.model,
                     name=actor.name,
-                    system_prompt=actor.system_prompt,
+                    system_prompt=actor.system_prompt or None,
                     tools=[get_weather] if actor.has_weather else [],
                     limits=LoopLimits(token_budget=actor.token_budget),
                     approval=actor.approval or None,
@@ -150,6 +150,11 @@ def model_replies(context: Context, name: str) -> None:
 @given("{name} has the demo tool get_weather")
 def has_weather(context: Context, name: str) -> None:
     _world(context).actors[name].has_weather = True
+
+
+@given("{name} has no system prompt")
+def no_system_prompt(context: Context, name: str) -> None:
+    _world(context).actors[name].system_prompt = ""
 
 
 @given("{name} has a token budget of {tokens:d}")
@@ -241,6 +246,13 @@ def request_with_history(
     assert users == ["I want a refund", message], users
     tool_names = [getattr(m, "name", None) for m in request.messages if m.type == "tool"]
     assert tool_names == ["transfer_to_billing"], tool_names
+
+
+@then("{name}'s request {number:d} was sent without a system prompt")
+def request_without_prompt(context: Context, name: str, number: int) -> None:
+    request = _world(context).actors[name].model.requests[number - 1]
+    assert not any(isinstance(m, SystemMessage) for m in request.messages), request.messages
+    assert isinstance(request.messages[0], HumanMessage), request.messages
 
 
 @then('the store says session "{session_id}" is with {name}')
