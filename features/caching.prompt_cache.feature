@@ -13,7 +13,7 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
   Scenario Outline: Anthropic requests carry a breakpoint on the tools, the system prompt, the earlier turns' end and the newest kept message (<mode>)
     Given the cached actor speaks to a scripted Anthropic server with prompt_cache_ttl "<ttl>", which answers:
       | text                  | tool calls                 |
-      |                       | get_weather(city="Paris")  |
+      |                       | get_weather {"city": "Paris"} |
       | Light rain in Paris.  |                            |
       | Sunny in Rome.        |                            |
     When the cached actor is asked "Weather in Paris?" in session "s-1", <mode>
@@ -22,9 +22,9 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
     And every breakpoint has the lifetime "<ttl>"
     And the requests carry breakpoints exactly at:
       | request | breakpoints                                                   |
-      | 1       | tools.0, system.0, messages.0.content.0                       |
-      | 2       | tools.0, system.0, messages.2.content.0                       |
-      | 3       | tools.0, system.0, messages.3.content.0, messages.4.content.0 |
+      | 1       | tools.1, system.0, messages.0.content.0                       |
+      | 2       | tools.1, system.0, messages.2.content.0                       |
+      | 3       | tools.1, system.0, messages.3.content.0, messages.4.content.0 |
 
     Examples:
       | mode      | ttl |
@@ -37,17 +37,36 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
     user message as the tool result.
     Given the cached actor speaks to a scripted Anthropic server with max_tool_rounds 1, which answers:
       | text            | tool calls                 |
-      |                 | get_weather(city="Paris")  |
-      |                 | get_weather(city="Rome")   |
+      |                 | get_weather {"city": "Paris"} |
+      |                 | get_weather {"city": "Rome"}  |
       | Rain in Paris.  |                            |
     When the cached actor is asked "Weather in Paris and Rome?" in session "s-1", blocking
     Then every request is accepted by the anthropic SDK's MessageCreateParams
     And the requests carry breakpoints exactly at:
       | request | breakpoints                             |
-      | 1       | tools.0, system.0, messages.0.content.0 |
-      | 2       | tools.0, system.0, messages.2.content.0 |
-      | 3       | tools.0, system.0, messages.2.content.0 |
+      | 1       | tools.1, system.0, messages.0.content.0 |
+      | 2       | tools.1, system.0, messages.2.content.0 |
+      | 3       | tools.1, system.0, messages.2.content.0 |
     And request 3 ends with the synthesis instruction, unmarked
+
+  Scenario: A breakpoint never sits on a thinking block or an empty tool output: it goes to the block or message before
+    Thinking is on, so the earlier turn's answer is a thinking block and a text block; the
+    tool's output is empty, which the API would refuse to mark, so the second request's
+    breakpoint moves back past the reply that called it (a thinking and a tool_use block) to
+    the user's message.
+    Given the cached actor speaks to a scripted Anthropic server with model_options {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 2048}, which answers:
+      | thinking        | text              | tool calls                  |
+      |                 | Hello.            |                             |
+      | Look it up.     |                   | find_nothing {"query": "rain"}  |
+      | Nothing found.  | No rain on file.  |                             |
+    When the cached actor is asked "Hi" in session "s-1", streaming
+    And the cached actor is asked "Any rain?" in session "s-1", blocking
+    Then every request is accepted by the anthropic SDK's MessageCreateParams
+    And the requests carry breakpoints exactly at:
+      | request | breakpoints                                                   |
+      | 1       | tools.1, system.0, messages.0.content.0                       |
+      | 2       | tools.1, system.0, messages.1.content.0, messages.2.content.0 |
+      | 3       | tools.1, system.0, messages.1.content.0, messages.2.content.0 |
 
   Scenario: The scripted Anthropic server refuses a fifth breakpoint, as the API does
     Given the cached actor speaks to a scripted Anthropic server with prompt_cache "auto", which answers:
@@ -59,7 +78,7 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
   Scenario Outline: OpenAI requests carry the session's prompt_cache_key, or the actor's name without a session (<mode>)
     Given the cached actor speaks to a scripted OpenAI server with prompt_cache "auto", which answers:
       | text                  | tool calls                 |
-      |                       | get_weather(city="Paris")  |
+      |                       | get_weather {"city": "Paris"} |
       | Light rain in Paris.  |                            |
       | Sunny in Rome.        |                            |
     When the cached actor is asked "Weather in Paris?" in session "s-1", <mode>
@@ -75,7 +94,7 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
   Scenario Outline: prompt_cache off sends no breakpoint and no key (<provider>)
     Given the cached actor speaks to a scripted <provider> server with prompt_cache "off", which answers:
       | text                  | tool calls                 |
-      |                       | get_weather(city="Paris")  |
+      |                       | get_weather {"city": "Paris"} |
       | Light rain in Paris.  |                            |
     When the cached actor is asked "Weather in Paris?" in session "s-1", streaming
     Then no request carries cache_control or prompt_cache_key
@@ -119,3 +138,9 @@ Feature: Prompt caching is placed for the agent, and the saving is shown
     When the cached actor is asked "Weather in Paris?" in session "s-1", blocking
     Then the result's cache_read_tokens is 500, cache_hit_rate 0.25 and cache_savings_usd None
     And the usage table's line under it reads "cache hit rate 25.0%, saved USD n/a"
+
+  Scenario: A ledger written before savings were kept gets the column; its old rows saved 0 where nothing was cached, else an unknown amount
+    Given a SQLite ledger of schema version 5 with a priced call that cached nothing and a priced call that read 500 tokens from the cache
+    When the cached actor's store opens it and reports the usage
+    Then the ledger's rows saved "0, None" and the report's cache_savings_usd is None
+    And the ledger has a cache_savings_usd column

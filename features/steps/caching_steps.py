@@ -24,14 +24,23 @@ import yaml
 from behave import given, then, when
 from behave.runner import Context
 from rich.console import Console
-from support.harness import guarded
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from support.harness import guarded, run_guarded
 from support.sdk_requests import anthropic_request_problems, breakpoints, openai_request_problems
 from typer.testing import CliRunner
 
 from cleveractors import ActorExecutor, ExecutionResult
 from cleveractors.cli import app, ledger_table, usage_table
-from cleveractors.store import UsageReport
-from cleveractors.testing import ScriptedAnthropicServer, ScriptedOpenAIServer
+from cleveractors.store import SqlStore, UsageReport
+from cleveractors.store.engine import async_url
+from cleveractors.store.schema import llm_calls, schema_version
+from cleveractors.testing import (
+    ScriptedAnthropicReply,
+    ScriptedAnthropicServer,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+)
 from cleveractors.testing.tables import scripted_reply
 from cleveractors.testing.wire import ScriptedWireServer
 
@@ -47,7 +56,7 @@ def _server(context: Context) -> ScriptedWireServer[Any]:
 
 @given("the cached actor speaks to a scripted {provider} server with {setting}, which answers:")
 def _given_cached_actor(context: Context, provider: str, setting: str) -> None:
-    replies = [scripted_reply(row.as_dict()) for row in context.table]
+    replies = [_reply(row.as_dict()) for row in context.table]
     server: ScriptedWireServer[Any] = (
         ScriptedAnthropicServer(replies)
         if provider == "Anthropic"
@@ -66,13 +75,25 @@ def _given_cached_actor(context: Context, provider: str, setting: str) -> None:
         "api_key_env": _KEY_ENV,
         "max_retries": 0,
         "system_prompt": "You answer questions about the weather.",
-        "tools": [{"name": "get_weather", "handler": "cleveractors.demo:get_weather"}],
+        "tools": [
+            {"name": "find_nothing", "handler": "support.caching_tools:find_nothing"},
+            {"name": "get_weather", "handler": "cleveractors.demo:get_weather"},
+        ],
         name: yaml.safe_load(value),
     }
     actor = {"name": "cached-weather", "agent": agent, "store": {"url": "sqlite:///store.db"}}
     context.cache_actor = folder / "actor.yaml"
     context.cache_actor.write_text(yaml.safe_dump(actor))
     os.environ[_KEY_ENV] = "sk-scripted"  # the scenario's environment is put back after it
+
+
+def _reply(cells: dict[str, str]) -> ScriptedReply:
+    """A scripted reply from a row; a `thinking` column makes it a Messages API reply."""
+    thinking = cells.pop("thinking", "")
+    reply = scripted_reply(cells)
+    if not thinking:
+        return reply
+    return ScriptedAnthropicReply(**reply.model_dump(), thinking=thinking)
 
 
 @when('the cached actor is asked "{message}" in session "{session}", {mode}')
@@ -263,3 +284,86 @@ def _then_usage_json(context: Context, read: int, rate: float, saved: str) -> No
 def _then_ledger_caption(context: Context, line: str) -> None:
     lines = [each.strip() for each in _rendered(ledger_table(_usage_report(context))).splitlines()]
     assert line in lines, lines
+
+
+# -- a ledger written before savings were kept ---------------------------------------------------
+
+_V5_ROW = {
+    "run_id": "run-old",
+    "session_id": "s-1",
+    "caller": "",
+    "recorded_at": "2026-11-01 12:00:00.000000",
+    "purpose": "round",
+    "round": 1,
+    "attempt": 1,
+    "status": "ok",
+    "prompt_tokens": 1000,
+    "completion_tokens": 10,
+    "cache_write_tokens": 0,
+    "reasoning_tokens": 0,
+    "estimated": False,
+    "provider": "openai",
+    "model": "gpt-4o",
+    "cost_usd": "0.0026",
+}
+
+
+@given(
+    "a SQLite ledger of schema version 5 with a priced call that cached nothing and a priced "
+    "call that read {read:d} tokens from the cache"
+)
+def _given_v5_ledger(context: Context, read: int) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cleveractors-caching-"))
+    context.cache_store_url = f"sqlite:///{folder / 'store.db'}"
+    rows = [{**_V5_ROW, "call_index": 1, "cache_read_tokens": 0}]
+    rows.append({**_V5_ROW, "call_index": 2, "cache_read_tokens": read})
+
+    async def make() -> None:
+        async with SqlStore(context.cache_store_url):
+            pass  # the tables as they are now; then back to version 5's ledger
+        engine = create_async_engine(async_url(context.cache_store_url))
+        try:
+            async with engine.begin() as connection:
+                await connection.execute(text(f"ALTER TABLE {llm_calls.name} DROP COLUMN {_SAVED}"))
+                await connection.execute(text(f"UPDATE {schema_version.name} SET version = 5"))
+                columns = ", ".join(rows[0])
+                values = ", ".join(f":{name}" for name in rows[0])
+                insert = text(f"INSERT INTO {llm_calls.name} ({columns}) VALUES ({values})")
+                await connection.execute(insert, rows)
+        finally:
+            await engine.dispose()
+
+    run_guarded(make())
+
+
+_SAVED = "cache_savings_usd"
+
+
+@when("the cached actor's store opens it and reports the usage")
+def _when_store_reports(context: Context) -> None:
+    async def report() -> UsageReport:
+        async with SqlStore(context.cache_store_url) as store:
+            return await store.usage()
+
+    context.cache_report = run_guarded(report())
+
+
+@then("the ledger's rows saved \"{savings}\" and the report's cache_savings_usd is None")
+def _then_old_rows(context: Context, savings: str) -> None:
+    report: UsageReport = context.cache_report
+    assert [str(row.cache_savings_usd) for row in report.rows] == savings.split(", "), report
+    assert report.cache_savings_usd is None, report
+
+
+@then("the ledger has a cache_savings_usd column")
+def _then_column(context: Context) -> None:
+    async def columns() -> list[str]:
+        engine = create_async_engine(async_url(context.cache_store_url))
+        try:
+            async with engine.connect() as connection:
+                found = await connection.execute(text(f"PRAGMA table_info({llm_calls.name})"))
+                return [row[1] for row in found]
+        finally:
+            await engine.dispose()
+
+    assert _SAVED in run_guarded(columns())
