@@ -247,6 +247,8 @@ class _Run:
     """False where nobody can approve a call (the OpenAI endpoint): gated calls are declined."""
     resumed_from: str | None = None
     """The paused segment this run resumes."""
+    session_id: str | None = None
+    """The session the run answers in, if any (its prompt-cache key on OpenAI)."""
     pending: tuple[PendingApproval, ...] = ()
     """The calls this run paused for, once it pauses."""
     spent_tokens_before: int = 0
