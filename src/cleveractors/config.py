@@ -52,6 +52,8 @@ __all__ = [
     "ActorConfig",
     "LLMAgentConfig",
     "McpServer",
+    "PromptCacheMode",
+    "PromptCacheTTL",
     "ProviderName",
     "StoreConfig",
     "ToolConfig",
@@ -87,6 +89,13 @@ actor's name."""
 
 _PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 # An agent's keys that were renamed: old name -> new name. The old one loads, with a warning.
+PromptCacheMode = Literal["auto", "off"]
+"""`auto`: the agent asks the provider to cache its requests' stable prefix (see
+docs/caching.md); `off`: nothing extra is sent."""
+
+PromptCacheTTL = Literal["5m", "1h"]
+"""How long Anthropic keeps a cached prefix (a 1-hour write costs more than a 5-minute one)."""
+
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
@@ -128,6 +137,10 @@ class LLMAgentConfig(Frozen):
     """Stop using tools once a message's calls cost this much (US dollars); needs a known price."""
     pricing: ModelPrices | None = None
     """Your own prices (USD per million tokens), instead of genai-prices' table."""
+    prompt_cache: PromptCacheMode = "auto"
+    """Cache breakpoints on Anthropic, `prompt_cache_key` on OpenAI; `off` sends neither."""
+    prompt_cache_ttl: PromptCacheTTL = "5m"
+    """The lifetime of Anthropic's cache breakpoints: `5m` or `1h`."""
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""

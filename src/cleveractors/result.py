@@ -201,6 +201,26 @@ class ExecutionResult(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
+    def cache_hit_rate(self) -> float:
+        """The share of `prompt_tokens` read from the provider's cache (0 to 1; 0 without any
+        prompt tokens)."""
+        usage = self.usage
+        return usage.cache_read_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
+    def cache_savings_usd(self) -> Decimal | None:
+        """What the prompt cache saved, in US dollars, against the uncached price of the same
+        tokens (cache writes, priced above input, count against it); None unless every call
+        was priced, as `cost_usd`."""
+        if self.unpriced_calls:
+            return None
+        return sum(
+            (call.cache_savings_usd or Decimal(0) for call in self.usage_by_call), Decimal(0)
+        )
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
     def reasoning_tokens(self) -> int:
         """Completion tokens spent reasoning (part of `completion_tokens`)."""
         return self.usage.reasoning_tokens

@@ -128,6 +128,9 @@ class LLMCallUsage(BaseModel):
     """The model the provider says answered (e.g. a dated snapshot), else the one configured."""
     cost_usd: Decimal | None = None
     """The call's price in US dollars, or None when the model's prices are unknown."""
+    cache_savings_usd: Decimal | None = None
+    """What the prompt cache saved against the uncached price of the same tokens (below zero
+    when cache writes cost more than the reads saved); None when the call has no price."""
     attempt: int = 1
     """Which attempt at this call the record is, from 1: the loop's retries are records too."""
     status: AttemptStatus = "ok"
@@ -177,6 +180,7 @@ class UsageLedger:
         status: AttemptStatus = "ok",
         trace_id: str | None = None,
         span_id: str | None = None,
+        cache_savings_usd: Decimal | None = None,
         agent: str | None = None,
     ) -> LLMCallUsage:
         call = LLMCallUsage(
@@ -187,6 +191,7 @@ class UsageLedger:
             provider=provider,
             model=model,
             cost_usd=cost_usd,
+            cache_savings_usd=cache_savings_usd,
             attempt=attempt,
             status=status,
             trace_id=trace_id,

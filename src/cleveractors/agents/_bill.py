@@ -200,6 +200,7 @@ class Bill:
         model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
+        cost = pricer.cost(usage, model) if pricer.can_price else None
         record = self.ledger.record(
             purpose=call.purpose,
             round=call.round,
@@ -208,7 +209,8 @@ class Bill:
             status=status,
             provider=pricer.provider,
             model=model,
-            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
+            cost_usd=cost,
+            cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
             agent=self.agent,

@@ -260,6 +260,8 @@ class _Run:
     """The paused segment this run resumes."""
     agent_name: str | None = None
     """The actor whose agent runs the loop now (a handoff changes it)."""
+    session_id: str | None = None
+    """The session the run answers in, if any (its prompt-cache key on OpenAI)."""
     pending: tuple[PendingApproval, ...] = ()
     """The calls this run paused for, once it pauses."""
     spent_tokens_before: int = 0

@@ -83,6 +83,7 @@ class ToolSet:
         "_model",
         "_own_tools",
         "_provider",
+        "_tool_schemas",
         "dispatcher",
         "model_declaring_tools",
         "model_with_tools",
@@ -97,8 +98,11 @@ class ToolSet:
         agent_name: str,
         provider: str | None,
         mcp_servers: Sequence[McpServer] = (),
+        tool_schemas: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = list,
     ) -> None:
         self._model = model
+        self._tool_schemas = tool_schemas
+        """The schemas as bound: where prompt caching marks the last one."""
         self._agent_name = agent_name
         self._provider = provider
         self._own_tools: dict[str, Tool] = {}
@@ -150,7 +154,7 @@ class ToolSet:
     def _bind(self, tools: dict[str, Tool]) -> None:
         self.tools = tools
         self.dispatcher = ToolDispatcher(tools, agent_name=self._agent_name)
-        schemas = [tool.openai_schema() for tool in tools.values()]
+        schemas = self._tool_schemas([tool.openai_schema() for tool in tools.values()])
         model = self._model
         self.model_with_tools: Runnable[LanguageModelInput, Any] = (
             model.bind_tools(schemas) if tools else model

@@ -44,6 +44,7 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
+from cleveractors.agents._prompt_cache import PromptCaching
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
@@ -56,7 +57,7 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.config import LLMAgentConfig, McpServer, PromptCacheMode, PromptCacheTTL
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -149,6 +150,9 @@ class LLMAgent(Agent):
         model_name: The model's name for usage records and prices; read from the model when
             omitted.
         pricing: Your own prices, instead of genai-prices' table.
+        prompt_cache: `auto` places prompt-cache breakpoints (Anthropic) or sends a
+            `prompt_cache_key` (OpenAI), see docs/caching.md; `off` sends neither.
+        prompt_cache_ttl: The lifetime of Anthropic's breakpoints, `5m` or `1h`.
         approval: Which tool calls wait for a person (`cleveractors.approvals`), on top of the
             tools declared `needs_approval`: tool names, or a policy callable
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
@@ -179,6 +183,8 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        prompt_cache: PromptCacheMode = "auto",
+        prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
     ) -> None:
         check_chat_model(model, agent_name=name)
@@ -195,6 +201,9 @@ class LLMAgent(Agent):
                 f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
                 "set agent.pricing (input_per_mtok, output_per_mtok)"
             )
+        self._caching = caching = PromptCaching.of(
+            self.pricer.provider, mode=prompt_cache, ttl=prompt_cache_ttl
+        )
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
@@ -207,6 +216,7 @@ class LLMAgent(Agent):
             agent_name=name,
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
+            tool_schemas=caching.tool_schemas,
         )
         self._gate = gate = ApprovalGate(
             approval,
@@ -308,6 +318,8 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            prompt_cache=config.prompt_cache,
+            prompt_cache_ttl=config.prompt_cache_ttl,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -323,6 +335,7 @@ class LLMAgent(Agent):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        session_id: str | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -339,6 +352,7 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
+                    session_id=session_id,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -369,6 +383,7 @@ class LLMAgent(Agent):
         run_id: str,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        session_id: str | None = None,
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
         run = _Run(
@@ -378,6 +393,7 @@ class LLMAgent(Agent):
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
+            session_id=session_id,
             agent_name=self.name,
         )
         agent = self  # a handoff passes the run on to another agent: the rounds are its own
@@ -472,7 +488,15 @@ class LLMAgent(Agent):
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
-        sent = run.transcript.messages if messages is None else messages
+        transcript = run.transcript
+        model, sent = self._caching.request(
+            model,
+            transcript.messages if messages is None else messages,
+            purpose=purpose,
+            kept=transcript.messages,
+            history_end=transcript.turn_start,
+            key=run.session_id or self.name,
+        )
 
         def attempt(number: int) -> Awaitable[AIMessage]:
             return self._model_attempt(
