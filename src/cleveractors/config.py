@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -48,6 +48,7 @@ from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
 
 __all__ = [
+    "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
     "LLMAgentConfig",
     "McpServer",
@@ -81,6 +82,10 @@ ProviderName = Literal[
     "together",
 ]
 """`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
+
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+"""How the tool that hands the conversation to an actor of `handoffs` is named: this, then the
+actor's name."""
 
 _PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 # An agent's keys that were renamed: old name -> new name. The old one loads, with a warning.
@@ -243,7 +248,12 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):
             name = call.get("name")
-            if isinstance(name, str) and name not in declared:
+            # A handoff's tool is named after an actor known only once `handoffs` are loaded.
+            if (
+                isinstance(name, str)
+                and name not in declared
+                and not name.startswith(HANDOFF_TOOL_PREFIX)
+            ):
                 yield Problem(
                     ("script", reply_position, "tool_calls", call_position, "name"),
                     f"calls {name!r}, which the actor does not declare ({offered})",
@@ -276,6 +286,11 @@ class ActorConfig(Frozen):
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
     store: StoreConfig | None = None
+    description: str | None = None
+    """What the actor does, for the agents that may hand the conversation to it."""
+    handoffs: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    """Actor config files (paths relative to this file) the model may hand the conversation to,
+    each offered as a tool `transfer_to_<name>`; see Handoffs in the docs."""
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

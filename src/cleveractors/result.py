@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from cleveractors.approvals import PendingApproval
-from cleveractors.usage import LLMCallUsage, TokenUsage
+from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:
     from cleveractors.approvals import PausedRun
@@ -140,6 +140,10 @@ class ExecutionResult(BaseModel):
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    active_agent: str | None = None
+    """The actor whose agent the run ended on: its own, or the one a handoff passed the
+    conversation to (a stored session's next turn runs there). None for an agent that is not
+    an `LLMAgent`."""
 
     @property
     def status(self) -> ResultStatus:
@@ -155,6 +159,15 @@ class ExecutionResult(BaseModel):
     def usage(self) -> TokenUsage:
         """The sum over every call."""
         return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+    @property
+    def usage_by_agent(self) -> dict[str, AgentUsage]:
+        """The run's calls summed per agent (`LLMCallUsage.agent`; "" for calls that name none),
+        in the order each agent first called: they add up to the run's totals."""
+        calls_by_agent: dict[str, list[LLMCallUsage]] = {}
+        for call in self.usage_by_call:
+            calls_by_agent.setdefault(call.agent or "", []).append(call)
+        return {agent: _agent_usage(calls) for agent, calls in calls_by_agent.items()}
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property
@@ -270,6 +283,15 @@ class ExecutionResult(BaseModel):
                     f"not given ({data[key]!r})"
                 )
         return result
+
+
+def _agent_usage(calls: list[LLMCallUsage]) -> AgentUsage:
+    costs = [call.cost_usd for call in calls]
+    return AgentUsage(
+        usage=sum((call.usage for call in calls), TokenUsage()),
+        cost_usd=None if None in costs else sum((cost or Decimal(0) for cost in costs), Decimal(0)),
+        llm_calls=len(calls),
+    )
 
 
 ResultCallback = Callable[[ExecutionResult], None]

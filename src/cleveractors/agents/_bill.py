@@ -71,11 +71,21 @@ class Bill:
 
     Attributes:
         pricer: Names and prices the calls.
+        agent: The actor whose agent makes the calls now, on each record.
         ledger: The records so far (read, never written, by anyone else).
         in_flight: The call sent and not yet recorded, if any.
     """
 
-    __slots__ = ("_recorded", "_recorder", "_sink", "_trace", "in_flight", "ledger", "pricer")
+    __slots__ = (
+        "_recorded",
+        "_recorder",
+        "_sink",
+        "_trace",
+        "agent",
+        "in_flight",
+        "ledger",
+        "pricer",
+    )
 
     def __init__(
         self,
@@ -83,8 +93,11 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
+        agent: str | None = None,
     ) -> None:
         self.pricer = pricer
+        self.agent = agent
+        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -200,6 +213,7 @@ class Bill:
             cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
+            agent=self.agent,
         )
         self.in_flight = None
         if span is not None:

@@ -134,6 +134,13 @@ class ToolSet:
         self._bind(self._own_tools | {tool.name: tool for tool in mcp_tools})
         self._mcp_version = version
 
+    def add(self, tool: Tool) -> None:
+        """Offer one more of the agent's own tools (a handoff added after the agent was made),
+        whose name no tool has."""
+        others = {name: each for name, each in self.tools.items() if name not in self._own_tools}
+        self._own_tools[tool.name] = tool
+        self._bind(self._own_tools | others)
+
     @property
     def open_mcp_servers(self) -> tuple[str, ...]:
         """The names of the MCP servers connected (or connecting) now."""

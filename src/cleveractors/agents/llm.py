@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -28,6 +28,7 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -157,10 +158,13 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        handoffs: Agents the model may hand the conversation to, each offered as a tool
+            `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
-            model whose price is unknown, or `approval` names a tool the agent does not have.
+            model whose price is unknown, `approval` names a tool the agent does not have, or
+            a handoff goes to the agent itself or to two agents of one name.
     """
 
     def __init__(
@@ -181,6 +185,7 @@ class LLMAgent(Agent):
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
+        handoffs: Sequence[LLMAgent] = (),
     ) -> None:
         check_chat_model(model, agent_name=name)
         self.name = name
@@ -203,9 +208,11 @@ class LLMAgent(Agent):
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
+        self.handoffs: Handoffs[LLMAgent] = Handoffs(name)
+        """The agents this one may hand the conversation to."""
         self._toolset = ToolSet(
             model,
-            tools,
+            [*tools, *(self.handoffs.add(target) for target in handoffs)],
             agent_name=name,
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
@@ -220,6 +227,37 @@ class LLMAgent(Agent):
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
 
+    def add_handoff(self, target: LLMAgent, *, description: str | None = None) -> None:
+        """Let the model hand the conversation to `target` (a tool `transfer_to_<name>`, whose
+        description ends with `description`): the rest of the run, and a stored session's
+        later turns, run on `target` until it hands the conversation on. Two agents may hand
+        back to each other.
+
+        Raises:
+            ConfigurationError: `target` is this agent, or has the name of a target offered
+                already, or its tool's name is taken by another tool.
+        """
+        name = handoff_tool_name(target.name)
+        if name in self.tools:
+            raise ConfigurationError(f"agent {self.name!r}: two tools are named {name!r}")
+        self._toolset.add(self.handoffs.add(target, description=description))
+
+    def handoff_agent(self, name: str) -> LLMAgent | None:
+        """The agent named `name` among those the conversation can reach from this one by
+        handoffs (this one included), or None."""
+        return next((agent for agent in self._reachable() if agent.name == name), None)
+
+    def _reachable(self) -> Iterator[LLMAgent]:
+        """This agent, then every agent its handoffs reach, each once."""
+        seen: set[str] = set()
+        waiting: list[LLMAgent] = [self]
+        while waiting:
+            agent = waiting.pop(0)
+            if agent.name not in seen:
+                seen.add(agent.name)
+                yield agent
+                waiting.extend(agent.handoffs.agents)
+
     @property
     def tools(self) -> dict[str, Tool]:
         """The agent's tools by name: its own, then its MCP servers' (once connected)."""
@@ -232,16 +270,21 @@ class LLMAgent(Agent):
             McpServerError: a server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's.
         """
-        await self._toolset.sync()
+        for agent in self._reachable():  # the agents of its handoffs too
+            await agent._toolset.sync()
 
     @property
     def open_mcp_servers(self) -> tuple[str, ...]:
-        """The names of the MCP servers connected (or connecting) now."""
-        return self._toolset.open_mcp_servers
+        """The names of the MCP servers connected (or connecting) now, its handoffs' too."""
+        return tuple(
+            name for agent in self._reachable() for name in agent._toolset.open_mcp_servers
+        )
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
-        await self._toolset.aclose()
+        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' too; a
+        later run reopens them."""
+        for agent in self._reachable():
+            await agent._toolset.aclose()
 
     @classmethod
     def from_config(
@@ -323,7 +366,9 @@ class LLMAgent(Agent):
         Raises:
             ApprovalError: the subclass naming the decision that does not fit.
         """
-        return check_decisions(paused, decisions, self.tools, now=now)
+        paused_on = self.handoff_agent(paused.agent) if paused.agent is not None else None
+        tools = (paused_on or self).tools  # a run paused after a handoff waits on its target
+        return check_decisions(paused, decisions, tools, now=now)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -340,7 +385,7 @@ class LLMAgent(Agent):
         can_pause: bool = True,
         session_id: str | None = None,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -349,38 +394,43 @@ class LLMAgent(Agent):
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
             session_id=session_id,
+            agent_name=self.name,
         )
+        agent = self  # a handoff passes the run on to another agent: the rounds are its own
         try:
             step = self._first_step(run, start, history)
             while True:
                 if step is None:
-                    step = await self._round(run)
+                    step = await agent._round(run)
                 match step:
                     case _Finish(message=answer):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
-                        return run.result(await self._synthesize(run, reason))
-                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
-                        batch = await self._batches.run(run, tool_reply, calls)
+                        return run.result(await agent._synthesize(run, reason))
+                    case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
+                        batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
                         batch = await run_batch(
                             run,
                             tool_reply,
                             calls,
-                            toolset=self._toolset,
-                            prune=self._prune,
-                            agent_name=self.name,
+                            toolset=agent._toolset,
+                            prune=agent._prune,
+                            agent_name=agent.name,
                         )
                     case _ResumeBatch(checked=checked):
-                        batch = await self._batches.resume(run, checked)
+                        batch = await agent._batches.resume(run, checked)
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
                     return run.result(AIMessage(content=batch.answer))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
-                if spent := self._budget_spent(run):
-                    return run.result(await self._synthesize(run, spent))
+                ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
+                if handoff := agent.handoffs.taken(run, ran_before):
+                    agent = hand_over(run, agent, *handoff)
+                if spent := agent._budget_spent(run):
+                    return run.result(await agent._synthesize(run, spent))
                 step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)

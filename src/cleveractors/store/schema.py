@@ -68,6 +68,8 @@ sessions = Table(
     # run whose process died frees the session by itself.
     Column("running_run_id", String(64)),
     Column("lease_until", DateTime(timezone=True)),
+    # The actor that has the conversation (a handoff moved it there); NULL: the session's own.
+    Column("active_actor", String(200)),
 )
 
 turns = Table(
@@ -251,6 +253,20 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
+    """The actor a session's conversation was handed to. A database made at this version or
+    later has the column from `_v1_tables` already (it creates the table as it is now)."""
+
+    def existing(sync: Connection) -> set[str]:
+        return {column["name"] for column in inspect(sync).get_columns(sessions.name)}
+
+    if sessions.c.active_actor.name not in await connection.run_sync(existing):
+        kind = sessions.c.active_actor.type.compile(dialect=connection.dialect)
+        await connection.execute(
+            text(f"ALTER TABLE {sessions.name} ADD COLUMN {sessions.c.active_actor.name} {kind}")
+        )
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
@@ -258,6 +274,7 @@ _STEPS: Sequence[_Step] = (
     _v4_approvals,
     _v5_prefixed_names,
     _v6_cache_savings,
+    _v7_active_actor,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
