@@ -275,7 +275,7 @@ def _then_anthropic_first(context: Context) -> None:
 def _then_anthropic_kept(context: Context) -> None:
     sent = context.first.requests[0].messages
     assert context.history[1] in sent, sent
-    assert sent[-2].content == "Paris is rainy.", sent[-2]
+    assert sent[-2].text == "Paris is rainy.", sent[-2]
 
 
 @then(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
     ActorConfig,
@@ -52,6 +53,19 @@ def build_actor(
     """
     if not isinstance(source, ActorConfig):
         source = _validated_config(source, origin, config_dir)
+    agent = _build_agent(source, origin=origin, config_dir=config_dir)
+    link_handoffs(
+        config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
+    )
+    return BuiltActor(source.name, agent, _build_store(source.store, config_dir))
+
+
+def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
+    """A handoff target's agent (its `store` is not used: the session is the first actor's)."""
+    return _build_agent(config, origin=str(path), config_dir=path.parent)
+
+
+def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
     tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
     agent: LLMAgent | None = None
@@ -68,7 +82,7 @@ def build_actor(
         problems.append(str(exc))
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
-    return BuiltActor(config.name, agent, _build_store(config.store, config_dir))
+    return agent
 
 
 def _build_tools(

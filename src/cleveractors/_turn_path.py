@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from cleveractors._pause import MemoryPauses
 from cleveractors._turn_books import Book, MemoryBook, Refused, StoredBook, refused_result
+from cleveractors.agents import LLMAgent
 from cleveractors.agents.base import Agent
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ExecutionResult, RunOutcome
@@ -101,7 +102,7 @@ async def _run_turn(
         _open(run_id, held.session_id, sink, resumed_from=held.resumed_from)
         try:
             async with book.holding():
-                ran = await agent.run(
+                ran = await _active(agent, held.active_agent).run(
                     held.start,
                     history=held.history,
                     sink=sink,
@@ -110,6 +111,7 @@ async def _run_turn(
                     run_id=run_id,
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
+                    session_id=held.session_id,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
@@ -120,6 +122,24 @@ async def _run_turn(
         outcome = await book.settle(_owned(ran, held.session_id, turn.caller))
     _log_end(outcome)
     return outcome
+
+
+def _active(agent: Agent, name: str | None) -> Agent:
+    """The agent the turn runs on: the one a handoff left the session (or the paused run)
+    with, found among those the executor's agent can hand off to; else the executor's own."""
+    if name is None or name == agent.name or not isinstance(agent, LLMAgent):
+        return agent
+    found = agent.handoff_agent(name)
+    if found is None:
+        logger.warning(
+            "actor %r, to which a handoff passed the conversation, is no longer among the "
+            "handoffs of %r; the turn runs on %r",
+            name,
+            agent.name,
+            agent.name,
+        )
+        return agent
+    return found
 
 
 def _session_of(turn: Turn) -> str | None:

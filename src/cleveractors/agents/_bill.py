@@ -78,11 +78,21 @@ class Bill:
 
     Attributes:
         pricer: Names and prices the calls.
+        agent: The actor whose agent makes the calls now, on each record.
         ledger: The records so far (read, never written, by anyone else).
         in_flight: The call sent and not yet recorded, if any.
     """
 
-    __slots__ = ("_recorded", "_recorder", "_sink", "_trace", "in_flight", "ledger", "pricer")
+    __slots__ = (
+        "_recorded",
+        "_recorder",
+        "_sink",
+        "_trace",
+        "agent",
+        "in_flight",
+        "ledger",
+        "pricer",
+    )
 
     def __init__(
         self,
@@ -90,8 +100,11 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
+        agent: str | None = None,
     ) -> None:
         self.pricer = pricer
+        self.agent = agent
+        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -197,6 +210,7 @@ class Bill:
         model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
+        cost = pricer.cost(usage, model) if pricer.can_price else None
         record = self.ledger.record(
             purpose=call.purpose,
             round=call.round,
@@ -205,9 +219,11 @@ class Bill:
             status=status,
             provider=pricer.provider,
             model=model,
-            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
+            cost_usd=cost,
+            cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
+            agent=self.agent,
         )
         self.in_flight = None
         if span is not None:

@@ -27,9 +27,15 @@ from cleveractors._otel_attributes import server_of
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._loop import _Run
 from cleveractors.agents._model import prepared_model
+from cleveractors.agents._prompt_cache import PromptCaching
 from cleveractors.agents._retry import MovingOn, RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet
-from cleveractors.config import FallbackPolicy, ImmediateFallback
+from cleveractors.config import (
+    FallbackPolicy,
+    ImmediateFallback,
+    PromptCacheMode,
+    PromptCacheTTL,
+)
 from cleveractors.errors import ConfigurationError, describe_failure, http_status
 from cleveractors.events import ModelFellBack
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -84,6 +90,8 @@ class ModelChoice:
     model: BaseChatModel
     pricer: CallPricer
     retry: RetryPolicy
+    caching: PromptCaching
+    """What its requests ask its provider to cache."""
     server: tuple[str, int] | None = None
     """Where a fallback's calls go, for its spans (the agent's own model's is the tracer's)."""
     _bound_for: Mapping[str, Any] | None = field(default=None, init=False, repr=False)
@@ -107,7 +115,9 @@ class ModelChoice:
                 return toolset.model_with_tools
             return toolset.model_declaring_tools
         if self._bound is None or self._bound_for is not toolset.tools:
-            schemas = [tool.openai_schema() for tool in toolset.tools.values()]
+            schemas = self.caching.tool_schemas(
+                [tool.openai_schema() for tool in toolset.tools.values()]
+            )
             provider = self.pricer.provider
             self._bound = (
                 self.model.bind_tools(schemas),
@@ -134,6 +144,8 @@ class ModelChain:
         retry: RetryPolicy,
         has_stall_limit: bool,
         needs_price: bool,
+        prompt_cache: PromptCacheMode = "auto",
+        prompt_cache_ttl: PromptCacheTTL = "5m",
     ) -> ModelChain:
         """An agent's models (its own first), each prepared for the loop and priced.
 
@@ -158,7 +170,9 @@ class ModelChain:
                     f"set {where}.pricing (input_per_mtok, output_per_mtok)"
                 )
             server = server_of(model) if position else None
-            choices.append(ModelChoice(position, model, pricer, entry.retry or retry, server))
+            caching = PromptCaching.of(pricer.provider, mode=prompt_cache, ttl=prompt_cache_ttl)
+            retries = entry.retry or retry
+            choices.append(ModelChoice(position, model, pricer, retries, caching, server))
         return cls(tuple(choices), policy)
 
     @property
