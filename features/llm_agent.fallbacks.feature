@@ -172,6 +172,12 @@ Feature: Fallback models take over a call the agent's model gave up on
     And the openai model was sent the turn without thinking or redacted thinking, its text and tool call "toolu_paris" kept
     And the tool result answering "toolu_paris" was sent to both
 
+  Scenario: An agent handed the conversation after a fallback starts on its own model
+    Given an agent in code on a model of provider "anthropic" refused with HTTP 529, falling back to a scripted model of provider "openai" that hands the conversation to "billing"
+    When the agent is asked "I need a refund."
+    Then the answer of the agent is "Billing here."
+    And the agent's calls went to "claude-sonnet-4-5, gpt-4o-mini, billing-model"
+
   Scenario: A session whose last reply came from a model the agent no longer has starts on the agent's model
     Given an agent in code on a model of provider "anthropic" refused with HTTP 529, falling back to a scripted model of provider "openai"
     And the agent keeps a session on the model that answered

@@ -25,7 +25,7 @@ from cleveractors import (
 from cleveractors.agents._fallback import MODEL_KEY
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import ModelFellBack, UsageRecorded
-from cleveractors.testing import ScriptedChatModel, ScriptedReply
+from cleveractors.testing import ScriptedChatModel, ScriptedReply, ScriptedToolCall
 
 # -- Given -------------------------------------------------------------------------------------
 
@@ -105,6 +105,33 @@ def _given_agent_in_code(context: Context) -> None:
         fallback_models=[
             FallbackModel(context.second, provider="openai", model_name="gpt-4o-mini")
         ],
+    )
+
+
+@given(
+    'an agent in code on a model of provider "anthropic" refused with HTTP 529, falling back '
+    'to a scripted model of provider "openai" that hands the conversation to "{target}"'
+)
+def _given_handing_over(context: Context, target: str) -> None:
+    billing = LLMAgent(
+        ScriptedChatModel(replies=[ScriptedReply(text="Billing here.")]),
+        name=target,
+        provider="openai",
+        model_name="billing-model",
+    )
+    transfer = ScriptedToolCall(name=f"transfer_to_{target}", args={"reason": "a refund"})
+    context.agent = LLMAgent(
+        ScriptedChatModel(replies=[ScriptedReply(error="Overloaded", error_status=529)]),
+        provider="anthropic",
+        model_name="claude-sonnet-4-5",
+        fallback_models=[
+            FallbackModel(
+                ScriptedChatModel(replies=[ScriptedReply(tool_calls=(transfer,))]),
+                provider="openai",
+                model_name="gpt-4o-mini",
+            )
+        ],
+        handoffs=[billing],
     )
 
 
@@ -191,6 +218,11 @@ def _when_asked_after_reply_of(context: Context, message: str, written_by: str) 
         AIMessage("Paris is rainy.", response_metadata={MODEL_KEY: written_by}),
     ]
     context.result = asyncio.run(context.agent.process_message(message, history=history))
+
+
+@when('the agent is asked "{message}"')
+def _when_agent_asked(context: Context, message: str) -> None:
+    context.result = asyncio.run(context.agent.process_message(message))
 
 
 # -- Then --------------------------------------------------------------------------------------
@@ -316,3 +348,14 @@ def _then_chat_spans(context: Context) -> None:
         (row["request model"], row["attempt"], row["fell back from"]) for row in context.table
     ]
     assert seen == expected, f"chat spans: {seen}"
+
+
+@then('the answer of the agent is "{text}"')
+def _then_agent_answer(context: Context, text: str) -> None:
+    assert context.result.answer == text, context.result
+
+
+@then('the agent\'s calls went to "{models}"')
+def _then_agent_calls(context: Context, models: str) -> None:
+    seen = [call.model for call in context.result.usage_by_call]
+    assert seen == models.split(", "), seen
