@@ -24,7 +24,7 @@ from cleveractors.config import (
     valid_part_of_agent,
 )
 from cleveractors.errors import ConfigurationError
-from cleveractors.providers import make_chat_model
+from cleveractors.providers import make_chat_model, make_fallback_models
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 
@@ -71,7 +71,13 @@ def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
-        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
+        agent = LLMAgent.from_config(
+            config.agent,
+            model=model,
+            tools=tools,
+            name=config.name,
+            fallback_models=make_fallback_models(config.agent),
+        )
     except ConfigurationError as exc:
         problems.append(str(exc))
     if problems or agent is None:
@@ -127,6 +133,7 @@ def _model_problems(agent: LLMAgentConfig | None) -> list[str]:
         return []
     try:
         make_chat_model(agent)
+        make_fallback_models(agent)
     except ConfigurationError as exc:
         return [str(exc)]
     return []

@@ -50,6 +50,9 @@ from cleveractors.pricing import ModelPrices
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
+    "FallbackModelConfig",
+    "FallbackPolicy",
+    "ImmediateFallback",
     "LLMAgentConfig",
     "McpServer",
     "PromptCacheMode",
@@ -99,6 +102,73 @@ PromptCacheTTL = Literal["5m", "1h"]
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
+
+
+class ImmediateFallback(Frozen):
+    """An error on which the next model takes over at once, without retrying this one: its HTTP
+    `status`, its `code` (the error body's `code` or `type`, e.g. `insufficient_quota`,
+    `overloaded_error`), or both."""
+
+    status: int | None = Field(default=None, ge=400, le=599)
+    code: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _check_given(self) -> ImmediateFallback:
+        if self.status is None and self.code is None:
+            raise ValueError("give a status, a code or both")
+        return self
+
+
+DEFAULT_IMMEDIATE_FALLBACKS = (
+    ImmediateFallback(status=529),
+    ImmediateFallback(code="overloaded_error"),
+    ImmediateFallback(status=429, code="insufficient_quota"),
+)
+"""Anthropic's overloaded (HTTP 529, or its `overloaded_error` inside a stream) and OpenAI's
+spent quota (HTTP 429 `insufficient_quota`): retrying the same model does not help."""
+
+
+class FallbackPolicy(Frozen):
+    """When an agent's fallback models take over (`agent.fallback`)."""
+
+    immediate: tuple[ImmediateFallback, ...] = DEFAULT_IMMEDIATE_FALLBACKS
+    """Errors on which the next model takes over at once; any other error a retry may fix
+    (HTTP 408, 409, 429, 5xx, timeouts, cut-off streams) moves on once the retries are spent."""
+    sticky: Literal["run", "session"] = "run"
+    """`run`: a run stays on the model that answered; each new message starts on the first
+    model. `session`: a session's next messages start on the model that last answered it, until
+    that model fails."""
+
+
+class FallbackModelConfig(Frozen):
+    """A model that takes over when the agent's model (or the fallback before it) fails: its
+    provider, model and options, as the agent's own."""
+
+    provider: ProviderName
+    model: str = Field(default="", validate_default=True)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    temperature: NonNegativeFloat | None = None
+    request_timeout_s: PositiveFloat | None = None
+    max_retries: int | None = Field(default=None, ge=0, le=10)
+    """The loop's retries of this model's calls; by default the agent's `max_retries`."""
+    pricing: ModelPrices | None = None
+    script: tuple[ScriptedReply, ...] | None = None
+    """For provider `stub`: the replies it plays back."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(
+        cls, data: object, handler: ModelWrapValidatorHandler[FallbackModelConfig]
+    ) -> FallbackModelConfig:
+        problems = list(_script_problems(data)) if isinstance(data, Mapping) else []
+        return validated_with_rules(data, handler, problems)
+
+    @field_validator("model")
+    @classmethod
+    def _check_model_given(cls, model: str, info: ValidationInfo) -> str:
+        return _model_or_default(model, info)
 
 
 class LLMAgentConfig(Frozen):
@@ -152,6 +222,10 @@ class LLMAgentConfig(Frozen):
     read by the model as declined, and never runs)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
+    fallback_models: tuple[FallbackModelConfig, ...] = ()
+    """Models that take over, in order, when the model fails (see `fallback`)."""
+    fallback: FallbackPolicy = FallbackPolicy()
+    """When the fallback models take over, and whether a session stays on the one that answered."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -169,16 +243,31 @@ class LLMAgentConfig(Frozen):
     def _check_model_given(cls, model: str, info: ValidationInfo) -> str:
         """A field validator, not an after-model one, so that pydantic reports it in the same
         pass as the other fields' problems."""
-        if model:
-            return model
-        provider = info.data.get("provider")
-        if provider is None or provider == "stub":  # None: the provider's own problem is reported
-            return _STUB_MODEL
-        raise PydanticCustomError(
-            "missing",
-            "Field required for provider '{provider}' (only provider 'stub' has a default model)",
-            {"provider": provider},
-        )
+        return _model_or_default(model, info)
+
+    def with_fallback(self, fallback: FallbackModelConfig) -> LLMAgentConfig:
+        """This agent's settings with the model of `fallback` in place of its own (what its
+        provider builds; its retries are the fallback's own, or the agent's)."""
+        fields = {
+            name: getattr(fallback, name)
+            for name in type(fallback).model_fields
+            if name != "max_retries"
+        }
+        retries = self.max_retries if fallback.max_retries is None else fallback.max_retries
+        return self.model_copy(update={**fields, "max_retries": retries, "fallback_models": ()})
+
+
+def _model_or_default(model: str, info: ValidationInfo) -> str:
+    if model:
+        return model
+    provider = info.data.get("provider")
+    if provider is None or provider == "stub":  # None: the provider's own problem is reported
+        return _STUB_MODEL
+    raise PydanticCustomError(
+        "missing",
+        "Field required for provider '{provider}' (only provider 'stub' has a default model)",
+        {"provider": provider},
+    )
 
 
 def _renamed_keys(agent: Mapping[str, Any], problems: list[Problem]) -> dict[str, Any]:
@@ -213,7 +302,23 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
         *_repeated_names(agent, "tools", "tool"),
         *_repeated_names(agent, "mcp_servers", "mcp server"),
         *_undeclared_tool_calls(agent),
+        *(
+            Problem(("fallback_models", position, *problem.loc), problem.message, problem.value)
+            for position, fallback in entries(agent, "fallback_models")
+            for problem in _undeclared_tool_calls(
+                {
+                    **fallback,
+                    "tools": agent.get("tools", ()),
+                    "mcp_servers": agent.get("mcp_servers"),
+                }
+            )
+        ),
     ]
+
+
+def _with_agent_tools(fallback: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
+    """A fallback's script checked against the agent's tools."""
+    return {**fallback, "tools": agent.get("tools", ()), "mcp_servers": agent.get("mcp_servers")}
 
 
 def _script_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:

@@ -8,7 +8,8 @@
 A run an executor drives emits, in order: `RunStarted` (its id, once the run is open: the
 session claimed, the idempotency key checked), `RoundStarted`, then per round the `TextDelta`s and
 one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecorded` and a
-`CallRetrying` first), `ToolCallRequested` for each call, then `ToolCallStarted` /
+`CallRetrying` first; one a fallback model takes over adds its `UsageRecorded` and a
+`ModelFellBack`), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
 is hit; `HandoffOccurred` after a batch whose call handed the conversation to another actor;
 last `RunFinished` or `RunFailed`. A run that waits for a person emits
@@ -31,6 +32,7 @@ __all__ = [
     "CallRetrying",
     "Event",
     "HandoffOccurred",
+    "ModelFellBack",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -102,6 +104,23 @@ class CallRetrying(_Event):
     delay_s: float
     """How long the loop waits before the attempt: the provider's `Retry-After` when it sent
     one, otherwise exponential backoff with jitter."""
+
+
+class ModelFellBack(_Event):
+    """A model gave up on a call (its retries spent, or at once on an error listed as
+    immediate) before any of the call's text reached you; the next fallback model takes over
+    the same call. The failed attempts' `usage_recorded` came just before."""
+
+    kind: Literal["model_fell_back"] = "model_fell_back"
+    round: int
+    from_provider: str | None
+    from_model: str | None
+    to_provider: str | None
+    to_model: str | None
+    reason: str
+    """Why the model gave up, e.g. `HTTP 503`."""
+    immediate: bool
+    """True when the error moves on at once (no retry of the failed model)."""
 
 
 class ToolCallRequested(_Event):
@@ -237,6 +256,7 @@ Event = Annotated[
     | TextDelta
     | UsageRecorded
     | CallRetrying
+    | ModelFellBack
     | ToolCallRequested
     | ToolApprovalRequested
     | ToolCallDecided

@@ -140,6 +140,11 @@ class ExecutionResult(BaseModel):
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    model: str | None = None
+    """The model (as configured) that answered the run's last LLM call; None when none did."""
+    fell_back_from: tuple[str, ...] = ()
+    """The models that failed before another took over, in the order they failed (see
+    `fallback_models`); empty when no model fell back."""
     active_agent: str | None = None
     """The actor whose agent the run ended on: its own, or the one a handoff passed the
     conversation to (a stored session's next turn runs there). None for an agent that is not

@@ -173,10 +173,13 @@ class RunTrace:
         attempt: int,
         stream: bool,
         messages: Sequence[BaseMessage],
+        fell_back_from: str | None = None,
+        server: tuple[str, int] | None = None,
     ) -> ChatSpan:
         """Start the span of one LLM call attempt, as it is sent. The attributes the conventions
         call relevant to sampling (operation, provider, model, server) are given at creation, so
-        a sampler can decide by them."""
+        a sampler can decide by them. `server` is where a fallback model's call goes, when not
+        to the agent's model's server."""
         name = "chat" if request_model is None else f"chat {request_model}"
         provider_name = None if provider is None else gen_ai_provider(provider)
         attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
@@ -184,12 +187,14 @@ class RunTrace:
             attributes["gen_ai.provider.name"] = provider_name
         if request_model is not None:
             attributes["gen_ai.request.model"] = request_model
-        if (server := self.telemetry.server) is not None:
+        if (server := server or self.telemetry.server) is not None:
             attributes["server.address"], attributes["server.port"] = server
         attributes["gen_ai.request.stream"] = stream
         attributes["cleveractors.call.purpose"] = purpose
         attributes["cleveractors.call.round"] = round
         attributes["cleveractors.call.attempt"] = attempt
+        if fell_back_from is not None:
+            attributes["cleveractors.call.fell_back_from"] = fell_back_from
         span = self._child(name, SpanKind.CLIENT, attributes)
         if span.is_recording() and self.telemetry.content.enabled:
             set_input_content(span, messages, self.telemetry.content)

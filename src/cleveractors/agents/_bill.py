@@ -49,6 +49,13 @@ class InFlightCall:
     """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
     span: ChatSpan | None = None
     """The attempt's `chat` span, from its sending to its record (the bill starts and ends it)."""
+    pricer: CallPricer | None = None
+    """The model the call went to, when not the agent's own (a fallback model): it names and
+    prices the call."""
+    fell_back_from: str | None = None
+    """The model this call's model took over from, when it is a fallback's."""
+    server: tuple[str, int] | None = None
+    """The host and port a fallback model's call goes to (its span says so)."""
 
     @property
     def has_shown_text(self) -> bool:
@@ -116,14 +123,17 @@ class Bill:
         self.in_flight = call
 
     def _start_span(self, run_trace: RunTrace, call: InFlightCall) -> ChatSpan:
+        pricer = call.pricer or self.pricer
         return run_trace.start_chat(
-            provider=self.pricer.provider,
-            request_model=self.pricer.model,
+            provider=pricer.provider,
+            request_model=pricer.model,
             purpose=call.purpose,
             round=call.round,
             attempt=call.attempt,
             stream=call.fold is not None,
             messages=call.messages,
+            fell_back_from=call.fell_back_from,
+            server=call.server,
         )
 
     def record_reply(self, reply: AIMessage) -> None:
@@ -184,7 +194,7 @@ class Bill:
         if reported is not None and reported.prompt_tokens != 0:
             return reported
         estimate = _estimate(call.messages, reply)
-        _warn_implausible(self.pricer, reply, reported)
+        _warn_implausible(call.pricer or self.pricer, reply, reported)
         return estimate if reported is None else _with_estimated_prompt(reported, estimate)
 
     def _record(
@@ -196,7 +206,7 @@ class Bill:
         status: AttemptStatus,
         cause: BaseException | None,
     ) -> None:
-        pricer = self.pricer
+        pricer = call.pricer or self.pricer
         model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids

@@ -233,6 +233,24 @@ class Transcript:
 
 
 @dataclass(slots=True)
+class ModelTrail:
+    """Which of the agent's models a run asks (0 its own, then its fallbacks), which answered
+    last, and the models it fell back from, in order."""
+
+    position: int = 0
+    answered_by: str | None = None
+    fell_back_from: tuple[str, ...] = ()
+
+    def fell_back(self, model: str | None, *, to: int) -> None:
+        if model is not None and model not in self.fell_back_from:
+            self.fell_back_from += (model,)
+        self.position = to
+
+    def answered(self, position: int, model: str | None) -> None:
+        self.position, self.answered_by = position, model
+
+
+@dataclass(slots=True)
 class _Run:
     """Everything one run keeps across rounds. Made per call, never shared."""
 
@@ -267,6 +285,8 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    models: ModelTrail = field(default_factory=ModelTrail)
+    """Which model the run asks, and which answered (fallback models)."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -327,6 +347,8 @@ class _Run:
             cancelled=isinstance(error, asyncio.CancelledError),
             pending_approvals=self.pending if error is None else (),
             resumed_from=self.resumed_from,
+            model=self.models.answered_by,
+            fell_back_from=self.models.fell_back_from,
             active_agent=self.agent_name,
         )
 

@@ -26,8 +26,14 @@ from langchain_core.tools import BaseTool
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
-from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._fallback import (
+    Binding,
+    FallbackModel,
+    ModelChain,
+    ModelChoice,
+    call_with_fallbacks,
+)
 from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
@@ -43,9 +49,7 @@ from cleveractors.agents._loop import (
     decide,
     tool_call_requests,
 )
-from cleveractors.agents._model import prepared_model
-from cleveractors.agents._prompt_cache import PromptCaching
-from cleveractors.agents._retry import RetryPolicy, call_with_retries
+from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
@@ -57,10 +61,16 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer, PromptCacheMode, PromptCacheTTL
+from cleveractors.config import (
+    FallbackPolicy,
+    LLMAgentConfig,
+    McpServer,
+    PromptCacheMode,
+    PromptCacheTTL,
+)
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
-from cleveractors.pricing import CallPricer, ModelPrices
+from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
     RunOutcome,
@@ -71,7 +81,7 @@ from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
-__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
+__all__ = ["FallbackModel", "LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +97,7 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "stuck": "your last reply had neither text nor tool calls",
 }
 _NO_RETRIES = RetryPolicy()
+_FALLBACK_POLICY = FallbackPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
@@ -158,6 +169,11 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        fallback_models: Models that take over, in order, when the model fails: chat models,
+            or `FallbackModel`s naming their provider, prices or retries. See `fallback`.
+        fallback: When the fallback models take over (at once on the errors it lists as
+            immediate, else once a model's retries are spent) and whether a session stays on
+            the model that answered (`sticky="session"`).
         handoffs: Agents the model may hand the conversation to, each offered as a tool
             `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
 
@@ -183,27 +199,28 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        fallback_models: Sequence[BaseChatModel | FallbackModel] = (),
+        fallback: FallbackPolicy = _FALLBACK_POLICY,
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
     ) -> None:
-        check_chat_model(model, agent_name=name)
         self.name = name
-        self.model = model = prepared_model(
-            model, has_stall_limit=limits.stream_stall_timeout_s is not None
+        # Each model's provider is resolved here, once: it names and prices the calls, and it
+        # chooses the words of the synthesis request's tool_choice.
+        self._models = ModelChain.of(
+            [FallbackModel(model, provider, model_name, pricing), *fallback_models],
+            fallback,
+            agent_name=name,
+            retry=retry,
+            has_stall_limit=limits.stream_stall_timeout_s is not None,
+            needs_price=limits.cost_budget_usd is not None,
+            prompt_cache=prompt_cache,
+            prompt_cache_ttl=prompt_cache_ttl,
         )
-        # The provider is resolved here, once: it names and prices the calls, and it chooses the
-        # words of the synthesis request's tool_choice.
-        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
-        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
-            raise ConfigurationError(
-                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
-                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
-                "set agent.pricing (input_per_mtok, output_per_mtok)"
-            )
-        self._caching = caching = PromptCaching.of(
-            self.pricer.provider, mode=prompt_cache, ttl=prompt_cache_ttl
-        )
+        own = self._models.choices[0]
+        self.model, self.pricer = own.model, own.pricer
+        caching = own.caching
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
@@ -211,7 +228,7 @@ class LLMAgent(Agent):
         self.handoffs: Handoffs[LLMAgent] = Handoffs(name)
         """The agents this one may hand the conversation to."""
         self._toolset = ToolSet(
-            model,
+            self.model,
             [*tools, *(self.handoffs.add(target) for target in handoffs)],
             agent_name=name,
             provider=self.pricer.provider,
@@ -294,10 +311,12 @@ class LLMAgent(Agent):
         model: BaseChatModel,
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
+        fallback_models: Sequence[BaseChatModel] = (),
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
+        `fallback_models` are the chat models of `config.fallback_models`, in order.
         """
         return cls(
             model,
@@ -318,6 +337,22 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            fallback_models=[
+                FallbackModel(
+                    chat_model,
+                    provider=entry.provider,
+                    model_name=entry.model,
+                    pricing=entry.pricing,
+                    retry=RetryPolicy(
+                        max_retries=config.max_retries
+                        if entry.max_retries is None
+                        else entry.max_retries,
+                        backoff_s=config.retry_backoff_s,
+                    ),
+                )
+                for entry, chat_model in zip(config.fallback_models, fallback_models, strict=True)
+            ],
+            fallback=config.fallback,
             prompt_cache=config.prompt_cache,
             prompt_cache_ttl=config.prompt_cache_ttl,
         )
@@ -399,6 +434,10 @@ class LLMAgent(Agent):
         agent = self  # a handoff passes the run on to another agent: the rounds are its own
         try:
             step = self._first_step(run, start, history)
+            transcript = run.transcript
+            run.models.position = self._models.first_position(
+                transcript.messages, transcript.turn_start
+            )
             while True:
                 if step is None:
                     step = await agent._round(run)
@@ -429,6 +468,7 @@ class LLMAgent(Agent):
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
                 if handoff := agent.handoffs.taken(run, ran_before):
                     agent = hand_over(run, agent, *handoff)
+                    run.models.position = 0  # the target starts on its own model
                 if spent := agent._budget_spent(run):
                     return run.result(await agent._synthesize(run, spent))
                 step = None
@@ -469,9 +509,7 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        reply = await self._model_turn(
-            run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
-        )
+        reply = await self._model_turn(run, "round", "tools", may_call_tools=bool(self.tools))
         return decide(
             reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
         )
@@ -482,28 +520,41 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
-        model: Runnable[LanguageModelInput, Any],
+        binding: Binding,
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
-        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
+        """Ask the model, retrying as its retry policy allows and falling back to the next
+        model as `self._models` says; every attempt's usage is recorded."""
         transcript = run.transcript
-        model, sent = self._caching.request(
-            model,
-            transcript.messages if messages is None else messages,
-            purpose=purpose,
-            kept=transcript.messages,
-            history_end=transcript.turn_start,
-            key=run.session_id or self.name,
-        )
+        sent = transcript.messages if messages is None else messages
+        models = self._models
+        key = run.session_id or self.name
 
-        def attempt(number: int) -> Awaitable[AIMessage]:
+        def attempt(
+            choice: ModelChoice, number: int, fell_back_from: str | None
+        ) -> Awaitable[AIMessage]:
+            model, request = choice.caching.request(
+                choice.bound(binding, self._toolset),
+                models.messages_for(choice, sent),
+                purpose=purpose,
+                kept=transcript.messages,
+                history_end=transcript.turn_start,
+                key=key,
+            )
             return self._model_attempt(
-                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=number
+                run,
+                purpose,
+                choice,
+                model,
+                request,
+                may_call_tools=may_call_tools,
+                attempt=number,
+                fell_back_from=fell_back_from,
             )
 
-        reply = await call_with_retries(run, self.retry, attempt)
+        reply = await call_with_fallbacks(run, models, attempt)
         await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
         return reply
 
@@ -511,11 +562,13 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
+        choice: ModelChoice,
         model: Runnable[LanguageModelInput, Any],
         sent: Sequence[BaseMessage],
         *,
         may_call_tools: bool,
         attempt: int,
+        fell_back_from: str | None = None,
     ) -> AIMessage:
         """Ask the model once and record the usage. Streams when the run streams (text deltas
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
@@ -527,13 +580,25 @@ class LLMAgent(Agent):
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
-        streams = streams_to_caller or streams_inside_ainvoke(self.model, model)
+        streams = streams_to_caller or streams_inside_ainvoke(choice.model, model)
         fold = ReplyFold() if streams else None
         run.bill.begin_call(
-            InFlightCall(purpose, run.round, attempt, sent, fold, streams_text=streams_to_caller)
+            InFlightCall(
+                purpose,
+                run.round,
+                attempt,
+                sent,
+                fold,
+                streams_text=streams_to_caller,
+                pricer=choice.pricer,
+                fell_back_from=fell_back_from,
+                server=choice.server,
+            )
         )
         if fold is not None:
-            reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
+            reply = await self._stream_reply(
+                model, sent, fold, run, shows_text=streams_to_caller, model_name=choice.pricer.model
+            )
         else:
             reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
@@ -552,6 +617,7 @@ class LLMAgent(Agent):
         run: _Run,
         *,
         shows_text: bool,
+        model_name: str | None,
     ) -> AIMessage:
         """Read the stream, a text delta per chunk, under the stall limit (one timer per call:
         a chunk only stamps the time the reader goes back to waiting)."""
@@ -569,7 +635,7 @@ class LLMAgent(Agent):
         except asyncio.CancelledError as exc:
             if watch.close() and not pacing.is_stop_requested and limit_s is not None:
                 raise StreamStalledError(
-                    limit_s, model=self.pricer.model, chunks_received=fold.chunks_received
+                    limit_s, model=model_name, chunks_received=fold.chunks_received
                 ) from exc
             raise
         finally:
@@ -592,7 +658,7 @@ class LLMAgent(Agent):
         )
         try:
             condensed = await self._model_turn(
-                run, "pruning", self.model, may_call_tools=False, messages=[HumanMessage(prompt)]
+                run, "pruning", "plain", may_call_tools=False, messages=[HumanMessage(prompt)]
             )
         except StoreError:
             raise  # the ledger failed, not the condensing: the run must fail, loudly
@@ -643,9 +709,12 @@ class LLMAgent(Agent):
         )
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
-        model = self._toolset.model_declaring_tools if declares_tools else self.model
         reply = await self._model_turn(
-            run, "synthesis", model, may_call_tools=False, messages=messages
+            run,
+            "synthesis",
+            "declaring_tools" if declares_tools else "plain",
+            may_call_tools=False,
+            messages=messages,
         )
         return self._ignore_tool_calls(run, reply)
 

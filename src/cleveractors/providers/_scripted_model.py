@@ -360,6 +360,9 @@ def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
     # langchain-core's classes, which do not declare them).
     error.status_code = status  # type: ignore[attr-defined]  # as the SDK's errors carry it
     error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]  # likewise
+    if reply.error_type is not None:  # the SDK's `body`: the error object the API sent
+        body = {"message": message, "type": reply.error_type, "code": reply.error_type}
+        error.body = body  # type: ignore[attr-defined]  # likewise
     return error
 
 
