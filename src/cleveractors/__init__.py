@@ -23,11 +23,13 @@ from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
     ExecutionError,
+    GuardrailTripped,
     McpServerError,
     StreamStalledError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
+from cleveractors.guardrails import GuardrailInput, GuardrailResult, InputGuardrail, OutputGuardrail
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
@@ -45,6 +47,10 @@ __all__ = [
     "ExecutionResult",
     "FallbackModel",
     "FallbackPolicy",
+    "GuardrailInput",
+    "GuardrailResult",
+    "GuardrailTripped",
+    "InputGuardrail",
     "LLMAgent",
     "LLMAgentConfig",
     "LLMCallUsage",
@@ -53,6 +59,7 @@ __all__ = [
     "McpServerError",
     "ModelPrices",
     "NewMessage",
+    "OutputGuardrail",
     "ResultCallback",
     "Resumption",
     "RetryPolicy",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cleveractors._guardrail_build import build_guardrails
 from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
@@ -68,6 +69,10 @@ def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
 def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
     tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
+    inputs, outputs, guardrail_problems = build_guardrails(
+        config.agent, config_dir=config_dir, build=_handoff_agent
+    )
+    problems += guardrail_problems
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
@@ -77,6 +82,8 @@ def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -
             tools=tools,
             name=config.name,
             fallback_models=make_fallback_models(config.agent),
+            input_guardrails=inputs,
+            output_guardrails=outputs,
         )
     except ConfigurationError as exc:
         problems.append(str(exc))

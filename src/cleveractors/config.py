@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from cleveractors._config_guardrails import InputGuardrailConfig, OutputGuardrailConfig
 from cleveractors._config_problems import describe_error, describe_problems, describe_yaml_error
 from cleveractors._config_rules import (
     ENV_NAME_PATTERN,
@@ -53,8 +54,10 @@ __all__ = [
     "FallbackModelConfig",
     "FallbackPolicy",
     "ImmediateFallback",
+    "InputGuardrailConfig",
     "LLMAgentConfig",
     "McpServer",
+    "OutputGuardrailConfig",
     "PromptCacheMode",
     "PromptCacheTTL",
     "ProviderName",
@@ -226,6 +229,10 @@ class LLMAgentConfig(Frozen):
     """Models that take over, in order, when the model fails (see `fallback`)."""
     fallback: FallbackPolicy = FallbackPolicy()
     """When the fallback models take over, and whether a session stays on the one that answered."""
+    input_guardrails: tuple[InputGuardrailConfig, ...] = ()
+    """Checks of the user's message before (or beside) the first model call."""
+    output_guardrails: tuple[OutputGuardrailConfig, ...] = ()
+    """Checks of the final answer; a tripped guardrail ends the run with `GuardrailTripped`."""
 
     @model_validator(mode="wrap")
     @classmethod

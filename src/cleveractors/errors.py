@@ -10,6 +10,7 @@ CleverActorsError                 root of everything this library raises itself
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
       │                           TimeoutError, so retried like one before any text was shown)
+      ├── GuardrailTripped        an input or output guardrail stopped the run (name, reason)
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
@@ -48,6 +49,7 @@ __all__ = [
     "CleverActorsError",
     "ConfigurationError",
     "ExecutionError",
+    "GuardrailTripped",
     "IdempotencyError",
     "IdempotencyKeyInProgressError",
     "IdempotencyKeyMismatchError",
@@ -126,6 +128,23 @@ class StreamStalledError(ExecutionError, TimeoutError):
         self.timeout_s = timeout_s
         self.model = model
         self.chunks_received = chunks_received
+
+
+class GuardrailTripped(ExecutionError):
+    """An input or output guardrail tripped, so the run ended without an answer (its usage, every
+    call made, is on the run's result as for any failure).
+
+    Attributes:
+        guardrail: The guardrail's name.
+        stage: `input` (the user's message) or `output` (the answer).
+        reason: Why it tripped, in the guardrail's words.
+    """
+
+    def __init__(self, guardrail: str, *, stage: str, reason: str) -> None:
+        super().__init__(f"{stage} guardrail {guardrail!r} tripped: {reason}")
+        self.guardrail = guardrail
+        self.stage = stage
+        self.reason = reason
 
 
 class SessionBusyError(ExecutionError):

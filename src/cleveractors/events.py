@@ -34,6 +34,7 @@ __all__ = [
     "HandoffOccurred",
     "ModelFellBack",
     "OutputPruned",
+    "OutputRetracted",
     "RoundStarted",
     "RunFailed",
     "RunFinished",
@@ -184,6 +185,15 @@ class SynthesisStarted(_Event):
     reason: SynthesisReason
 
 
+class OutputRetracted(_Event):
+    """An output guardrail tripped after the answer's text was sent: the client should take
+    that text back (the run then fails with `GuardrailTripped`)."""
+
+    kind: Literal["output_retracted"] = "output_retracted"
+    guardrail: str
+    reason: str
+
+
 class HandoffOccurred(_Event):
     """The model handed the conversation to another actor (its `transfer_to_<name>` call
     `call_id` in round `round`): the rest of the run, and a stored session's next turns, run on
@@ -265,6 +275,7 @@ Event = Annotated[
     | ToolCallSkipped
     | OutputPruned
     | SynthesisStarted
+    | OutputRetracted
     | HandoffOccurred
     | RunFinished
     | RunPaused

@@ -26,7 +26,14 @@ from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tracing import ChatSpan, RunTrace, current_trace
-from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
+from cleveractors.usage import (
+    AttemptStatus,
+    CallPurpose,
+    CallRecorder,
+    LLMCallUsage,
+    TokenUsage,
+    UsageLedger,
+)
 
 __all__ = ["Bill", "InFlightCall"]
 
@@ -84,6 +91,7 @@ class Bill:
     """
 
     __slots__ = (
+        "_flushing",
         "_recorded",
         "_recorder",
         "_sink",
@@ -111,6 +119,9 @@ class Bill:
         """None when nobody reads the run's events: no `UsageRecorded` is made."""
         self._recorder = recorder
         self._recorded = 0
+        self._flushing = asyncio.Lock()
+        """Held while handing calls to the recorder: a guardrail's judge flushes its calls
+        beside the model call's flush, and each call must be handed over once."""
         """How many of the ledger's calls the recorder has been given."""
         self._trace: RunTrace | None = current_trace()
         """The run's trace, when an executor traces it: each attempt is a span of it."""
@@ -166,13 +177,34 @@ class Bill:
         else:
             self._record(call, TokenUsage(), None, status=status, cause=cause)
 
+    def record_judged_call(self, call: LLMCallUsage, *, round: int) -> None:
+        """Bill a call another agent made for this run (a guardrail's judge), as it recorded
+        it: its usage, model and price, under purpose `guardrail`."""
+        record = self.ledger.record(
+            purpose="guardrail",
+            round=round,
+            usage=call.usage,
+            provider=call.provider,
+            model=call.model,
+            cost_usd=call.cost_usd,
+            cache_savings_usd=call.cache_savings_usd,
+            attempt=call.attempt,
+            status=call.status,
+            trace_id=call.trace_id,
+            span_id=call.span_id,
+            agent=call.agent,
+        )
+        if self._sink is not None:
+            self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
     async def flush_calls(self) -> None:
         """Hand the recorder every call recorded since the last flush."""
         if self._recorder is None:
             return
-        for call in self.ledger.calls[self._recorded :]:
-            await self._recorder(call)
-            self._recorded += 1
+        async with self._flushing:
+            for call in self.ledger.calls[self._recorded :]:
+                await self._recorder(call)
+                self._recorded += 1
 
     async def flush_calls_on_failure(self) -> None:
         """On the way out of a failed or cancelled run, hand the recorder the calls that ended

@@ -34,6 +34,7 @@ from cleveractors.agents._fallback import (
     ModelChoice,
     call_with_fallbacks,
 )
+from cleveractors.agents._guardrails import Guardrails
 from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
@@ -70,6 +71,7 @@ from cleveractors.config import (
 )
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
+from cleveractors.guardrails import GuardrailCheck, InputGuardrail, OutputGuardrail
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
@@ -176,11 +178,16 @@ class LLMAgent(Agent):
             the model that answered (`sticky="session"`).
         handoffs: Agents the model may hand the conversation to, each offered as a tool
             `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
+        input_guardrails: Checks of the user's message before (or beside) the first model call:
+            `InputGuardrail`s, or bare check functions. See `cleveractors.guardrails`.
+        output_guardrails: Checks of the final answer: `OutputGuardrail`s, or bare check
+            functions. A tripped guardrail ends the run with `GuardrailTripped`.
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
             model whose price is unknown, `approval` names a tool the agent does not have, or
-            a handoff goes to the agent itself or to two agents of one name.
+            a handoff goes to the agent itself or to two agents of one name, or two
+            guardrails of one stage share a name.
     """
 
     def __init__(
@@ -204,8 +211,11 @@ class LLMAgent(Agent):
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
+        input_guardrails: Sequence[InputGuardrail | GuardrailCheck] = (),
+        output_guardrails: Sequence[OutputGuardrail | GuardrailCheck] = (),
     ) -> None:
         self.name = name
+        self._guardrails = Guardrails(input_guardrails, output_guardrails, agent_name=name)
         # Each model's provider is resolved here, once: it names and prices the calls, and it
         # chooses the words of the synthesis request's tool_choice.
         self._models = ModelChain.of(
@@ -312,11 +322,14 @@ class LLMAgent(Agent):
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
         fallback_models: Sequence[BaseChatModel] = (),
+        input_guardrails: Sequence[InputGuardrail] = (),
+        output_guardrails: Sequence[OutputGuardrail] = (),
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
-        `fallback_models` are the chat models of `config.fallback_models`, in order.
+        `fallback_models` are the chat models of `config.fallback_models`, in order; the
+        guardrails are those of `config.input_guardrails` and `config.output_guardrails`, built.
         """
         return cls(
             model,
@@ -355,6 +368,8 @@ class LLMAgent(Agent):
             fallback=config.fallback,
             prompt_cache=config.prompt_cache,
             prompt_cache_ttl=config.prompt_cache_ttl,
+            input_guardrails=input_guardrails,
+            output_guardrails=output_guardrails,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -420,6 +435,8 @@ class LLMAgent(Agent):
         can_pause: bool = True,
         session_id: str | None = None,
     ) -> _ToolLoopResult:
+        guards = self._guardrails.for_run(sink)
+        sink = guards.sink  # holds the answer's text while an output guardrail says so
         bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
         run = _Run(
             run_id=run_id,
@@ -439,13 +456,15 @@ class LLMAgent(Agent):
                 transcript.messages, transcript.turn_start
             )
             while True:
-                if step is None:
+                if step is None and run.round == 0:
+                    step = await guards.first_round(run, agent._round)
+                elif step is None:
                     step = await agent._round(run)
                 match step:
                     case _Finish(message=answer):
-                        return run.result(answer)
+                        return await guards.finish(run, answer)
                     case _Synthesize(reason=reason):
-                        return run.result(await agent._synthesize(run, reason))
+                        return await guards.finish(run, await agent._synthesize(run, reason))
                     case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
                         batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
@@ -462,15 +481,16 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
-                    return run.result(AIMessage(content=batch.answer))
+                    return await guards.finish(run, AIMessage(content=batch.answer))
                 if batch.paused is not None:
+                    guards.release()
                     return run.paused(batch.paused)
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
                 if handoff := agent.handoffs.taken(run, ran_before):
                     agent = hand_over(run, agent, *handoff)
                     run.models.position = 0  # the target starts on its own model
                 if spent := agent._budget_spent(run):
-                    return run.result(await agent._synthesize(run, spent))
+                    return await guards.finish(run, await agent._synthesize(run, spent))
                 step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
