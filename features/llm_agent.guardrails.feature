@@ -16,6 +16,7 @@ Feature: Guardrails stop a run on bad input or a bad answer
       | input  | always_pass_async | beside   | in parallel |
       | output | refuse_passwords  | no-pw    | held        |
       | output | refuse_rain_async | no-rain  |             |
+      | output | refuse_rain_object |         |             |
     When the actor is asked "How is Rome?" in <mode> mode
     Then the answer is "It is sunny in Rome."
     And the model was asked 1 time
@@ -107,6 +108,23 @@ Feature: Guardrails stop a run on bad input or a bad answer
     Then the run ended with GuardrailTripped: the output guardrail "tone-judge", because "the answer is rude"
     And the run's calls are billed as: round ok, guardrail ok
 
+  Scenario: A judge whose reply is no verdict trips the run, its reply the reason
+    Given the actor's model replies:
+      | text                 |
+      | It is sunny in Rome. |
+    And the actor's answer is judged by "judge.yaml", an actor whose model replies "Looks fine to me."
+    When the actor is asked "How is Rome?" in blocking mode
+    Then the run ended with GuardrailTripped: the output guardrail "tone-judge", because "Looks fine to me."
+
+  Scenario: A judge whose model fails fails the run with that error, its failed call billed
+    Given the actor's model replies:
+      | text                 |
+      | It is sunny in Rome. |
+    And the actor's answer is judged by "judge.yaml", an actor whose model fails with "judge overloaded"
+    When the actor is asked "How is Rome?" in blocking mode
+    Then the call failed with ModelAPIError "judge overloaded"
+    And the run's calls are billed as: round ok, guardrail failed
+
   Scenario: A judge that passes the answer costs one billed call, and changes nothing else
     Given the actor's model replies:
       | text                 |
@@ -144,6 +162,19 @@ Feature: Guardrails stop a run on bad input or a bad answer
       | both kinds           | input  | {"function": "support.guardrail_checks:always_pass", "judge": "judge.yaml"} | agent.input_guardrails.0.function: a guardrail needs exactly one of function             |
       | neither kind         | input  | {"name": "x"}                                                          | got neither                                                                              |
       | a misplaced option   | input  | {"function": "support.guardrail_checks:always_pass", "hold_until_checked": true} | agent.input_guardrails.0.hold_until_checked                                   |
+      | an invalid judge     | output | {"judge": "broken.yaml"}                                               | broken.yaml: invalid actor config (1 problem(s)) |
+      | a judge judging itself | output | {"judge": "self_judge.yaml"}                                         | self_judge.yaml is judged by itself |
+      | two of one name      | input  | [{"function": "support.guardrail_checks:always_pass"}, {"function": "support.guardrail_checks:always_pass"}] | two input guardrails are named 'always_pass' |
+
+  Scenario Outline: Guardrails made in code wrongly are ConfigurationErrors: <what>
+    When a guardrail is made in code as <what>
+    Then making it failed with a ConfigurationError saying "<message>"
+
+    Examples:
+      | what                               | message                                                    |
+      | InputGuardrail()                   | InputGuardrail: give either a check function or a judge agent |
+      | OutputGuardrail(42)                | OutputGuardrail: check must be callable, got 42            |
+      | an LLMAgent with always_pass twice | agent 'assistant': two input guardrails are named 'always_pass' |
 
   Scenario: A guardrail that returns no verdict fails the run with a TypeError naming it
     Given the actor's model replies:
@@ -152,8 +183,10 @@ Feature: Guardrails stop a run on bad input or a bad answer
     And the actor has these guardrails:
       | stage  | function          |
       | output | answers_with_text |
+    And the actor's runs are traced into memory
     When the actor is asked "How is Rome?" in blocking mode
     Then the call failed with TypeError "guardrail 'answers_with_text' returned str, not a GuardrailResult"
+    And the span "guardrail answers_with_text" records the error TypeError
     And the run's calls are billed as: round ok
 
   Scenario: A parallel input tripwire cancels the in-flight model call over the wire, and bills it

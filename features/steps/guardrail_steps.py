@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,11 @@ from cleveractors import (
     GuardrailTripped,
     InputGuardrail,
     LLMAgent,
+    OutputGuardrail,
 )
 from cleveractors.events import OutputRetracted, TextDelta
 from cleveractors.store import SqlStore
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing import ScriptedChatModel, ScriptedOpenAIServer, ScriptedReply
 from cleveractors.web import create_app
 
 _CHECKS = "support.guardrail_checks"
@@ -86,12 +88,22 @@ def _given_traced(context: Context) -> None:
 
 @given('the actor\'s answer is judged by "{file}", an actor whose model replies "{verdict}"')
 def _given_judge(context: Context, file: str, verdict: str) -> None:
+    _judged_by(context, file, {"text": verdict})
+
+
+@given('the actor\'s answer is judged by "{file}", an actor whose model fails with "{error}"')
+def _given_failing_judge(context: Context, file: str, error: str) -> None:
+    _judged_by(context, file, {"error": error, "error_status": 500})
+
+
+def _judged_by(context: Context, file: str, reply: dict[str, Any]) -> None:
     judge = {
         "name": "tone-judge",
         "agent": {
             "provider": "stub",
             "system_prompt": "You judge the tone of answers.",
-            "script": [{"text": verdict}],
+            "max_retries": 0,
+            "script": [reply],
         },
     }
     (_folder(context) / file).write_text(yaml.safe_dump(judge), encoding="utf-8")
@@ -144,14 +156,51 @@ class _FirstToken(AsyncCallbackHandler):
 # -- When --------------------------------------------------------------------------------------
 
 
+_JUDGES: dict[str, dict[str, Any]] = {
+    "judge.yaml": {"name": "j", "agent": {"provider": "stub", "script": [{"text": "PASS"}]}},
+    "self_judge.yaml": {
+        "name": "s",
+        "agent": {
+            "provider": "stub",
+            "script": [{"text": "PASS"}],
+            "output_guardrails": [{"judge": "self_judge.yaml"}],
+        },
+    },
+    "broken.yaml": {"name": "b", "agent": {"provider": "nobody"}},
+}
+"""The judge files beside the actor: a valid one, one that judges with itself, an invalid one."""
+
+
 @when("the actor file is loaded with this {stage} guardrail entry: {entry}")
 def _when_loaded(context: Context, stage: str, entry: str) -> None:
-    (_folder(context) / "judge.yaml").write_text(
-        yaml.safe_dump({"name": "j", "agent": {"provider": "stub"}}), encoding="utf-8"
-    )
-    context.actor["agent"][f"{stage}_guardrails"] = [json.loads(entry)]
+    for file, judge in _JUDGES.items():
+        (_folder(context) / file).write_text(yaml.safe_dump(judge), encoding="utf-8")
+    given = json.loads(entry)
+    context.actor["agent"][f"{stage}_guardrails"] = given if isinstance(given, list) else [given]
     try:
         ActorExecutor.from_config(_saved_actor(context))
+    except ConfigurationError as exc:
+        context.load_error = exc
+    else:
+        context.load_error = None
+
+
+def _two_named_alike() -> object:
+    check = guardrail_checks.always_pass
+    return LLMAgent(ScriptedChatModel(replies=[]), input_guardrails=[check, check])
+
+
+_MADE_IN_CODE: dict[str, Callable[[], object]] = {
+    "InputGuardrail()": lambda: InputGuardrail(),
+    "OutputGuardrail(42)": lambda: OutputGuardrail(42),  # type: ignore[arg-type]  # on purpose
+    "an LLMAgent with always_pass twice": _two_named_alike,
+}
+
+
+@when("a guardrail is made in code as {what}")
+def _when_made(context: Context, what: str) -> None:
+    try:
+        _MADE_IN_CODE[what]()
     except ConfigurationError as exc:
         context.load_error = exc
     else:
@@ -262,6 +311,7 @@ def _then_text_after_billing(context: Context) -> None:
     assert kinds.index("usage_recorded") < kinds.index("text_delta"), kinds
 
 
+@then('making it failed with a ConfigurationError saying "{text}"')
 @then('loading failed with a ConfigurationError saying "{text}"')
 def _then_load_failed(context: Context, text: str) -> None:
     error = context.load_error
@@ -282,6 +332,14 @@ def _then_spans(context: Context) -> None:
         run_span = next(s for s in spans.values() if s.name.startswith("invoke_agent"))
         assert span.parent is not None, span
         assert span.parent.span_id == run_span.context.span_id, span.parent
+
+
+@then('the span "{name}" records the error {error_type}')
+def _then_span_error(context: Context, name: str, error_type: str) -> None:
+    (span,) = [span for span in context.spans.get_finished_spans() if span.name == name]
+    attributes = span.attributes or {}
+    assert attributes["error.type"] == error_type, attributes
+    assert "cleveractors.guardrail.tripped" not in attributes, attributes
 
 
 @then('a log line says "{text}"')

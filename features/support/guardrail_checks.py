@@ -41,3 +41,13 @@ async def trip_once_model_streams(checked: GuardrailInput) -> GuardrailResult:
     """Trip, once the model call that runs beside it is streaming (so it is cut off mid-reply)."""
     await asyncio.wait_for(model_streaming.wait(), timeout=30)
     return GuardrailResult.trip("the message is off topic")
+
+
+class RainCheck:
+    """A guardrail that is an object with an async `__call__` (not a coroutine function)."""
+
+    async def __call__(self, checked: GuardrailInput) -> GuardrailResult:
+        return await refuse_rain_async(checked)
+
+
+refuse_rain_object = RainCheck()
