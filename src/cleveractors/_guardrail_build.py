@@ -74,15 +74,13 @@ def _check_or_judge(
     config_dir: Path | None,
     build: BuildAgent,
 ) -> tuple[GuardrailCheck | None, LLMAgent | None]:
-    if entry.function is not None:
-        target = import_handler_target(
-            entry.function, where=f"function {entry.function!r}", search_dir=config_dir
-        )
-        if not callable(target):
-            raise ConfigurationError(f"function {entry.function!r} is not callable")
-        return target, None
-    assert entry.judge is not None  # the config's rule: a function or a judge
-    return None, _judge(entry.judge, config_dir, build)
+    if entry.judge is not None:
+        return None, _judge(entry.judge, config_dir, build)
+    function = str(entry.function)  # the config's rule: a function when there is no judge
+    target = import_handler_target(function, where=f"function {function!r}", search_dir=config_dir)
+    if not callable(target):
+        raise ConfigurationError(f"function {function!r} is not callable")
+    return target, None
 
 
 def _judge(entry: str, config_dir: Path | None, build: BuildAgent) -> LLMAgent:

@@ -12,12 +12,12 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage
 
 from cleveractors.agents._loop import EventSink, _Run, _Step, _ToolLoopResult
-from cleveractors.agents.base import discard_event
+from cleveractors.agents.base import Agent, discard_event
 from cleveractors.errors import ConfigurationError, GuardrailTripped
 from cleveractors.events import Event, OutputRetracted, TextDelta
 from cleveractors.guardrails import (
@@ -185,12 +185,14 @@ class RunGuards:
         span = None if trace is None else trace.start_guardrail(guard.name, stage)
         try:
             if guard.judge is not None:
-                verdict = await _ask_judge(run, guard, stage, text)
+                verdict = await _ask_judge(run, guard.judge, stage, text)
             else:
                 checked = GuardrailInput(
                     stage=stage, text=text, actor=self._guards.agent_name, run_id=run.run_id
                 )
-                verdict = await _call_check(guard, checked)
+                # A guardrail without a judge has a check (`Guardrail` makes sure of it).
+                check = cast(GuardrailCheck, guard.check)
+                verdict = await _call_check(guard.name, check, checked)
         except BaseException as exc:
             if span is not None:
                 span.end(tripped=None, reason="", error=exc)
@@ -201,11 +203,9 @@ class RunGuards:
         return verdict
 
 
-async def _call_check(guard: Guardrail, checked: GuardrailInput) -> GuardrailResult:
+async def _call_check(name: str, check: GuardrailCheck, checked: GuardrailInput) -> GuardrailResult:
     """Call the function (a sync one in a worker thread, so a parallel check never stalls the
     model call's stream)."""
-    check = guard.check
-    assert check is not None  # a guardrail has a check or a judge
     if inspect.iscoroutinefunction(check):
         verdict: object = await check(checked)
     else:
@@ -214,17 +214,13 @@ async def _call_check(guard: Guardrail, checked: GuardrailInput) -> GuardrailRes
             verdict = await verdict
     if not isinstance(verdict, GuardrailResult):
         raise TypeError(
-            f"guardrail {guard.name!r} returned {type(verdict).__name__}, not a GuardrailResult"
+            f"guardrail {name!r} returned {type(verdict).__name__}, not a GuardrailResult"
         )
     return verdict
 
 
-async def _ask_judge(
-    run: _Run, guard: Guardrail, stage: GuardrailStage, text: str
-) -> GuardrailResult:
+async def _ask_judge(run: _Run, judge: Agent, stage: GuardrailStage, text: str) -> GuardrailResult:
     """Ask the judge agent; each of its calls is billed into the run as the judge records it."""
-    judge = guard.judge
-    assert judge is not None  # a guardrail has a check or a judge
     bill = run.bill
 
     async def bill_call(call: LLMCallUsage) -> None:
