@@ -130,7 +130,7 @@ class RunGuards:
         parallel = [guard for guard in self._guards.inputs if guard.run_in_parallel]
         for guard in self._guards.inputs:
             if not guard.run_in_parallel:
-                self._raise_if_tripped(run, guard, await self._verdict(run, guard, "input", text))
+                self._raise_if_tripped(guard, await self._verdict(run, guard, "input", text))
         if not parallel:
             return await ask(run)
         model = asyncio.ensure_future(ask(run))
@@ -145,7 +145,7 @@ class RunGuards:
                 for task in done:
                     verdict = task.result()  # a failed check, or model call, fails the run
                     if isinstance(verdict, GuardrailResult):
-                        self._raise_if_tripped(run, checks[task], verdict)
+                        self._raise_if_tripped(checks[task], verdict)
             return model.result()
         except BaseException:
             for task in (model, *checks):
@@ -161,13 +161,11 @@ class RunGuards:
                 sent is retracted by an `OutputRetracted` event).
         """
         for guard in self._guards.outputs:
-            self._raise_if_tripped(
-                run, guard, await self._verdict(run, guard, "output", answer.text)
-            )
+            self._raise_if_tripped(guard, await self._verdict(run, guard, "output", answer.text))
         self.release()
         return run.result(answer)
 
-    def _raise_if_tripped(self, run: _Run, guard: Guardrail, verdict: GuardrailResult) -> None:
+    def _raise_if_tripped(self, guard: Guardrail, verdict: GuardrailResult) -> None:
         if not verdict.tripped:
             return
         stage: GuardrailStage = "input" if isinstance(guard, InputGuardrail) else "output"
