@@ -24,6 +24,7 @@ from cleveractors.config import (
 )
 from cleveractors.errors import ConfigurationError
 from cleveractors.providers import make_chat_model
+from cleveractors.spend_limits import SpendLimits
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 
@@ -40,6 +41,7 @@ class BuiltActor:
     name: str
     agent: LLMAgent
     store: SqlStore | None
+    spend_limits: SpendLimits | None = None
 
 
 def build_actor(
@@ -60,9 +62,14 @@ def build_actor(
         agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
     except ConfigurationError as exc:
         problems.append(str(exc))
+    if config.spend_limits is not None and config.store is None:
+        problems.append(
+            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
+        )
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
-    return BuiltActor(config.name, agent, _build_store(config.store, config_dir))
+    store = _build_store(config.store, config_dir)
+    return BuiltActor(config.name, agent, store, config.spend_limits)
 
 
 def _build_tools(

@@ -46,6 +46,7 @@ from cleveractors._config_tools import (
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
+from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
     "ActorConfig",
@@ -263,6 +264,8 @@ class ActorConfig(Frozen):
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
     store: StoreConfig | None = None
+    spend_limits: SpendLimits | None = None
+    """What each caller may spend per day, month or rolling window (needs `store`)."""
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

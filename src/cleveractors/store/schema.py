@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -44,6 +45,7 @@ __all__ = [
     "paused_runs",
     "runs",
     "sessions",
+    "spend",
     "turns",
 ]
 
@@ -180,6 +182,29 @@ approvals = Table(
     Column("resumed_in", String(64)),
 )
 
+spend = Table(
+    # One row per caller: what its calls in flight reserved, and what each window's calls
+    # spent. Money in nano-dollars (whole numbers, so one conditional UPDATE can compare and
+    # add). A window's amounts count from its start (seconds since the epoch, UTC); a row whose
+    # start is not the current window's counts 0 there.
+    "cleveractors_spend",
+    metadata,
+    Column("caller", String(200), primary_key=True),
+    Column("reserved_nusd", BigInteger, nullable=False, default=0),
+    Column("reserved_tokens", BigInteger, nullable=False, default=0),
+    # Reservations of a worker that died mid-call are let go this long after the last one.
+    Column("reserved_until", BigInteger, nullable=False, default=0),
+    Column("day_start", BigInteger, nullable=False, default=0),
+    Column("day_nusd", BigInteger, nullable=False, default=0),
+    Column("day_tokens", BigInteger, nullable=False, default=0),
+    Column("month_start", BigInteger, nullable=False, default=0),
+    Column("month_nusd", BigInteger, nullable=False, default=0),
+    Column("month_tokens", BigInteger, nullable=False, default=0),
+    Column("rolling_start", BigInteger, nullable=False, default=0),
+    Column("rolling_nusd", BigInteger, nullable=False, default=0),
+    Column("rolling_tokens", BigInteger, nullable=False, default=0),
+)
+
 _Step = Callable[[AsyncConnection, int], Awaitable[None]]
 """One migration step, given the version the database was at before this opening."""
 
@@ -237,12 +262,18 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v6_spend(connection: AsyncConnection, _found: int) -> None:
+    """The spend limits' counters, one row per caller."""
+    await connection.run_sync(lambda sync: spend.create(sync, checkfirst=True))
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
     _v3_call_spans,
     _v4_approvals,
     _v5_prefixed_names,
+    _v6_spend,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
