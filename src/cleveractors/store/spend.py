@@ -322,10 +322,15 @@ def spend_left(row: Any, limits: SpendLimits, now: int) -> tuple[SpendLeft, ...]
                     spent=spent,
                     reserved=reserved,
                     left=max(Decimal(0), Decimal(most) - spent - reserved),
-                    resets_at=resets_at(limit, start) if is_open else None,
+                    resets_at=_resets(limit, start, is_open=is_open),
                 )
             )
     return tuple(entries)
+
+
+def _resets(limit: SpendLimit, start: int, *, is_open: bool) -> datetime | None:
+    """When the window ends: a calendar one always has an end, a rolling one only when open."""
+    return resets_at(limit, start) if is_open or limit.window != "rolling" else None
 
 
 def _start_of(limit: SpendLimit, row: Any, now: int) -> tuple[int, bool]:
