@@ -268,7 +268,8 @@ def _refused_named(context: Context, window: str, unit: str, caller: str, moment
     assert isinstance(error, SpendLimitExceeded), error
     assert (error.caller, error.window, error.unit) == (caller, window, unit), vars(error)
     assert error.resets_at == datetime.fromisoformat(moment).replace(tzinfo=UTC), error.resets_at
-    assert caller in str(error) and moment.replace(" ", "T") in str(error), str(error)
+    assert caller in str(error), str(error)
+    assert moment.replace(" ", "T") in str(error), str(error)
 
 
 @then("the last run's result marks the {window} window refused, with {left:d} tokens left")
@@ -291,7 +292,8 @@ def _other_caller(context: Context, caller: str) -> None:
     world = _world(context)
     asyncio.run(_send(world, caller, 1))
     result, error = _last(world)
-    assert error is None and result.answer == "Hi.", (result, error)
+    assert error is None, error
+    assert result.answer == "Hi.", result
 
 
 @then("the last run was refused with SpendLimitExceeded")
@@ -323,7 +325,7 @@ def _stopped(context: Context, reason: str) -> None:
     assert result.synthesis_reason == reason, result.synthesis_reason
     assert [call.status for call in result.tool_calls] == ["ok"], result.tool_calls
     (entry,) = result.spend_left
-    assert entry.spent == 52 and entry.reserved == 0, entry
+    assert (entry.spent, entry.reserved) == (52, 0), entry
 
 
 @then("its lookup call is billed and in the ledger, and nothing more")
@@ -430,9 +432,10 @@ def _fails(context: Context, message: str) -> None:
         async with ActorExecutor.from_config(context.spend_config) as executor:
             await executor.execute("Hello", caller="alice")
 
+    failure: CleverActorsError | None = None
     try:
         asyncio.run(run())
     except CleverActorsError as exc:
-        assert message in str(exc), str(exc)
-    else:
-        raise AssertionError("the actor ran")
+        failure = exc
+    assert failure is not None, "the actor ran"
+    assert message in str(failure), str(failure)
