@@ -93,6 +93,10 @@ class SpendAccount:
         """What `admit` reserved for the run's first call, until that call takes it."""
         self.refused: tuple[SpendLeft, ...] = ()
         """The caller's windows as the last refusal found them."""
+        self._row: Any = None
+        """The caller's row as the run's last committed settle left it (read back by the
+        settling statement itself, so telling what is left costs no query)."""
+        self._settling_row: Any = None
 
     @property
     def is_strict(self) -> bool:
@@ -220,18 +224,24 @@ class SpendAccount:
         )
         settling = self._settling(reserved, spent, self._now())
         written = insert.returning(llm_calls.c.call_index)
+        settling = settling.returning(*spend.columns)
+        self._settling_row = None
         if connection.dialect.name == "postgresql":
             rows = written.cte("written_calls")
-            await connection.execute(
+            found = await connection.execute(
                 settling.where(exists(select(rows.c.call_index))).add_cte(rows)
             )
+            self._settling_row = found.first()
         elif (await connection.execute(written)).first() is not None:
-            await connection.execute(settling)
+            self._settling_row = (await connection.execute(settling)).first()
         return [call.index for call in pending]
 
     def settled(self, indices: Sequence[int]) -> None:
+        """The calls at `indices` are settled: their transaction committed."""
         for index in indices:
             self._held.pop(index, None)
+        if indices and self._settling_row is not None:
+            self._row = self._settling_row._mapping
 
     def _settling(self, reserved: _Amount, spent: _Amount, now: int) -> Update:
         return (
@@ -254,14 +264,17 @@ class SpendAccount:
         now = self._now()
         try:
             async with self._engine.begin() as connection:
-                await connection.execute(
+                found = await connection.execute(
                     update(spend)
                     .where(spend.c.caller == self._key)
                     .values(
                         reserved_nusd=_less(_held("nusd", now), left.nusd),
                         reserved_tokens=_less(_held("tokens", now), left.tokens),
                     )
+                    .returning(*spend.columns)
                 )
+                row = found.first()
+            self._row = None if row is None else row._mapping
         except Exception as exc:  # the hold runs out by itself; the run's outcome stands
             logger.warning(
                 "store: letting go the spend reserved for %r failed (%s); it is held for %d s",
@@ -271,7 +284,10 @@ class SpendAccount:
             )
 
     async def left(self) -> tuple[SpendLeft, ...]:
-        """The caller's windows now: spent, reserved and left."""
+        """The caller's windows now: spent, reserved and left (as the run's last write left
+        them, when it made one)."""
+        if self._row is not None:
+            return spend_left(self._row, self.limits, self._now())
         return await read_spend_left(self._engine, self.caller, self.limits, self._clock)
 
     def _now(self) -> int:
@@ -291,7 +307,8 @@ async def read_spend_left(
     """
     try:
         async with engine.connect() as connection:
-            found = await connection.execute(select(spend).where(spend.c.caller == (caller or "")))
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            found = await autocommit.execute(select(spend).where(spend.c.caller == (caller or "")))
             row = found.first()
     except Exception as exc:
         raise StoreError(
