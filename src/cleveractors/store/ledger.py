@@ -62,7 +62,10 @@ async def write_calls(
     reservations are settled in the same statement (PostgreSQL) or transaction: returns the
     indices of the calls settled."""
     rows = [_call_values(call, run_id, session_id, caller) for call in calls]
-    insert = insert_for(connection)(llm_calls).values(rows).on_conflict_do_nothing()
+    # One row as a mapping: SQLAlchemy caches that statement's compiled form (a list of rows,
+    # never), and a run writes its calls one at a time.
+    values = rows[0] if len(rows) == 1 else rows
+    insert = insert_for(connection)(llm_calls).values(values).on_conflict_do_nothing()
     if spend is None:
         await connection.execute(insert)
         return []

@@ -17,6 +17,7 @@ Money is counted in whole nano-dollars, each call's cost rounded up.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -25,7 +26,17 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, case, exists, literal, select, update
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    ColumnElement,
+    bindparam,
+    case,
+    exists,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Update
 
@@ -151,8 +162,9 @@ class SpendAccount:
         async with self._engine.connect() as connection:
             # One statement, committed by itself: one round trip when the row is there.
             autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            statement = self._reserving(amount, now)
-            if (await autocommit.execute(statement)).first() is not None:
+            statement = _reserving(self.limits).where(spend.c.caller == self._key)
+            params = self._params(now, added=amount, let_go=_NOTHING)
+            if (await autocommit.execute(statement, params)).first() is not None:
                 return
             created = await autocommit.execute(
                 insert_for(autocommit)(spend)
@@ -160,32 +172,27 @@ class SpendAccount:
                 .on_conflict_do_nothing()
                 .returning(spend.c.caller)
             )
-            if created.first() is not None and (await autocommit.execute(statement)).first():
+            is_new = created.first() is not None
+            if is_new and (await autocommit.execute(statement, params)).first():
                 return
             row = (await autocommit.execute(select(spend).where(spend.c.caller == self._key))).one()
         self._refuse(row._mapping, amount, now)
 
-    def _reserving(self, amount: _Amount, now: int) -> Update:
-        windows = _Windows(self.limits, now)
-        room = [
-            windows.spent(limit.window, unit) + _held(unit, now) + getattr(amount, unit)
-            <= _limit(limit, name)
-            for limit in self.limits.limits
-            for name, unit in _UNITS
-            if getattr(limit, name) is not None
-        ]
-        values: dict[str, Any] = {
-            "reserved_nusd": _held("nusd", now) + amount.nusd,
-            "reserved_tokens": _held("tokens", now) + amount.tokens,
-            "reserved_until": now + HOLD_S,
-            **windows.carried(_NOTHING),
+    def _params(self, now: int, *, added: _Amount, let_go: _Amount) -> dict[str, int]:
+        """The values of the statements' parameters at `now`."""
+        rolling = self.limits.of("rolling")
+        moment = _from_epoch(now)
+        return {
+            "now": now,
+            "day": period_start("day", moment),
+            "month": period_start("month", moment),
+            "rolling_from": now - (0 if rolling is None else rolling.seconds),
+            "hold_until": now + HOLD_S,
+            "add_nusd": added.nusd,
+            "add_tokens": added.tokens,
+            "less_nusd": let_go.nusd,
+            "less_tokens": let_go.tokens,
         }
-        return (
-            update(spend)
-            .where(spend.c.caller == self._key, *room)
-            .values(values)
-            .returning(spend.c.caller)
-        )
 
     def _refuse(self, row: Any, amount: _Amount, now: int) -> None:
         left = spend_left(row, self.limits, now)
@@ -222,18 +229,18 @@ class SpendAccount:
             (_Amount(nano_usd(call.cost_usd), call.usage.total_tokens) for call in pending),
             _NOTHING,
         )
-        settling = self._settling(reserved, spent, self._now())
+        settling = _settling(self.limits).where(spend.c.caller == self._key)
+        params = self._params(self._now(), added=spent, let_go=reserved)
         written = insert.returning(llm_calls.c.call_index)
-        settling = settling.returning(*spend.columns)
         self._settling_row = None
         if connection.dialect.name == "postgresql":
             rows = written.cte("written_calls")
             found = await connection.execute(
-                settling.where(exists(select(rows.c.call_index))).add_cte(rows)
+                settling.where(exists(select(rows.c.call_index))).add_cte(rows), params
             )
             self._settling_row = found.first()
         elif (await connection.execute(written)).first() is not None:
-            self._settling_row = (await connection.execute(settling)).first()
+            self._settling_row = (await connection.execute(settling, params)).first()
         return [call.index for call in pending]
 
     def settled(self, indices: Sequence[int]) -> None:
@@ -242,17 +249,6 @@ class SpendAccount:
             self._held.pop(index, None)
         if indices and self._settling_row is not None:
             self._row = self._settling_row._mapping
-
-    def _settling(self, reserved: _Amount, spent: _Amount, now: int) -> Update:
-        return (
-            update(spend)
-            .where(spend.c.caller == self._key)
-            .values(
-                reserved_nusd=_less(_held("nusd", now), reserved.nusd),
-                reserved_tokens=_less(_held("tokens", now), reserved.tokens),
-                **_Windows(self.limits, now).carried(spent),
-            )
-        )
 
     async def release(self) -> None:
         """Let go what the run reserved and no ledger row settled (a call never recorded)."""
@@ -265,13 +261,8 @@ class SpendAccount:
         try:
             async with self._engine.begin() as connection:
                 found = await connection.execute(
-                    update(spend)
-                    .where(spend.c.caller == self._key)
-                    .values(
-                        reserved_nusd=_less(_held("nusd", now), left.nusd),
-                        reserved_tokens=_less(_held("tokens", now), left.tokens),
-                    )
-                    .returning(*spend.columns)
+                    _releasing().where(spend.c.caller == self._key),
+                    self._params(now, added=_NOTHING, let_go=left),
                 )
                 row = found.first()
             self._row = None if row is None else row._mapping
@@ -359,45 +350,91 @@ def _start_of(limit: SpendLimit, row: Any, now: int) -> tuple[int, bool]:
     return start, row[f"{limit.window}_start"] == start
 
 
-class _Windows:
-    """The SQL of each window's amounts at `now`: 0 in a row whose window has passed."""
-
-    def __init__(self, limits: SpendLimits, now: int) -> None:
-        self.now = now
-        self.day = period_start("day", _from_epoch(now))
-        self.month = period_start("month", _from_epoch(now))
-        rolling = limits.of("rolling")
-        self.rolling_s = None if rolling is None else rolling.seconds
-
-    def _is_current(self, window: str) -> ColumnElement[bool]:
-        if window == "rolling":
-            return spend.c.rolling_start > self.now - (self.rolling_s or 0)
-        return spend.c[f"{window}_start"] == (self.day if window == "day" else self.month)
-
-    def spent(self, window: str, unit: str) -> ColumnElement[int]:
-        return case((self._is_current(window), spend.c[f"{window}_{unit}"]), else_=literal(0))
-
-    def carried(self, added: _Amount) -> dict[str, Any]:
-        """Each window brought to `now` (a passed one starts again at 0), plus `added`."""
-        values: dict[str, Any] = {"day_start": self.day, "month_start": self.month}
-        windows = ["day", "month"]
-        if self.rolling_s is not None:
-            values["rolling_start"] = case(
-                (self._is_current("rolling"), spend.c.rolling_start), else_=literal(self.now)
-            )
-            windows.append("rolling")
-        for window in windows:
-            for unit in ("nusd", "tokens"):
-                values[f"{window}_{unit}"] = self.spent(window, unit) + getattr(added, unit)
-        return values
+def _param(name: str) -> BindParameter[int]:
+    return bindparam(name, type_=BigInteger)
 
 
-def _held(unit: str, now: int) -> ColumnElement[int]:
+@functools.lru_cache(maxsize=256)
+def _reserving(limits: SpendLimits) -> Update:
+    """Add `add_*` to what is reserved, where every limit has room for it (one statement per
+    set of limits, built once: only its parameters change)."""
+    room = [
+        _spent(limit.window, unit) + _held(unit) + _param(f"add_{unit}") <= _limit(limit, name)
+        for limit in limits.limits
+        for name, unit in _UNITS
+        if getattr(limit, name) is not None
+    ]
+    values: dict[str, Any] = {
+        "reserved_nusd": _held("nusd") + _param("add_nusd"),
+        "reserved_tokens": _held("tokens") + _param("add_tokens"),
+        "reserved_until": _param("hold_until"),
+        **_carried(limits, is_adding=False),
+    }
+    return update(spend).where(*room).values(values).returning(spend.c.caller)
+
+
+@functools.lru_cache(maxsize=256)
+def _settling(limits: SpendLimits) -> Update:
+    """Let go `less_*` of what is reserved and add `add_*` to each window."""
+    return (
+        update(spend)
+        .values(
+            reserved_nusd=_less(_held("nusd"), "less_nusd"),
+            reserved_tokens=_less(_held("tokens"), "less_tokens"),
+            **_carried(limits, is_adding=True),
+        )
+        .returning(*spend.columns)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _releasing() -> Update:
+    return (
+        update(spend)
+        .values(
+            reserved_nusd=_less(_held("nusd"), "less_nusd"),
+            reserved_tokens=_less(_held("tokens"), "less_tokens"),
+        )
+        .returning(*spend.columns)
+    )
+
+
+def _is_current(window: str) -> ColumnElement[bool]:
+    """Whether the row's amounts of `window` are of the current one (a passed one counts 0)."""
+    if window == "rolling":
+        return spend.c.rolling_start > _param("rolling_from")
+    return spend.c[f"{window}_start"] == _param(window)
+
+
+def _spent(window: str, unit: str) -> ColumnElement[int]:
+    return case((_is_current(window), spend.c[f"{window}_{unit}"]), else_=literal(0))
+
+
+def _carried(limits: SpendLimits, *, is_adding: bool) -> dict[str, Any]:
+    """Each window brought to `now` (a passed one starts again at 0), plus `add_*` when adding."""
+    values: dict[str, Any] = {"day_start": _param("day"), "month_start": _param("month")}
+    windows = ["day", "month"]
+    if limits.of("rolling") is not None:
+        values["rolling_start"] = case(
+            (_is_current("rolling"), spend.c.rolling_start), else_=_param("now")
+        )
+        windows.append("rolling")
+    for window in windows:
+        for unit in ("nusd", "tokens"):
+            amount = _spent(window, unit)
+            values[f"{window}_{unit}"] = amount + _param(f"add_{unit}") if is_adding else amount
+    return values
+
+
+def _held(unit: str) -> ColumnElement[int]:
     """What calls in flight reserved, unless the hold ran out."""
-    return case((spend.c.reserved_until > now, spend.c[f"reserved_{unit}"]), else_=literal(0))
+    return case(
+        (spend.c.reserved_until > _param("now"), spend.c[f"reserved_{unit}"]), else_=literal(0)
+    )
 
 
-def _less(amount: ColumnElement[int], less: int) -> ColumnElement[int]:
+def _less(amount: ColumnElement[int], name: str) -> ColumnElement[int]:
+    less = _param(name)
     return case((amount > less, amount - less), else_=literal(0))
 
 
