@@ -64,6 +64,16 @@ Feature: Spend limits per caller, held by the store across runs
     And caller "alice" sends a message
     Then the last run answered, its result showing no spend limits
 
+  Scenario: `cleveractors usage --caller` shows spent, reserved and left per window
+    Given an actor on a fresh sqlite store whose callers may spend 20 tokens a day, strict false
+    When caller "alice" sends a message
+    And the operator runs `cleveractors usage` for caller "alice"
+    Then it prints the day window: limit 20, spent 8, reserved 0, left 12
+    When the operator runs `cleveractors usage` for caller "alice" --json
+    Then its JSON names the caller and the day window: spent 8, left 12
+    When the operator runs `cleveractors usage` for caller "bob"
+    Then it prints the day window: limit 20, spent 0, reserved 0, left 20
+
   Scenario: A run that reaches the limit after a tool round stops, typed and flagged
     Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 60 tokens a day
     When caller "alice" sends a message

@@ -5,6 +5,7 @@ shared by all of them, as by the requests of one `serve` worker)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,8 +19,10 @@ from behave.runner import Context
 from fastapi import Request
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from typer.testing import CliRunner
 
 from cleveractors import ActorExecutor
+from cleveractors.cli import app
 from cleveractors.errors import CleverActorsError, SpendLimitExceeded
 from cleveractors.result import ExecutionResult, SpendLeft
 from cleveractors.spend_limits import SpendLimits
@@ -65,7 +68,9 @@ class _SpendWorld:
             meter_provider=meter,
         )
 
-    def hook(self, caller: str | None) -> SpendLimits | None:
+    async def hook(self, caller: str | None) -> SpendLimits | None:
+        """An application's hook, asynchronous as one reading a billing service would be."""
+        await asyncio.sleep(0)
         return self.plans.get(caller or "")
 
 
@@ -439,3 +444,54 @@ def _fails(context: Context, message: str) -> None:
         failure = exc
     assert failure is not None, "the actor ran"
     assert message in str(failure), str(failure)
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+@when('the operator runs `cleveractors usage` for caller "{caller}"')
+def _usage_table(context: Context, caller: str) -> None:
+    _usage_cli(context, caller, as_json=False)
+
+
+@when('the operator runs `cleveractors usage` for caller "{caller}" --json')
+def _usage_json_cli(context: Context, caller: str) -> None:
+    _usage_cli(context, caller, as_json=True)
+
+
+def _usage_cli(context: Context, caller: str, *, as_json: bool) -> None:
+    world = _world(context)
+    folder = Path(tempfile.mkdtemp(prefix="cleveractors-spend-cli-"))
+    actor = folder / "actor.json"
+    actor.write_text(json.dumps(world.config), encoding="utf-8")
+    arguments = ["usage", str(actor), "--caller", caller]
+    if as_json:
+        arguments.append("--json")
+    context.cli = CliRunner().invoke(app, arguments)
+
+
+@then("it prints the {window} window: limit {limit}, spent {spent}, reserved 0, left {left}")
+def _usage_printed(context: Context, window: str, limit: str, spent: str, left: str) -> None:
+    result = context.cli
+    assert result.exit_code == 0, result.output
+    (row,) = [
+        line.split() for line in result.output.splitlines() if line.strip().startswith(window)
+    ]
+    assert row[:6] == [window, "tokens", limit, spent, "0", left], row
+
+
+@then("its JSON names the caller and the {window} window: spent {spent}, left {left}")
+def _usage_json(context: Context, window: str, spent: str, left: str) -> None:
+    result = context.cli
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    (entry,) = report["windows"]
+    assert report["caller"] == "alice", report
+    assert (entry["window"], entry["spent"], entry["left"]) == (window, spent, left), entry
+
+
+@then('it fails naming "{message}"')
+def _usage_fails(context: Context, message: str) -> None:
+    result = context.cli
+    assert result.exit_code != 0, result.output
+    assert message in result.output, result.output
