@@ -37,6 +37,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Update
 
@@ -44,6 +45,7 @@ from cleveractors.errors import ConfigurationError, SpendLimitExceeded, StoreErr
 from cleveractors.result import SpendLeft
 from cleveractors.spend_limits import SpendLimit, SpendLimits, period_start, resets_at
 from cleveractors.store.dialects import insert_for
+from cleveractors.store.run import store_error
 from cleveractors.store.schema import llm_calls, spend
 from cleveractors.usage import LLMCallUsage
 
@@ -158,6 +160,12 @@ class SpendAccount:
         return _Amount(nano_usd(cost_usd), tokens)
 
     async def _reserve(self, amount: _Amount) -> None:
+        try:
+            await self._reserve_in_store(amount)
+        except SQLAlchemyError as exc:
+            raise store_error(f"reserving spend for {self.caller!r}", exc) from exc
+
+    async def _reserve_in_store(self, amount: _Amount) -> None:
         now = self._now()
         async with self._engine.connect() as connection:
             # One statement, committed by itself: one round trip when the row is there.
