@@ -74,6 +74,13 @@ Feature: Spend limits per caller, held by the store across runs
     When the operator runs `cleveractors usage` for caller "bob"
     Then it prints the day window: limit 20, spent 0, reserved 0, left 20
 
+  Scenario: A failed call releases what it reserved and did not spend
+    Given an actor whose model answers 503, on a fresh sqlite store whose callers may spend 20 tokens a day
+    When caller "alice" sends a message
+    Then the last run failed, and alice's day window shows 0 spent and 0 reserved
+    When caller "alice" sends a message
+    Then the last run failed, and alice's day window shows 0 spent and 0 reserved
+
   Scenario: A run that reaches the limit after a tool round stops, typed and flagged
     Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 60 tokens a day
     When caller "alice" sends a message
@@ -93,7 +100,8 @@ Feature: Spend limits per caller, held by the store across runs
     And the web app authenticates its callers by their X-Caller header
     When caller "alice" asks "Hello" through <route>
     And caller "alice" asks "Hello" through <route>
-    Then the last response is 429 with a Retry-After until the day's end, in the format of <route>
+    Then the first response answered and told what alice has left, in the format of <route>
+    And the last response is 429 with a Retry-After until the day's end, in the format of <route>
 
     Examples:
       | route                |

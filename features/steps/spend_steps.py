@@ -128,6 +128,27 @@ def _token_actor(context: Context, amount: int, per: str, strict: str) -> None:
     context.spend = _SpendWorld(config)
 
 
+@given(
+    "an actor whose model answers 503, on a fresh sqlite store whose callers may spend "
+    "{amount:d} tokens a day"
+)
+def _failing_actor(context: Context, amount: int) -> None:
+    config = _actor(context, "sqlite", [{"error": "overloaded", "error_status": 503}])
+    config["agent"]["max_retries"] = 0
+    config["spend_limits"] = _limits(str(amount), "tokens", "a day")
+    context.spend = _SpendWorld(config)
+
+
+@then("the last run failed, and alice's day window shows 0 spent and 0 reserved")
+def _failed_released(context: Context) -> None:
+    world = _world(context)
+    result, error = _last(world)
+    assert error is not None, result
+    assert [call.usage.total_tokens for call in result.usage_by_call] == [0], result
+    (entry,) = result.spend_left
+    assert (entry.window, entry.spent, entry.reserved, entry.left) == ("day", 0, 0, 20), entry
+
+
 @given("an actor on a fresh sqlite store whose limits come from a hook of plans by caller")
 def _hook_actor(context: Context) -> None:
     context.spend = _SpendWorld(_actor(context, "sqlite", [_ANSWER]), uses_hook=True)
@@ -387,6 +408,22 @@ def _ask(context: Context, caller: str, message: str, route: str) -> None:
             return await client.post(route, json=body, headers={"X-Caller": caller})
 
     world.responses.append(asyncio.run(send()))
+
+
+@then("the first response answered and told what alice has left, in the format of {route}")
+def _first_told(context: Context, route: str) -> None:
+    response = _world(context).responses[0]
+    assert response.status_code == 200, response.text
+    if route != "/chat":  # OpenAI's format has no place for it: the result's on_usage has it
+        return
+    frames = [
+        json.loads(line.removeprefix("data:"))
+        for line in response.text.splitlines()
+        if line.startswith("data:")
+    ]
+    (finished,) = [frame for frame in frames if frame.get("kind") == "run_finished"]
+    (left,) = finished["result"]["spend_left"]
+    assert (left["window"], left["spent"], left["left"]) == ("day", "8", "2"), left
 
 
 @then("the last response is 429 with a Retry-After until the day's end, in the format of {route}")
