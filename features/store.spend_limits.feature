@@ -81,6 +81,17 @@ Feature: Spend limits per caller, held by the store across runs
     When caller "alice" sends a message
     Then the last run failed, and alice's day window shows 0 spent and 0 reserved
 
+  Scenario: A paused run's resumption is held to the limit like a new message
+    Given an actor whose weather lookup waits for approval, on a fresh sqlite store whose limits come from a hook of plans by caller
+    And caller "alice" is on a plan of 60 tokens a day
+    When caller "alice" sends a message
+    Then the last run paused, its lookup billed: 52 tokens spent in the day window
+    When caller "alice" approves the paused lookup
+    Then the last run was refused with SpendLimitExceeded
+    When caller "alice" moves to a plan of 200 tokens a day
+    And caller "alice" approves the paused lookup
+    Then the last run answered, its result showing 60 tokens spent in the day window
+
   Scenario: A run that reaches the limit after a tool round stops, typed and flagged
     Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 60 tokens a day
     When caller "alice" sends a message

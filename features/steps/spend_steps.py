@@ -22,11 +22,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from typer.testing import CliRunner
 
 from cleveractors import ActorExecutor
+from cleveractors.approvals import ApprovalDecision
 from cleveractors.cli import app
 from cleveractors.errors import CleverActorsError, SpendLimitExceeded
 from cleveractors.result import ExecutionResult, SpendLeft
 from cleveractors.spend_limits import SpendLimits
 from cleveractors.store.spend import read_spend_left
+from cleveractors.turns import Resumption
 from cleveractors.web import create_app
 
 _ANSWER = {"text": "Hi.", "prompt_tokens": 3, "completion_tokens": 5}
@@ -147,6 +149,49 @@ def _failed_released(context: Context) -> None:
     assert [call.usage.total_tokens for call in result.usage_by_call] == [0], result
     (entry,) = result.spend_left
     assert (entry.window, entry.spent, entry.reserved, entry.left) == ("day", 0, 0, 20), entry
+
+
+@given(
+    "an actor whose weather lookup waits for approval, on a fresh sqlite store whose limits "
+    "come from a hook of plans by caller"
+)
+def _gated_actor(context: Context) -> None:
+    config = _actor(context, "sqlite", [_LOOKUP, _ANSWER])
+    config["agent"]["tools"][0]["approval"] = "required"
+    context.spend = _SpendWorld(config, uses_hook=True)
+
+
+@then("the last run paused, its lookup billed: {tokens:d} tokens spent in the day window")
+def _paused(context: Context, tokens: int) -> None:
+    result, error = _last(_world(context))
+    assert error is None, error
+    assert result.status == "paused", result
+    context.spend_paused = result.run_id
+    (entry,) = result.spend_left
+    assert (entry.spent, entry.reserved) == (tokens, 0), entry
+
+
+@when('caller "{caller}" approves the paused lookup')
+def _approve(context: Context, caller: str) -> None:
+    world = _world(context)
+    decision = ApprovalDecision(call_id="w1", decision="approve")
+
+    async def resume() -> None:
+        async with world.executor() as executor:
+            stream = executor.execute_events(
+                Resumption(context.spend_paused, [decision], caller=caller)
+            )
+            error: BaseException | None = None
+            try:
+                async for _event in stream:
+                    pass
+            except Exception as exc:
+                error = exc
+            assert stream.result is not None
+            world.results.append(stream.result)
+            world.errors.append(error)
+
+    asyncio.run(resume())
 
 
 @given("an actor on a fresh sqlite store whose limits come from a hook of plans by caller")

@@ -434,7 +434,7 @@ class LLMAgent(Agent):
         return call_reservation(
             self.pricer,
             messages,
-            output_cap=self._call_output_cap(max_output_tokens),
+            output_cap=self._call_output_cap(_output_cap(self.model, max_output_tokens)),
             is_strict=is_strict,
         )
 
