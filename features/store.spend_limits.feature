@@ -92,6 +92,16 @@ Feature: Spend limits per caller, held by the store across runs
     And caller "alice" approves the paused lookup
     Then the last run answered, its result showing 60 tokens spent in the day window
 
+  Scenario: A run of several calls reserves each before it is sent, and the window counts them all
+    Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 200 tokens a day
+    When caller "alice" sends a message
+    Then the last run answered, its result showing 60 tokens spent in the day window
+
+  Scenario: A run that fails before its first call lets go what its turn reserved
+    Given an actor with an MCP server that cannot start, on a fresh sqlite store whose callers may spend 20 tokens a day
+    When caller "alice" sends a message to the executor without opening it first
+    Then the last run failed with McpServerError, and alice's day window shows 0 spent and 0 reserved
+
   Scenario: A run that reaches the limit after a tool round stops, typed and flagged
     Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 60 tokens a day
     When caller "alice" sends a message

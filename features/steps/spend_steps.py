@@ -152,6 +152,47 @@ def _failed_released(context: Context) -> None:
 
 
 @given(
+    "an actor with an MCP server that cannot start, on a fresh sqlite store whose callers may "
+    "spend {amount:d} tokens a day"
+)
+def _broken_mcp_actor(context: Context, amount: int) -> None:
+    config = _actor(context, "sqlite", [_ANSWER])
+    config["agent"]["mcp_servers"] = [{"name": "gone", "command": ["/nonexistent/mcp-server"]}]
+    config["spend_limits"] = _limits(str(amount), "tokens", "a day")
+    context.spend = _SpendWorld(config)
+
+
+@when('caller "{caller}" sends a message to the executor without opening it first')
+def _send_unopened(context: Context, caller: str) -> None:
+    world = _world(context)
+
+    async def send() -> None:
+        executor = world.executor()
+        error: BaseException | None = None
+        try:
+            await executor.execute("Hello", caller=caller)
+        except Exception as exc:
+            error = exc
+        finally:
+            await executor.aclose()
+        assert executor.last_result is not None
+        world.results.append(executor.last_result)
+        world.errors.append(error)
+
+    asyncio.run(send())
+
+
+@then("the last run failed with {error_type}, and alice's day window shows 0 spent and 0 reserved")
+def _failed_before_call(context: Context, error_type: str) -> None:
+    world = _world(context)
+    result, error = _last(world)
+    assert type(error).__name__ == error_type, repr(error)
+    assert result.usage_by_call == (), result
+    (entry,) = result.spend_left
+    assert (entry.spent, entry.reserved, entry.left) == (0, 0, 20), entry
+
+
+@given(
     "an actor whose weather lookup waits for approval, on a fresh sqlite store whose limits "
     "come from a hook of plans by caller"
 )

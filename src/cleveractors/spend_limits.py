@@ -113,16 +113,11 @@ class SpendPolicy:
         return found
 
 
-def period_start(window: SpendWindow, now: datetime) -> int:
-    """The start of the calendar day or month `now` is in, in seconds since the epoch (UTC);
-    0 for a rolling window, whose start is the store's."""
-    moment = now.astimezone(UTC)
-    if window == "day":
-        start = moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    elif window == "month":
-        start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    else:
-        return 0
+def period_start(window: Literal["day", "month"], now: datetime) -> int:
+    """The start of the calendar day or month `now` is in, in seconds since the epoch (UTC)."""
+    start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if window == "month":
+        start = start.replace(day=1)
     return int(start.timestamp())
 
 
