@@ -102,6 +102,16 @@ Feature: Spend limits per caller, held by the store across runs
     When caller "alice" sends a message to the executor without opening it first
     Then the last run failed with McpServerError, and alice's day window shows 0 spent and 0 reserved
 
+  Scenario: What a worker that died mid-call reserved holds for an hour at most
+    Given an actor on a fresh sqlite store whose callers may spend 10 tokens a day, strict false
+    And the clock reads 2026-03-14 10:00 UTC
+    And a worker that died mid-call had reserved 8 tokens for caller "alice"
+    When caller "alice" sends a message
+    Then the last run was refused with SpendLimitExceeded
+    When the clock reads 2026-03-14 11:01 UTC
+    And caller "alice" sends a message
+    Then the last run answered, its result showing 8 tokens spent in the day window
+
   Scenario: A run that reaches the limit after a tool round stops, typed and flagged
     Given an actor that looks the weather up then answers, on a fresh sqlite store whose callers may spend 60 tokens a day
     When caller "alice" sends a message

@@ -27,7 +27,7 @@ from cleveractors.cli import app
 from cleveractors.errors import CleverActorsError, SpendLimitExceeded
 from cleveractors.result import ExecutionResult, SpendLeft
 from cleveractors.spend_limits import SpendLimits
-from cleveractors.store.spend import read_spend_left
+from cleveractors.store.spend import SpendAccount, read_spend_left
 from cleveractors.turns import Resumption
 from cleveractors.web import create_app
 
@@ -160,6 +160,20 @@ def _broken_mcp_actor(context: Context, amount: int) -> None:
     config["agent"]["mcp_servers"] = [{"name": "gone", "command": ["/nonexistent/mcp-server"]}]
     config["spend_limits"] = _limits(str(amount), "tokens", "a day")
     context.spend = _SpendWorld(config)
+
+
+@given('a worker that died mid-call had reserved {tokens:d} tokens for caller "{caller}"')
+def _dead_worker(context: Context, tokens: int, caller: str) -> None:
+    world = _world(context)
+
+    async def reserve() -> None:
+        async with world.executor() as executor:
+            assert executor.store is not None
+            limits = SpendLimits.model_validate(world.config["spend_limits"])
+            account = SpendAccount(executor.store.engine, caller, limits, lambda: world.clock[0])
+            await account.reserve(1, tokens=tokens, cost_usd=None)  # and never settles it
+
+    asyncio.run(reserve())
 
 
 @when('caller "{caller}" sends a message to the executor without opening it first')
