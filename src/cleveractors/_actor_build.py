@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
     ActorConfig,
@@ -54,6 +55,25 @@ def build_actor(
     """
     if not isinstance(source, ActorConfig):
         source = _validated_config(source, origin, config_dir)
+    agent = _build_agent(source, origin=origin, config_dir=config_dir)
+    link_handoffs(
+        config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
+    )
+    if source.spend_limits is not None and source.store is None:
+        problem = (
+            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
+        )
+        raise ConfigurationError(describe_problems(origin, [problem]))
+    store = _build_store(source.store, config_dir)
+    return BuiltActor(source.name, agent, store, source.spend_limits)
+
+
+def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
+    """A handoff target's agent (its `store` is not used: the session is the first actor's)."""
+    return _build_agent(config, origin=str(path), config_dir=path.parent)
+
+
+def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
     tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
     agent: LLMAgent | None = None
@@ -62,14 +82,9 @@ def build_actor(
         agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
     except ConfigurationError as exc:
         problems.append(str(exc))
-    if config.spend_limits is not None and config.store is None:
-        problems.append(
-            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
-        )
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
-    store = _build_store(config.store, config_dir)
-    return BuiltActor(config.name, agent, store, config.spend_limits)
+    return agent
 
 
 def _build_tools(

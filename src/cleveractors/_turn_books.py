@@ -59,6 +59,9 @@ class Held:
     max_output_tokens: int | None
     can_pause: bool
     resumed_from: str | None = None
+    active_agent: str | None = None
+    """The actor the turn runs on, when a handoff left the session (or the pause) with one;
+    None: the executor's own. Only a stored session remembers a handoff across turns."""
 
     @classmethod
     def resuming(cls, checked: CheckedDecisions) -> Held:
@@ -70,6 +73,7 @@ class Held:
             max_output_tokens=paused.max_output_tokens,
             can_pause=True,
             resumed_from=paused.run_id,
+            active_agent=paused.agent,
         )
 
 
@@ -187,7 +191,14 @@ class StoredBook:
             held.supersede_waiting_run(_declined_for_new_message), StoreError
         )
         history = turn.history if turn.session_id is None else [*held.history, *superseded]
-        begun = Held(turn.message, history, turn.session_id, turn.max_output_tokens, turn.can_pause)
+        begun = Held(
+            turn.message,
+            history,
+            turn.session_id,
+            turn.max_output_tokens,
+            turn.can_pause,
+            active_agent=held.active_actor,
+        )
         await self._admit(held, begun)
         return begun
 

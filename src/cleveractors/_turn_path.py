@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cleveractors._pause import MemoryPauses
 from cleveractors._spend_gate import current_call_spend
 from cleveractors._turn_books import Book, MemoryBook, Refused, StoredBook, refused_result
+from cleveractors.agents import LLMAgent
 from cleveractors.agents.base import Agent
 from cleveractors.errors import SpendLimitExceeded
 from cleveractors.events import Event, RunStarted, TextDelta
@@ -110,7 +111,7 @@ async def _run_turn(
         token = current_call_spend.set(book.call_spend)
         try:
             async with book.holding():
-                ran = await agent.run(
+                ran = await _active(agent, held.active_agent).run(
                     held.start,
                     history=held.history,
                     sink=sink,
@@ -119,6 +120,7 @@ async def _run_turn(
                     run_id=run_id,
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
+                    session_id=held.session_id,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
@@ -139,6 +141,24 @@ def _was_stopped_by_spend_limit(outcome: RunOutcome) -> bool:
         isinstance(outcome.error, SpendLimitExceeded)
         or outcome.result.synthesis_reason == "spend_limit"
     )
+
+
+def _active(agent: Agent, name: str | None) -> Agent:
+    """The agent the turn runs on: the one a handoff left the session (or the paused run)
+    with, found among those the executor's agent can hand off to; else the executor's own."""
+    if name is None or name == agent.name or not isinstance(agent, LLMAgent):
+        return agent
+    found = agent.handoff_agent(name)
+    if found is None:
+        logger.warning(
+            "actor %r, to which a handoff passed the conversation, is no longer among the "
+            "handoffs of %r; the turn runs on %r",
+            name,
+            agent.name,
+            agent.name,
+        )
+        return agent
+    return found
 
 
 def _session_of(turn: Turn) -> str | None:

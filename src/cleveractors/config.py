@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -49,9 +49,12 @@ from cleveractors.pricing import ModelPrices
 from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
+    "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
     "LLMAgentConfig",
     "McpServer",
+    "PromptCacheMode",
+    "PromptCacheTTL",
     "ProviderName",
     "StoreConfig",
     "ToolConfig",
@@ -81,8 +84,19 @@ ProviderName = Literal[
 ]
 """`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
 
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+"""How the tool that hands the conversation to an actor of `handoffs` is named: this, then the
+actor's name."""
+
 _PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 # An agent's keys that were renamed: old name -> new name. The old one loads, with a warning.
+PromptCacheMode = Literal["auto", "off"]
+"""`auto`: the agent asks the provider to cache its requests' stable prefix (see
+docs/caching.md); `off`: nothing extra is sent."""
+
+PromptCacheTTL = Literal["5m", "1h"]
+"""How long Anthropic keeps a cached prefix (a 1-hour write costs more than a 5-minute one)."""
+
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
@@ -124,6 +138,10 @@ class LLMAgentConfig(Frozen):
     """Stop using tools once a message's calls cost this much (US dollars); needs a known price."""
     pricing: ModelPrices | None = None
     """Your own prices (USD per million tokens), instead of genai-prices' table."""
+    prompt_cache: PromptCacheMode = "auto"
+    """Cache breakpoints on Anthropic, `prompt_cache_key` on OpenAI; `off` sends neither."""
+    prompt_cache_ttl: PromptCacheTTL = "5m"
+    """The lifetime of Anthropic's cache breakpoints: `5m` or `1h`."""
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
@@ -231,7 +249,12 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):
             name = call.get("name")
-            if isinstance(name, str) and name not in declared:
+            # A handoff's tool is named after an actor known only once `handoffs` are loaded.
+            if (
+                isinstance(name, str)
+                and name not in declared
+                and not name.startswith(HANDOFF_TOOL_PREFIX)
+            ):
                 yield Problem(
                     ("script", reply_position, "tool_calls", call_position, "name"),
                     f"calls {name!r}, which the actor does not declare ({offered})",
@@ -266,6 +289,11 @@ class ActorConfig(Frozen):
     store: StoreConfig | None = None
     spend_limits: SpendLimits | None = None
     """What each caller may spend per day, month or rolling window (needs `store`)."""
+    description: str | None = None
+    """What the actor does, for the agents that may hand the conversation to it."""
+    handoffs: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    """Actor config files (paths relative to this file) the model may hand the conversation to,
+    each offered as a tool `transfer_to_<name>`; see Handoffs in the docs."""
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

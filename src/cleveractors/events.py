@@ -10,7 +10,8 @@ session claimed, the idempotency key checked), `RoundStarted`, then per round th
 one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecorded` and a
 `CallRetrying` first), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
-is hit; last `RunFinished` or `RunFailed`. A run that waits for a person emits
+is hit; `HandoffOccurred` after a batch whose call handed the conversation to another actor;
+last `RunFinished` or `RunFailed`. A run that waits for a person emits
 `ToolApprovalRequested` for each gated call and ends with `RunPaused`; the segment that resumes
 it starts with `RunStarted(resumed_from=...)` and a `ToolCallDecided` per decided call.
 """
@@ -29,6 +30,7 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 __all__ = [
     "CallRetrying",
     "Event",
+    "HandoffOccurred",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -163,6 +165,22 @@ class SynthesisStarted(_Event):
     reason: SynthesisReason
 
 
+class HandoffOccurred(_Event):
+    """The model handed the conversation to another actor (its `transfer_to_<name>` call
+    `call_id` in round `round`): the rest of the run, and a stored session's next turns, run on
+    `to_agent` (its system prompt, tools and model) until it hands the conversation on."""
+
+    kind: Literal["handoff"] = "handoff"
+    round: int
+    call_id: str
+    from_agent: str
+    """The actor that handed the conversation over."""
+    to_agent: str
+    """The actor that took it over."""
+    reason: str
+    """Why, in the model's words."""
+
+
 class ToolApprovalRequested(_Event):
     """A call the model asked for waits for a person's decision; it has not run. The run ends
     paused once its other calls have run (`RunPaused`)."""
@@ -227,6 +245,7 @@ Event = Annotated[
     | ToolCallSkipped
     | OutputPruned
     | SynthesisStarted
+    | HandoffOccurred
     | RunFinished
     | RunPaused
     | RunFailed,

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from cleveractors.approvals import PendingApproval
-from cleveractors.usage import LLMCallUsage, TokenUsage
+from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:
     from cleveractors.approvals import PausedRun
@@ -166,6 +166,10 @@ class ExecutionResult(BaseModel):
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    active_agent: str | None = None
+    """The actor whose agent the run ended on: its own, or the one a handoff passed the
+    conversation to (a stored session's next turn runs there). None for an agent that is not
+    an `LLMAgent`."""
 
     @property
     def status(self) -> ResultStatus:
@@ -181,6 +185,15 @@ class ExecutionResult(BaseModel):
     def usage(self) -> TokenUsage:
         """The sum over every call."""
         return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+    @property
+    def usage_by_agent(self) -> dict[str, AgentUsage]:
+        """The run's calls summed per agent (`LLMCallUsage.agent`; "" for calls that name none),
+        in the order each agent first called: they add up to the run's totals."""
+        calls_by_agent: dict[str, list[LLMCallUsage]] = {}
+        for call in self.usage_by_call:
+            calls_by_agent.setdefault(call.agent or "", []).append(call)
+        return {agent: _agent_usage(calls) for agent, calls in calls_by_agent.items()}
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property
@@ -211,6 +224,26 @@ class ExecutionResult(BaseModel):
     def cache_write_tokens(self) -> int:
         """Prompt tokens written to the provider's cache (part of `prompt_tokens`)."""
         return self.usage.cache_write_tokens
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
+    def cache_hit_rate(self) -> float:
+        """The share of `prompt_tokens` read from the provider's cache (0 to 1; 0 without any
+        prompt tokens)."""
+        usage = self.usage
+        return usage.cache_read_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
+    def cache_savings_usd(self) -> Decimal | None:
+        """What the prompt cache saved, in US dollars, against the uncached price of the same
+        tokens (cache writes, priced above input, count against it); None unless every call
+        was priced, as `cost_usd`."""
+        if self.unpriced_calls:
+            return None
+        return sum(
+            (call.cache_savings_usd or Decimal(0) for call in self.usage_by_call), Decimal(0)
+        )
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
@@ -276,6 +309,15 @@ class ExecutionResult(BaseModel):
                     f"not given ({data[key]!r})"
                 )
         return result
+
+
+def _agent_usage(calls: list[LLMCallUsage]) -> AgentUsage:
+    costs = [call.cost_usd for call in calls]
+    return AgentUsage(
+        usage=sum((call.usage for call in calls), TokenUsage()),
+        cost_usd=None if None in costs else sum((cost or Decimal(0) for cost in costs), Decimal(0)),
+        llm_calls=len(calls),
+    )
 
 
 ResultCallback = Callable[[ExecutionResult], None]

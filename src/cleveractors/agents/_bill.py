@@ -74,6 +74,7 @@ class Bill:
 
     Attributes:
         pricer: Names and prices the calls.
+        agent: The actor whose agent makes the calls now, on each record.
         ledger: The records so far (read, never written, by anyone else).
         in_flight: The call sent and not yet recorded, if any.
     """
@@ -84,6 +85,7 @@ class Bill:
         "_sink",
         "_spend",
         "_trace",
+        "agent",
         "in_flight",
         "ledger",
         "pricer",
@@ -95,8 +97,11 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
+        agent: str | None = None,
     ) -> None:
         self.pricer = pricer
+        self.agent = agent
+        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -215,6 +220,7 @@ class Bill:
         model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
+        cost = pricer.cost(usage, model) if pricer.can_price else None
         record = self.ledger.record(
             purpose=call.purpose,
             round=call.round,
@@ -223,9 +229,11 @@ class Bill:
             status=status,
             provider=pricer.provider,
             model=model,
-            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
+            cost_usd=cost,
+            cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
+            agent=self.agent,
         )
         self.in_flight = None
         if span is not None:

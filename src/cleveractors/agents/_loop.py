@@ -204,6 +204,17 @@ class Transcript:
     def append(self, message: BaseMessage) -> None:
         self.messages.append(message)
 
+    def replace_system_prompt(self, old: str | None, new: str | None) -> None:
+        """Put `new` where the transcript's system prompt `old` stood (a handoff: the agent
+        that takes the conversation over speaks in its own voice); the turn stays as it is."""
+        messages = self.messages
+        if old and messages and isinstance(messages[0], SystemMessage):
+            del messages[0]
+            self._turn_start -= 1
+        if new:
+            messages.insert(0, SystemMessage(new))
+            self._turn_start += 1
+
     def answered_turn(self) -> tuple[BaseMessage, ...]:
         """The turn so far, up to the first reply whose calls are not all answered: valid
         history for any provider, though the turn has no answer."""
@@ -247,6 +258,10 @@ class _Run:
     """False where nobody can approve a call (the OpenAI endpoint): gated calls are declined."""
     resumed_from: str | None = None
     """The paused segment this run resumes."""
+    agent_name: str | None = None
+    """The actor whose agent runs the loop now (a handoff changes it)."""
+    session_id: str | None = None
+    """The session the run answers in, if any (its prompt-cache key on OpenAI)."""
     pending: tuple[PendingApproval, ...] = ()
     """The calls this run paused for, once it pauses."""
     spent_tokens_before: int = 0
@@ -312,6 +327,7 @@ class _Run:
             cancelled=isinstance(error, asyncio.CancelledError),
             pending_approvals=self.pending if error is None else (),
             resumed_from=self.resumed_from,
+            active_agent=self.agent_name,
         )
 
 

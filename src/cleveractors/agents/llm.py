@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -28,6 +28,7 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, InFlightCall, call_reservation
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -43,6 +44,7 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
+from cleveractors.agents._prompt_cache import PromptCaching
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
@@ -55,7 +57,7 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.config import LLMAgentConfig, McpServer, PromptCacheMode, PromptCacheTTL
 from cleveractors.errors import (
     ConfigurationError,
     SpendLimitExceeded,
@@ -154,15 +156,21 @@ class LLMAgent(Agent):
         model_name: The model's name for usage records and prices; read from the model when
             omitted.
         pricing: Your own prices, instead of genai-prices' table.
+        prompt_cache: `auto` places prompt-cache breakpoints (Anthropic) or sends a
+            `prompt_cache_key` (OpenAI), see docs/caching.md; `off` sends neither.
+        prompt_cache_ttl: The lifetime of Anthropic's breakpoints, `5m` or `1h`.
         approval: Which tool calls wait for a person (`cleveractors.approvals`), on top of the
             tools declared `needs_approval`: tool names, or a policy callable
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        handoffs: Agents the model may hand the conversation to, each offered as a tool
+            `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
-            model whose price is unknown, or `approval` names a tool the agent does not have.
+            model whose price is unknown, `approval` names a tool the agent does not have, or
+            a handoff goes to the agent itself or to two agents of one name.
     """
 
     def __init__(
@@ -181,6 +189,9 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        prompt_cache: PromptCacheMode = "auto",
+        prompt_cache_ttl: PromptCacheTTL = "5m",
+        handoffs: Sequence[LLMAgent] = (),
     ) -> None:
         check_chat_model(model, agent_name=name)
         self.name = name
@@ -196,16 +207,22 @@ class LLMAgent(Agent):
                 f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
                 "set agent.pricing (input_per_mtok, output_per_mtok)"
             )
+        self._caching = caching = PromptCaching.of(
+            self.pricer.provider, mode=prompt_cache, ttl=prompt_cache_ttl
+        )
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
+        self.handoffs: Handoffs[LLMAgent] = Handoffs(name)
+        """The agents this one may hand the conversation to."""
         self._toolset = ToolSet(
             model,
-            tools,
+            [*tools, *(self.handoffs.add(target) for target in handoffs)],
             agent_name=name,
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
+            tool_schemas=caching.tool_schemas,
         )
         self._gate = gate = ApprovalGate(
             approval,
@@ -215,6 +232,37 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+
+    def add_handoff(self, target: LLMAgent, *, description: str | None = None) -> None:
+        """Let the model hand the conversation to `target` (a tool `transfer_to_<name>`, whose
+        description ends with `description`): the rest of the run, and a stored session's
+        later turns, run on `target` until it hands the conversation on. Two agents may hand
+        back to each other.
+
+        Raises:
+            ConfigurationError: `target` is this agent, or has the name of a target offered
+                already, or its tool's name is taken by another tool.
+        """
+        name = handoff_tool_name(target.name)
+        if name in self.tools:
+            raise ConfigurationError(f"agent {self.name!r}: two tools are named {name!r}")
+        self._toolset.add(self.handoffs.add(target, description=description))
+
+    def handoff_agent(self, name: str) -> LLMAgent | None:
+        """The agent named `name` among those the conversation can reach from this one by
+        handoffs (this one included), or None."""
+        return next((agent for agent in self._reachable() if agent.name == name), None)
+
+    def _reachable(self) -> Iterator[LLMAgent]:
+        """This agent, then every agent its handoffs reach, each once."""
+        seen: set[str] = set()
+        waiting: list[LLMAgent] = [self]
+        while waiting:
+            agent = waiting.pop(0)
+            if agent.name not in seen:
+                seen.add(agent.name)
+                yield agent
+                waiting.extend(agent.handoffs.agents)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -228,16 +276,21 @@ class LLMAgent(Agent):
             McpServerError: a server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's.
         """
-        await self._toolset.sync()
+        for agent in self._reachable():  # the agents of its handoffs too
+            await agent._toolset.sync()
 
     @property
     def open_mcp_servers(self) -> tuple[str, ...]:
-        """The names of the MCP servers connected (or connecting) now."""
-        return self._toolset.open_mcp_servers
+        """The names of the MCP servers connected (or connecting) now, its handoffs' too."""
+        return tuple(
+            name for agent in self._reachable() for name in agent._toolset.open_mcp_servers
+        )
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
-        await self._toolset.aclose()
+        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' too; a
+        later run reopens them."""
+        for agent in self._reachable():
+            await agent._toolset.aclose()
 
     @classmethod
     def from_config(
@@ -271,6 +324,8 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            prompt_cache=config.prompt_cache,
+            prompt_cache_ttl=config.prompt_cache_ttl,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -286,6 +341,7 @@ class LLMAgent(Agent):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        session_id: str | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -302,6 +358,7 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
+                    session_id=session_id,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -315,7 +372,9 @@ class LLMAgent(Agent):
         Raises:
             ApprovalError: the subclass naming the decision that does not fit.
         """
-        return check_decisions(paused, decisions, self.tools, now=now)
+        paused_on = self.handoff_agent(paused.agent) if paused.agent is not None else None
+        tools = (paused_on or self).tools  # a run paused after a handoff waits on its target
+        return check_decisions(paused, decisions, tools, now=now)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -330,8 +389,9 @@ class LLMAgent(Agent):
         run_id: str,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        session_id: str | None = None,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -339,38 +399,44 @@ class LLMAgent(Agent):
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
+            session_id=session_id,
+            agent_name=self.name,
         )
+        agent = self  # a handoff passes the run on to another agent: the rounds are its own
         try:
             step = self._first_step(run, start, history)
             while True:
                 if step is None:
-                    step = await self._next_round(run)
+                    step = await agent._next_round(run)
                 match step:
                     case _Finish(message=answer):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
-                        return run.result(await self._synthesize(run, reason))
-                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
-                        batch = await self._batches.run(run, tool_reply, calls)
+                        return run.result(await agent._synthesize(run, reason))
+                    case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
+                        batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
                         batch = await run_batch(
                             run,
                             tool_reply,
                             calls,
-                            toolset=self._toolset,
-                            prune=self._prune,
-                            agent_name=self.name,
+                            toolset=agent._toolset,
+                            prune=agent._prune,
+                            agent_name=agent.name,
                         )
                     case _ResumeBatch(checked=checked):
-                        batch = await self._batches.resume(run, checked)
+                        batch = await agent._batches.resume(run, checked)
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
                     return run.result(AIMessage(content=batch.answer))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
-                if spent := self._budget_spent(run):
-                    return run.result(await self._synthesize(run, spent))
+                ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
+                if handoff := agent.handoffs.taken(run, ran_before):
+                    agent = hand_over(run, agent, *handoff)
+                if spent := agent._budget_spent(run):
+                    return run.result(await agent._synthesize(run, spent))
                 step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
@@ -468,7 +534,15 @@ class LLMAgent(Agent):
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
-        sent = run.transcript.messages if messages is None else messages
+        transcript = run.transcript
+        model, sent = self._caching.request(
+            model,
+            transcript.messages if messages is None else messages,
+            purpose=purpose,
+            kept=transcript.messages,
+            history_end=transcript.turn_start,
+            key=run.session_id or self.name,
+        )
 
         def attempt(number: int) -> Awaitable[AIMessage]:
             return self._model_attempt(

@@ -135,6 +135,7 @@ def _call_values(
         "provider": call.provider,
         "model": call.model,
         "cost_usd": _money(call.cost_usd),
+        "cache_savings_usd": _money(call.cache_savings_usd),
         "trace_id": call.trace_id,
         "span_id": call.span_id,
     }
@@ -143,6 +144,15 @@ def _call_values(
 def _money(cost: Decimal | None) -> str | None:
     """A cost as exact decimal text."""
     return None if cost is None else str(cost)
+
+
+def _savings(row: Row[Any]) -> Decimal | None:
+    """The row's saving; for a priced row written before savings were kept, 0 when nothing of
+    its prompt was cached (else unknown)."""
+    if row.cache_savings_usd is not None:
+        return Decimal(row.cache_savings_usd)
+    nothing_cached = not (row.cache_read_tokens or row.cache_write_tokens)
+    return Decimal(0) if row.cost_usd is not None and nothing_cached else None
 
 
 def _ledger_row(row: Row[Any]) -> LedgerRow:
@@ -165,6 +175,7 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         provider=row.provider,
         model=row.model,
         cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
+        cache_savings_usd=_savings(row),
         trace_id=row.trace_id,
         span_id=row.span_id,
     )

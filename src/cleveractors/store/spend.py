@@ -45,7 +45,6 @@ from cleveractors.errors import ConfigurationError, SpendLimitExceeded, StoreErr
 from cleveractors.result import SpendLeft
 from cleveractors.spend_limits import SpendLimit, SpendLimits, period_start, resets_at
 from cleveractors.store.dialects import insert_for
-from cleveractors.store.run import store_error
 from cleveractors.store.schema import llm_calls, spend
 from cleveractors.usage import LLMCallUsage
 
@@ -163,7 +162,10 @@ class SpendAccount:
         try:
             await self._reserve_in_store(amount)
         except SQLAlchemyError as exc:
-            raise store_error(f"reserving spend for {self.caller!r}", exc) from exc
+            # The type only: the database's own message may quote the data.
+            raise StoreError(
+                f"store: {type(exc).__name__} while reserving spend for {self.caller!r}"
+            ) from exc
 
     async def _reserve_in_store(self, amount: _Amount) -> None:
         now = self._now()
