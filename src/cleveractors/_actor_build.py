@@ -25,6 +25,7 @@ from cleveractors.config import (
 )
 from cleveractors.errors import ConfigurationError
 from cleveractors.providers import make_chat_model, make_fallback_models
+from cleveractors.spend_limits import SpendLimits
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 
@@ -41,6 +42,7 @@ class BuiltActor:
     name: str
     agent: LLMAgent
     store: SqlStore | None
+    spend_limits: SpendLimits | None = None
 
 
 def build_actor(
@@ -57,7 +59,13 @@ def build_actor(
     link_handoffs(
         config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
     )
-    return BuiltActor(source.name, agent, _build_store(source.store, config_dir))
+    if source.spend_limits is not None and source.store is None:
+        problem = (
+            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
+        )
+        raise ConfigurationError(describe_problems(origin, [problem]))
+    store = _build_store(source.store, config_dir)
+    return BuiltActor(source.name, agent, store, source.spend_limits)
 
 
 def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:

@@ -46,6 +46,7 @@ from cleveractors._config_tools import (
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
+from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
@@ -391,6 +392,8 @@ class ActorConfig(Frozen):
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
     store: StoreConfig | None = None
+    spend_limits: SpendLimits | None = None
+    """What each caller may spend per day, month or rolling window (needs `store`)."""
     description: str | None = None
     """What the actor does, for the agents that may hand the conversation to it."""
     handoffs: tuple[Annotated[str, Field(min_length=1)], ...] = ()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal, Self
 
@@ -39,12 +40,13 @@ __all__ = [
     "ResultStatus",
     "RunOutcome",
     "RunText",
+    "SpendLeft",
     "SynthesisReason",
     "ToolCallRecord",
     "ToolCallStatus",
 ]
 
-SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
+SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck", "spend_limit"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped", "declined", "responded"]
@@ -73,6 +75,27 @@ class ErrorInfo(BaseModel):
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
         """The `type` and `message` of `exc`, as a result or a `run_failed` event carries them."""
         return cls(type=type(exc).__name__, message=str(exc))
+
+
+class SpendLeft(BaseModel):
+    """One window of the caller's spend limits, in one unit, as the run left it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window: str
+    """`day`, `month` (calendar, UTC) or `rolling`."""
+    unit: Literal["usd", "tokens"]
+    limit: Decimal
+    spent: Decimal
+    """What the window's settled calls cost."""
+    reserved: Decimal
+    """What the caller's calls in flight reserved (in every window at once)."""
+    left: Decimal
+    """The limit less spent and reserved (never below 0)."""
+    resets_at: datetime | None
+    """When the window starts again; None for a rolling window not open now."""
+    refused: bool = False
+    """True for the window that refused the run's call."""
 
 
 class ToolCallRecord(BaseModel):
@@ -137,6 +160,9 @@ class ExecutionResult(BaseModel):
     pending_approvals: tuple[PendingApproval, ...] = ()
     """The gated tool calls this run paused for (`status == "paused"`), in the model's order;
     resume the run with decisions on them (`ActorExecutor.resume`)."""
+    spend_left: tuple[SpendLeft, ...] = ()
+    """The caller's spend limits after the run (`spend_limits`): spent, reserved and left per
+    window; empty when the caller has none."""
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""

@@ -114,6 +114,10 @@ class Telemetry:
             return True
         return not _records_nothing(trace.get_tracer_provider(), metrics.get_meter_provider())
 
+    def count_spend_refusal(self) -> None:
+        """A run of this actor refused or stopped by a caller's spend limit."""
+        self._metrics.count_spend_refusal(self.actor_name)
+
     def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
         """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""
         attributes: dict[str, AttributeValue] = {

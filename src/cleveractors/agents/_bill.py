@@ -14,13 +14,16 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from cleveractors._spend_gate import current_call_spend
 from cleveractors.agents._failures import may_have_been_billed
 from cleveractors.agents.base import discard_event
 from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
@@ -28,7 +31,7 @@ from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tracing import ChatSpan, RunTrace, current_trace
 from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
 
-__all__ = ["Bill", "InFlightCall"]
+__all__ = ["Bill", "InFlightCall", "call_reservation"]
 
 # The agent's logger, whichever of its modules writes: users filter on it.
 logger = logging.getLogger("cleveractors.agents.llm")
@@ -87,6 +90,7 @@ class Bill:
         "_recorded",
         "_recorder",
         "_sink",
+        "_spend",
         "_trace",
         "agent",
         "in_flight",
@@ -114,6 +118,29 @@ class Bill:
         """How many of the ledger's calls the recorder has been given."""
         self._trace: RunTrace | None = current_trace()
         """The run's trace, when an executor traces it: each attempt is a span of it."""
+        self._spend = current_call_spend.get()
+        """The caller's spend limits, when it has any: each attempt reserves before it is sent."""
+
+    async def reserve(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        output_cap: int | None,
+        pricer: CallPricer | None = None,
+    ) -> None:
+        """Reserve what the next call may cost against the caller's spend limits, if any, at the
+        prices of the model it goes to (`pricer`: a fallback's own; by default the agent's).
+
+        Raises:
+            SpendLimitExceeded: no room is left for it; nothing is sent or billed.
+        """
+        spend = self._spend
+        if spend is None:
+            return
+        tokens, cost = call_reservation(
+            pricer or self.pricer, messages, output_cap=output_cap, is_strict=spend.is_strict
+        )
+        await spend.reserve(len(self.ledger.calls) + 1, tokens=tokens, cost_usd=cost)
 
     def begin_call(self, call: InFlightCall) -> None:
         """A call is about to be sent: from now on it is billed, whatever becomes of it (and
@@ -233,6 +260,34 @@ class Bill:
             span.end(record, reply, cause)
         if self._sink is not None:
             self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def call_reservation(
+    pricer: CallPricer,
+    messages: Sequence[BaseMessage],
+    *,
+    output_cap: int | None,
+    is_strict: bool,
+) -> tuple[int, Decimal | None]:
+    """What a call reserves, in tokens and USD: its prompt as estimated, plus (strict) its
+    output cap, at the model's price.
+
+    Raises:
+        ConfigurationError: strict limits for a model with no cap on its output.
+    """
+    output = 0
+    if is_strict:
+        if output_cap is None:
+            raise ConfigurationError(
+                "spend_limits.strict: each call reserves its output cap, and the model has "
+                "none; set agent.model_options.max_tokens"
+            )
+        output = output_cap
+    usage = TokenUsage(
+        prompt_tokens=estimate_prompt_tokens(messages), completion_tokens=output, estimated=True
+    )
+    cost = pricer.cost(usage, pricer.model) if pricer.can_price else None
+    return usage.total_tokens, cost
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

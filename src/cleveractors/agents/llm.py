@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
-from cleveractors.agents._bill import Bill, InFlightCall
+from cleveractors.agents._bill import Bill, InFlightCall, call_reservation
 from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._fallback import (
     Binding,
@@ -68,7 +68,12 @@ from cleveractors.config import (
     PromptCacheMode,
     PromptCacheTTL,
 )
-from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
+from cleveractors.errors import (
+    ConfigurationError,
+    SpendLimitExceeded,
+    StoreError,
+    StreamStalledError,
+)
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
@@ -95,6 +100,7 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "budget": "the token budget for this message is spent",
     "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
+    "spend_limit": "the spend limit leaves no room for more tool rounds",
 }
 _NO_RETRIES = RetryPolicy()
 _FALLBACK_POLICY = FallbackPolicy()
@@ -440,7 +446,7 @@ class LLMAgent(Agent):
             )
             while True:
                 if step is None:
-                    step = await agent._round(run)
+                    step = await agent._next_round(run)
                 match step:
                     case _Finish(message=answer):
                         return run.result(answer)
@@ -502,6 +508,46 @@ class LLMAgent(Agent):
         run.spent_tokens_before = paused.spent_tokens
         run.spent_cost_before = paused.spent_cost_usd
         return _ResumeBatch(paused, start)
+
+    async def _next_round(self, run: _Run) -> _Step:
+        """The next round; a caller's spend limit reached after tool rounds asks for a
+        synthesis answer instead (a run refused before any tool round stops with the error)."""
+        try:
+            return await self._round(run)
+        except SpendLimitExceeded:
+            if run.tool_rounds == 0:
+                raise
+            return _Synthesize(reason="spend_limit")
+
+    def first_call_reservation(
+        self,
+        start: str | CheckedDecisions,
+        history: History | None,
+        *,
+        max_output_tokens: int | None,
+        is_strict: bool,
+    ) -> tuple[int, Decimal | None]:
+        """What a run's first call will reserve against spend limits, in tokens and USD, for
+        the turn's admission (a paused run's, from the messages it paused with).
+
+        Raises:
+            ConfigurationError: strict limits for a model with no cap on its output.
+        """
+        if isinstance(start, CheckedDecisions):
+            messages: Sequence[BaseMessage] = start.paused.messages
+        else:
+            messages = Transcript.of(start, history, system_prompt=self.system_prompt).messages
+        return call_reservation(
+            self.pricer,
+            messages,
+            output_cap=self._call_output_cap(_output_cap(self.model, max_output_tokens)),
+            is_strict=is_strict,
+        )
+
+    def _call_output_cap(self, run_cap: int | None) -> int | None:
+        """The most output tokens one call of a run may take: the run's cap, else the model's."""
+        own = getattr(self.model, "max_tokens", None)
+        return run_cap or (own if isinstance(own, int) and own > 0 else None)
 
     async def _round(self, run: _Run) -> _Step:
         """Ask the model (with the tools bound) and decide what its reply asks for."""
@@ -582,6 +628,9 @@ class LLMAgent(Agent):
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
         streams = streams_to_caller or streams_inside_ainvoke(choice.model, model)
         fold = ReplyFold() if streams else None
+        await run.bill.reserve(
+            sent, output_cap=self._call_output_cap(run.max_output_tokens), pricer=choice.pricer
+        )
         run.bill.begin_call(
             InFlightCall(
                 purpose,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy import exc as sa_exc
@@ -37,6 +37,9 @@ from cleveractors.store.sessions import (
     set_active_actor,
 )
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = ["RunHost", "StoreRun", "SupersededAnswers", "store_error", "with_store_error"]
 
@@ -75,6 +78,8 @@ class StoreRun:
         self.failure: tuple[RunStatus, ExecutionResult] | None = None
         """How the run failed, when it ended without an answer (set by `settle`)."""
         self._lease: Lease | None = None
+        self.spend: SpendAccount | None = None
+        """The run's hold on its caller's spend limits: each ledger row settles its call."""
 
     async def start(self) -> None:
         async with self.store.engine.begin() as connection:
@@ -121,18 +126,21 @@ class StoreRun:
             return
         try:
             async with self.store.engine.begin() as connection:
-                await write_calls(
+                settled = await write_calls(
                     connection,
                     calls,
                     run_id=self.run_id,
                     session_id=self.session_id,
                     caller=self.caller,
+                    spend=self.spend,
                 )
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"store: the ledger rows of run {self.run_id} could not be written "
                 f"({type(exc).__name__})"
             ) from exc
+        if self.spend is not None:
+            self.spend.settled(settled)
 
     async def close(self, outcome: RunOutcome) -> RunOutcome:
         """Settle the run and end it: the ledger whole, the turn appended if it answered, the

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -45,6 +46,7 @@ __all__ = [
     "paused_runs",
     "runs",
     "sessions",
+    "spend",
     "turns",
 ]
 
@@ -185,6 +187,29 @@ approvals = Table(
     Column("resumed_in", String(64)),
 )
 
+spend = Table(
+    # One row per caller: what its calls in flight reserved, and what each window's calls
+    # spent. Money in nano-dollars (whole numbers, so one conditional UPDATE can compare and
+    # add). A window's amounts count from its start (seconds since the epoch, UTC); a row whose
+    # start is not the current window's counts 0 there.
+    "cleveractors_spend",
+    metadata,
+    Column("caller", String(200), primary_key=True),
+    Column("reserved_nusd", BigInteger, nullable=False, default=0),
+    Column("reserved_tokens", BigInteger, nullable=False, default=0),
+    # Reservations of a worker that died mid-call are let go this long after the last one.
+    Column("reserved_until", BigInteger, nullable=False, default=0),
+    Column("day_start", BigInteger, nullable=False, default=0),
+    Column("day_nusd", BigInteger, nullable=False, default=0),
+    Column("day_tokens", BigInteger, nullable=False, default=0),
+    Column("month_start", BigInteger, nullable=False, default=0),
+    Column("month_nusd", BigInteger, nullable=False, default=0),
+    Column("month_tokens", BigInteger, nullable=False, default=0),
+    Column("rolling_start", BigInteger, nullable=False, default=0),
+    Column("rolling_nusd", BigInteger, nullable=False, default=0),
+    Column("rolling_tokens", BigInteger, nullable=False, default=0),
+)
+
 _Step = Callable[[AsyncConnection, int], Awaitable[None]]
 """One migration step, given the version the database was at before this opening."""
 
@@ -253,6 +278,11 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v8_spend(connection: AsyncConnection, _found: int) -> None:
+    """The spend limits' counters, one row per caller."""
+    await connection.run_sync(lambda sync: spend.create(sync, checkfirst=True))
+
+
 async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
     """The actor a session's conversation was handed to. A database made at this version or
     later has the column from `_v1_tables` already (it creates the table as it is now)."""
@@ -275,6 +305,7 @@ _STEPS: Sequence[_Step] = (
     _v5_prefixed_names,
     _v6_cache_savings,
     _v7_active_actor,
+    _v8_spend,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
