@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from cleveractors.approvals import PendingApproval
-from cleveractors.usage import LLMCallUsage, TokenUsage
+from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:
     from cleveractors.approvals import PausedRun
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROUND_SEPARATOR",
     "SYNTHESIS_WITHOUT_ANSWER",
+    "ChildRun",
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
@@ -96,6 +97,25 @@ class ToolCallRecord(BaseModel):
     """The round whose reply asked for the call (1 for the reply to the user's message)."""
 
 
+class ChildRun(BaseModel):
+    """The run of an agent that a run called as a tool; its calls are among the caller's
+    `usage_by_call`, under its own `run_id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    parent_run_id: str
+    agent: str
+    """The called agent's name (the tool the model called may be named otherwise)."""
+    call_id: str | None
+    """The tool call of the parent's model that ran it."""
+    status: ResultStatus
+    answer: str
+    """The answer it gave, which the parent's model read as the tool's output."""
+    synthesis_reason: SynthesisReason | None = None
+    """Why it answered from what it had (its own limit reached), if it did."""
+
+
 class ExecutionResult(BaseModel):
     """The outcome of one message: the answer, what ran, and every token spent.
 
@@ -140,6 +160,20 @@ class ExecutionResult(BaseModel):
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    parent_run_id: str | None = None
+    """The run that called this run's agent as a tool; None for a run nobody called."""
+    child_runs: tuple[ChildRun, ...] = ()
+    """The runs of the agents this run called as tools (theirs nested in their own result
+    only); their calls are in `usage_by_call` and every total."""
+
+    @property
+    def usage_by_agent(self) -> dict[str, AgentUsage]:
+        """What each agent of the run tree spent, by actor name, the calling agent first: the
+        parts of the totals (calls with no agent named are under "")."""
+        grouped: dict[str, list[LLMCallUsage]] = {}
+        for call in self.usage_by_call:
+            grouped.setdefault(call.agent or "", []).append(call)
+        return {agent: _agent_usage(calls) for agent, calls in grouped.items()}
 
     @property
     def status(self) -> ResultStatus:
@@ -250,6 +284,17 @@ class ExecutionResult(BaseModel):
                     f"not given ({data[key]!r})"
                 )
         return result
+
+
+def _agent_usage(calls: list[LLMCallUsage]) -> AgentUsage:
+    priced = all(call.cost_usd is not None for call in calls)
+    return AgentUsage(
+        usage=sum((call.usage for call in calls), TokenUsage()),
+        cost_usd=sum((call.cost_usd or Decimal(0) for call in calls), Decimal(0))
+        if priced
+        else None,
+        llm_calls=len(calls),
+    )
 
 
 ResultCallback = Callable[[ExecutionResult], None]

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
 __all__ = [
+    "AgentUsage",
     "AttemptStatus",
     "CallPurpose",
     "CallRecorder",
@@ -137,15 +138,34 @@ class LLMCallUsage(BaseModel):
     """The trace of the call's `chat` span (32 hex digits), when a tracer recorded one."""
     span_id: str | None = None
     """The call's `chat` span (16 hex digits), so a line of the bill links to its trace."""
+    agent: str | None = None
+    """The actor name of the agent that made the call (a parent's or one it called as a tool)."""
+    run_id: str | None = None
+    """The run that made the call: the parent's own, or the child run of an agent it called."""
+    parent_run_id: str | None = None
+    """The run that called the agent whose run made the call; None for a run nobody called."""
+
+
+class AgentUsage(BaseModel):
+    """What one agent of a run tree spent (`ExecutionResult.usage_by_agent`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    usage: TokenUsage
+    cost_usd: Decimal | None
+    """None unless every one of its calls was priced."""
+    llm_calls: int
 
 
 class UsageLedger:
     """The LLM calls of one run, in the order they were made. Never shared between runs."""
 
-    __slots__ = ("_calls", "_cost", "_total")
+    __slots__ = ("_calls", "_cost", "_own", "_total")
 
     def __init__(self) -> None:
         self._calls: list[LLMCallUsage] = []
+        self._own = 0
+        """How many of the calls this run made itself (the others' runs were called by it)."""
         self._total = TokenUsage()
         self._cost = Decimal(0)
 
@@ -162,9 +182,12 @@ class UsageLedger:
         status: AttemptStatus = "ok",
         trace_id: str | None = None,
         span_id: str | None = None,
+        agent: str | None = None,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
     ) -> LLMCallUsage:
         call = LLMCallUsage(
-            index=len(self._calls) + 1,
+            index=self._own + 1,
             purpose=purpose,
             round=round,
             usage=usage,
@@ -175,11 +198,20 @@ class UsageLedger:
             status=status,
             trace_id=trace_id,
             span_id=span_id,
+            agent=agent,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
         )
-        self._calls.append(call)
-        self._total += usage
-        self._cost += cost_usd or 0
+        self._own += 1
+        self.adopt(call)
         return call
+
+    def adopt(self, call: LLMCallUsage) -> None:
+        """Add a call as it was recorded (by this run, or by a run it called: its index is its
+        own run's)."""
+        self._calls.append(call)
+        self._total += call.usage
+        self._cost += call.cost_usd or 0
 
     @property
     def calls(self) -> tuple[LLMCallUsage, ...]:

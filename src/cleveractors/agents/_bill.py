@@ -26,9 +26,16 @@ from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tracing import ChatSpan, RunTrace, current_trace
-from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
+from cleveractors.usage import (
+    AttemptStatus,
+    CallPurpose,
+    CallRecorder,
+    LLMCallUsage,
+    TokenUsage,
+    UsageLedger,
+)
 
-__all__ = ["Bill", "InFlightCall"]
+__all__ = ["Bill", "CallOwner", "InFlightCall"]
 
 # The agent's logger, whichever of its modules writes: users filter on it.
 logger = logging.getLogger("cleveractors.agents.llm")
@@ -75,7 +82,17 @@ class Bill:
         in_flight: The call sent and not yet recorded, if any.
     """
 
-    __slots__ = ("_recorded", "_recorder", "_sink", "_trace", "in_flight", "ledger", "pricer")
+    __slots__ = (
+        "_owner",
+        "_parent",
+        "_recorded",
+        "_recorder",
+        "_sink",
+        "_trace",
+        "in_flight",
+        "ledger",
+        "pricer",
+    )
 
     def __init__(
         self,
@@ -83,8 +100,14 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
+        owner: CallOwner | None = None,
+        parent: Bill | None = None,
     ) -> None:
         self.pricer = pricer
+        self._owner = owner or CallOwner()
+        """Who the run's own records name: the agent, the run and the run that called it."""
+        self._parent = parent
+        """The bill of the run that called this one as a tool: every record is its too."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -143,12 +166,22 @@ class Bill:
         else:
             self._record(call, TokenUsage(), None, status=status, cause=cause)
 
+    def adopt(self, call: LLMCallUsage) -> None:
+        """A call of a run this run called (its own bill hands it to the recorder): part of
+        this run's totals and budgets, and of its caller's."""
+        self.ledger.adopt(call)
+        if self._parent is not None:
+            self._parent.adopt(call)
+
     async def flush_calls(self) -> None:
-        """Hand the recorder every call recorded since the last flush."""
+        """Hand the recorder every call recorded since the last flush (a called run's calls
+        were handed over by its own bill)."""
         if self._recorder is None:
             return
+        own = self._owner.run_id
         for call in self.ledger.calls[self._recorded :]:
-            await self._recorder(call)
+            if call.run_id == own:
+                await self._recorder(call)
             self._recorded += 1
 
     async def flush_calls_on_failure(self) -> None:
@@ -198,7 +231,12 @@ class Bill:
             cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
             trace_id=trace_id,
             span_id=span_id,
+            agent=self._owner.agent,
+            run_id=self._owner.run_id,
+            parent_run_id=self._owner.parent_run_id,
         )
+        if self._parent is not None:
+            self._parent.adopt(record)
         self.in_flight = None
         if span is not None:
             if call.fold is not None:
@@ -207,6 +245,15 @@ class Bill:
             span.end(record, reply, cause)
         if self._sink is not None:
             self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+@dataclass(frozen=True, slots=True)
+class CallOwner:
+    """Who a run's records name: its agent, its run and the run that called it, if any."""
+
+    agent: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

@@ -30,12 +30,20 @@ from langchain_core.messages import (
 )
 
 from cleveractors.agents._bill import Bill
+from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
+from cleveractors.result import (
+    ChildRun,
+    ErrorInfo,
+    ExecutionResult,
+    RunText,
+    SynthesisReason,
+    ToolCallRecord,
+)
 
 if TYPE_CHECKING:
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
@@ -252,6 +260,10 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
+    """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
+    child_runs: list[ChildRun] = field(default_factory=list)
+    """The runs of the agents this run called as tools, in the order they ended."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -312,6 +324,8 @@ class _Run:
             cancelled=isinstance(error, asyncio.CancelledError),
             pending_approvals=self.pending if error is None else (),
             resumed_from=self.resumed_from,
+            parent_run_id=self.lineage.parent_run_id,
+            child_runs=tuple(self.child_runs),
         )
 
 

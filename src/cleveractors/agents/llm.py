@@ -25,9 +25,11 @@ from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
-from cleveractors.agents._bill import Bill, InFlightCall
+from cleveractors.agents._bill import Bill, CallOwner, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._delegate import agent_tool, enter_run, lineage_of
+from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -55,7 +57,7 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.config import AgentToolConfig, LLMAgentConfig, McpServer, ToolConfig
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -110,6 +112,9 @@ class LoopLimits:
     cost_budget_usd: Decimal | None = None
     """Checked before each further round against the cost of the calls so far, like
     `token_budget`; needs a model with a known price (or `pricing`)."""
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH
+    """How deep agents called as tools may nest under this agent's run (its own run is at
+    depth 0); a call deeper is refused with an error its model reads."""
     stream_stall_timeout_s: float | None = 120.0
     """A streamed model call that sends no chunk for this long (from the request to its first
     chunk, then between chunks; waiting for a slow consumer does not count) is ended with
@@ -233,6 +238,20 @@ class LLMAgent(Agent):
         """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
         await self._toolset.aclose()
 
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent's model can call with a `message`: the call runs
+        this agent's whole turn, as a child run of the caller's (its own run id, its tokens in
+        the caller's totals, its events inside the caller's), and its answer is the output.
+
+        Args:
+            name: The tool's name; the agent's name when omitted.
+            description: What the calling model reads about the tool.
+
+        Raises:
+            ConfigurationError: the name is not a valid tool name.
+        """
+        return agent_tool(self, name=name, description=description)
+
     @classmethod
     def from_config(
         cls,
@@ -246,9 +265,11 @@ class LLMAgent(Agent):
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
         """
+        if tools is None:
+            tools = [_built(tool) for tool in config.tools]
         return cls(
             model,
-            tools=[tool_from_config(tool) for tool in config.tools] if tools is None else tools,
+            tools=tools,
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
@@ -257,6 +278,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
                 stream_stall_timeout_s=config.stream_stall_timeout_s,
+                max_agent_depth=config.max_agent_depth,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -325,7 +347,22 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        limits = self.limits
+        lineage, parent = lineage_of(
+            run_id,
+            agent_name=self.name,
+            recorder=on_call,
+            max_depth=limits.max_agent_depth,
+            token_budget=limits.token_budget,
+            cost_budget_usd=limits.cost_budget_usd,
+        )
+        bill = Bill(
+            self.pricer,
+            sink=sink,
+            recorder=on_call,
+            owner=CallOwner(self.name, run_id, lineage.parent_run_id),
+            parent=None if parent is None else parent.bill,
+        )
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -333,39 +370,41 @@ class LLMAgent(Agent):
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
+            lineage=lineage,
         )
         try:
-            step = self._first_step(run, start, history)
-            while True:
-                if step is None:
-                    step = await self._round(run)
-                match step:
-                    case _Finish(message=answer):
-                        return run.result(answer)
-                    case _Synthesize(reason=reason):
-                        return run.result(await self._synthesize(run, reason))
-                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
-                        batch = await self._batches.run(run, tool_reply, calls)
-                    case _CallTools(reply=tool_reply, calls=calls):
-                        batch = await run_batch(
-                            run,
-                            tool_reply,
-                            calls,
-                            toolset=self._toolset,
-                            prune=self._prune,
-                            agent_name=self.name,
-                        )
-                    case _ResumeBatch(checked=checked):
-                        batch = await self._batches.resume(run, checked)
-                    case _:
-                        assert_never(step)
-                if batch.answer is not None:
-                    return run.result(AIMessage(content=batch.answer))
-                if batch.paused is not None:
-                    return run.paused(batch.paused)
-                if spent := self._budget_spent(run):
-                    return run.result(await self._synthesize(run, spent))
-                step = None
+            with enter_run(run):
+                step = self._first_step(run, start, history)
+                while True:
+                    if step is None:
+                        step = await self._round(run)
+                    match step:
+                        case _Finish(message=answer):
+                            return run.result(answer)
+                        case _Synthesize(reason=reason):
+                            return run.result(await self._synthesize(run, reason))
+                        case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
+                            batch = await self._batches.run(run, tool_reply, calls)
+                        case _CallTools(reply=tool_reply, calls=calls):
+                            batch = await run_batch(
+                                run,
+                                tool_reply,
+                                calls,
+                                toolset=self._toolset,
+                                prune=self._prune,
+                                agent_name=self.name,
+                            )
+                        case _ResumeBatch(checked=checked):
+                            batch = await self._batches.resume(run, checked)
+                        case _:
+                            assert_never(step)
+                    if batch.answer is not None:
+                        return run.result(AIMessage(content=batch.answer))
+                    if batch.paused is not None:
+                        return run.paused(batch.paused)
+                    if spent := self._budget_spent(run):
+                        return run.result(await self._synthesize(run, spent))
+                    step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
@@ -550,7 +589,7 @@ class LLMAgent(Agent):
 
     def _budget_spent(self, run: _Run) -> SynthesisReason | None:
         """Which budget, if any, the calls so far have reached."""
-        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        tokens, cost = run.lineage.token_budget, run.lineage.cost_budget_usd
         if tokens is not None and run.spent_tokens >= tokens:
             return "budget"
         if cost is not None and run.spent_cost_usd >= cost:
@@ -590,6 +629,15 @@ class LLMAgent(Agent):
             return AIMessage(content=reply.text)
         run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
+
+
+def _built(tool: ToolConfig | AgentToolConfig) -> Tool:
+    if isinstance(tool, AgentToolConfig):
+        raise ConfigurationError(
+            f"agent.tools: the actor {tool.agent!r} called as a tool is built from its file by "
+            "ActorExecutor.from_config; in code, pass its agent's as_tool() in tools"
+        )
+    return tool_from_config(tool)
 
 
 def _output_cap(model: BaseChatModel, requested: int | None) -> int | None:
