@@ -71,6 +71,7 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     Then between the parent's tool_call_started and tool_call_finished of researcher come the child's events, each an agent_event with the path boss > researcher
     And the child's events include its get_weather call and its text "It rains in Paris."
     And the parent's own text deltas are "Done." alone
+    And every event survives a JSON round trip through event_adapter
 
   Scenario: A grandchild deeper than max_agent_depth is refused, and the model reads why
     Given in that folder the actor config "middle.yaml":
