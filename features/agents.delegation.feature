@@ -73,6 +73,21 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     And the parent's own text deltas are "Done." alone
     And every event survives a JSON round trip through event_adapter
 
+  Scenario: /chat streams the child's events as agent_event frames
+    Given in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: researcher.yaml
+        script:
+          - tool_calls: [{name: researcher, args: {message: Find the weather in Paris}}]
+          - text: Done.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /chat
+    Then the /chat stream has agent_event frames with the path boss > researcher, its own text "Done."
+
   Scenario: A grandchild deeper than max_agent_depth is refused, and the model reads why
     Given in that folder the actor config "middle.yaml":
       """

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from decimal import Decimal
 
+import httpx
 from behave import given, then, when
 from behave.runner import Context
 from features.support.harness import Consumption, run_guarded
@@ -15,6 +17,7 @@ from cleveractors.events import AgentEvent, TextDelta, ToolCallFinished, ToolCal
 from cleveractors.result import ExecutionResult
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.usage import TokenUsage
+from cleveractors.web import create_app
 
 # -- Given / When ------------------------------------------------------------------------------
 
@@ -283,3 +286,37 @@ def _then_chat_spans(context: Context, parent: str) -> None:
         and span.parent.span_id == outer.context.span_id
     ]
     assert len(chats) == 2, chats
+
+
+@when('the actor of "{name}" is sent "{message}" on /chat')
+def _when_chat(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            return await client.post("/chat", json={"message": message})
+
+    context.chat_response = run_guarded(exchange())
+
+
+@then('the /chat stream has agent_event frames with the path {path}, its own text "{text}"')
+def _then_chat_frames(context: Context, path: str, text: str) -> None:
+    response = context.chat_response
+    assert response.status_code == 200, response.text
+    kinds = [
+        line[len("event: ") :] for line in response.text.splitlines() if line.startswith("event: ")
+    ]
+    frames = [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:")
+    ]
+    nested = [frame for frame in frames if frame["kind"] == "agent_event"]
+    assert nested, kinds
+    assert kinds.count("agent_event") == len(nested), kinds
+    assert all(frame["agent_path"] == path.split(" > ") for frame in nested), nested
+    own = "".join(frame["text"] for frame in frames if frame["kind"] == "text_delta")
+    assert own == text, own
