@@ -227,3 +227,38 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     Then the span "invoke_agent researcher" is a child of the span "execute_tool researcher"
     And the span "execute_tool get_weather" is a child of the span "invoke_agent researcher"
     And the researcher's chat spans are children of the span "invoke_agent researcher"
+
+  Scenario: A child whose model fails is an error the parent's model reads, and the parent goes on
+    Given in that folder the actor config "broken.yaml":
+      """
+      name: broken
+      agent:
+        provider: stub
+        max_retries: 0
+        script:
+          - error: the provider is down
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: broken.yaml
+        script:
+          - tool_calls: [{name: broken, args: {message: "Anything?"}}]
+          - text: The helper is down.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in blocking mode
+    Then the answer is "The helper is down."
+    And the tool broken failed with "agent 'broken' failed: " for the parent's model
+    And the run has one child run, of broken, failed, its parent the run itself
+
+  Scenario: An agent's tool needs a valid tool name, and an actor file's tools are built from the file
+    Then an agent named "my helper" cannot be a tool without a name, but can be one named "helper"
+    And LLMAgent.from_config refuses a config whose tools name an actor file
+
+  Scenario: An agent's tool called outside any run runs the agent's turn on its own
+    Given a researcher agent built in code that answers "It rains."
+    When its tool is called directly with the message "Weather?"
+    Then the tool's output is "It rains."

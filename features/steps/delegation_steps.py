@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from decimal import Decimal
 
 import httpx
@@ -13,6 +14,7 @@ from features.support.harness import Consumption, run_guarded
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
+from cleveractors.config import LLMAgentConfig
 from cleveractors.events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted
 from cleveractors.result import ExecutionResult
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
@@ -115,11 +117,11 @@ def _then_tool_output(context: Context, name: str, output: str) -> None:
     assert (record.status, record.output) == ("ok", output), record
 
 
-@then("the run has one child run, of {agent}, answered, its parent the run itself")
-def _then_one_child(context: Context, agent: str) -> None:
+@then("the run has one child run, of {agent}, {status}, its parent the run itself")
+def _then_one_child(context: Context, agent: str, status: str) -> None:
     result = _result(context)
     (child,) = result.child_runs
-    assert (child.agent, child.status) == (agent, "answered"), child
+    assert (child.agent, child.status) == (agent, status), child
     assert child.parent_run_id == result.run_id, child
     assert child.run_id != result.run_id, child
     assert child.call_id == result.tool_calls[0].call_id, child
@@ -320,3 +322,48 @@ def _then_chat_frames(context: Context, path: str, text: str) -> None:
     assert all(frame["agent_path"] == path.split(" > ") for frame in nested), nested
     own = "".join(frame["text"] for frame in frames if frame["kind"] == "text_delta")
     assert own == text, own
+
+
+@then('the tool {name} failed with "{fragment}" for the parent\'s model')
+def _then_tool_failed(context: Context, name: str, fragment: str) -> None:
+    (record,) = [call for call in _result(context).tool_calls if call.name == name]
+    assert record.status == "error", record
+    assert fragment in record.output, record.output
+
+
+@then('an agent named "{bad}" cannot be a tool without a name, but can be one named "{good}"')
+def _then_tool_names(context: Context, bad: str, good: str) -> None:
+    agent = LLMAgent(ScriptedChatModel(replies=[]), name=bad)
+    error = _configuration_error(agent.as_tool)
+    assert "is not a valid tool name" in str(error), error
+    assert agent.as_tool(name=good).name == good
+
+
+@then("LLMAgent.from_config refuses a config whose tools name an actor file")
+def _then_from_config_refuses(context: Context) -> None:
+    config = LLMAgentConfig.model_validate(
+        {"provider": "stub", "script": [{"text": "hi"}], "tools": [{"agent": "other.yaml"}]}
+    )
+    error = _configuration_error(
+        lambda: LLMAgent.from_config(config, model=ScriptedChatModel(replies=[]))
+    )
+    assert "ActorExecutor.from_config" in str(error), error
+
+
+def _configuration_error(call: Callable[[], object]) -> ConfigurationError:
+    try:
+        call()
+    except ConfigurationError as exc:
+        return exc
+    raise AssertionError("no ConfigurationError")
+
+
+@when('its tool is called directly with the message "{message}"')
+def _when_tool_called(context: Context, message: str) -> None:
+    tool = context.researcher.as_tool()
+    context.tool_output = run_guarded(tool.run({"message": message}))
+
+
+@then('the tool\'s output is "{text}"')
+def _then_tool_output_is(context: Context, text: str) -> None:
+    assert context.tool_output == text, context.tool_output
