@@ -262,3 +262,30 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     Given a researcher agent built in code that answers "It rains."
     When its tool is called directly with the message "Weather?"
     Then the tool's output is "It rains."
+
+  Scenario: A child's call that needs approval is declined, since nobody can approve it inside a tool call
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: I was not allowed to look it up.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful could not look it up.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the answer is "Careful could not look it up."
+    And the child's get_weather call was declined, never run

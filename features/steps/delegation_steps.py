@@ -367,3 +367,12 @@ def _when_tool_called(context: Context, message: str) -> None:
 @then('the tool\'s output is "{text}"')
 def _then_tool_output_is(context: Context, text: str) -> None:
     assert context.tool_output == text, context.tool_output
+
+
+@then("the child's {tool} call was declined, never run")
+def _then_declined(context: Context, tool: str) -> None:
+    (child,) = _result(context).child_runs
+    assert (child.status, child.answer) == ("answered", "I was not allowed to look it up."), child
+    inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
+    assert not any(isinstance(e, ToolCallStarted) and e.name == tool for e in inner), inner
+    assert any(e.kind == "tool_call_requested" for e in inner), [e.kind for e in inner]
