@@ -88,6 +88,34 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When the actor of "boss.yaml" is sent "Weather?" on /chat
     Then the /chat stream has agent_event frames with the path boss > researcher, its own text "Done."
 
+  Scenario: A grandchild's events carry the whole agent path, and its calls are the root's too
+    Given in that folder the actor config "middle.yaml":
+      """
+      name: middle
+      agent:
+        provider: stub
+        tools:
+          - agent: researcher.yaml
+        script:
+          - tool_calls: [{name: researcher, args: {message: Find the weather}}]
+          - text: The researcher says it rains.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: middle.yaml
+        script:
+          - tool_calls: [{name: middle, args: {message: "Weather?"}}]
+          - text: Middle says it rains.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the answer is "Middle says it rains."
+    And the events include agent_events with the path boss > middle > researcher
+    And the result's totals are the sum of every call of the tree, by agent: boss 2, middle 2, researcher 2
+
   Scenario: A grandchild deeper than max_agent_depth is refused, and the model reads why
     Given in that folder the actor config "middle.yaml":
       """
@@ -158,6 +186,7 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
       name: boss
       agent:
         provider: stub
+        token_budget: 1000
         tools:
           - agent: thrifty.yaml
         script:

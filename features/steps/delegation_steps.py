@@ -376,3 +376,12 @@ def _then_declined(context: Context, tool: str) -> None:
     inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
     assert not any(isinstance(e, ToolCallStarted) and e.name == tool for e in inner), inner
     assert any(e.kind == "tool_call_requested" for e in inner), [e.kind for e in inner]
+
+
+@then("the events include agent_events with the path {path}")
+def _then_path_events(context: Context, path: str) -> None:
+    wanted = tuple(path.split(" > "))
+    nested = [e for e in context.outcome.events if isinstance(e, AgentEvent)]
+    deepest = [event for event in nested if event.agent_path == wanted]
+    assert deepest, [event.agent_path for event in nested]
+    assert all(isinstance(event.event, AgentEvent) is False for event in nested), nested
