@@ -144,7 +144,7 @@ def _then_calls_carry(context: Context, agent: str) -> None:
         (call.run_id, call.parent_run_id) == (child.run_id, result.run_id) for call in calls
     ), calls
     own = [call for call in result.usage_by_call if call.agent != agent]
-    assert all((c.run_id, c.parent_run_id) == (result.run_id, None) for c in own), own
+    assert all((c.run_id, c.parent_run_id) == (None, None) for c in own), own
     assert [call.index for call in calls] == list(range(1, len(calls) + 1)), calls
 
 

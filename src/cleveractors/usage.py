@@ -141,7 +141,8 @@ class LLMCallUsage(BaseModel):
     agent: str | None = None
     """The actor name of the agent that made the call (a parent's or one it called as a tool)."""
     run_id: str | None = None
-    """The run that made the call: the parent's own, or the child run of an agent it called."""
+    """The child run that made the call, when an agent called as a tool made it; None for a
+    call of the root run itself (whose id is its result's `run_id`, and its ledger rows')."""
     parent_run_id: str | None = None
     """The run that called the agent whose run made the call; None for a run nobody called."""
 

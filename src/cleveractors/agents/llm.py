@@ -360,7 +360,8 @@ class LLMAgent(Agent):
             self.pricer,
             sink=sink,
             recorder=on_call,
-            owner=CallOwner(self.name, run_id, lineage.parent_run_id),
+            # A root run's records name no run: its result does (and its ledger rows).
+            owner=CallOwner(self.name, None if parent is None else run_id, lineage.parent_run_id),
             parent=None if parent is None else parent.bill,
         )
         run = _Run(
