@@ -20,10 +20,9 @@ tool starts by other means stays a root run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
@@ -40,7 +39,7 @@ from cleveractors.tools import Tool
 from cleveractors.tracing import RunTrace, current_trace, current_trace_var
 from cleveractors.usage import CallRecorder
 
-__all__ = ["RunsTurns", "agent_tool", "enter_run", "lineage_of"]
+__all__ = ["RunsTurns", "agent_tool", "enter_run", "leave_run", "lineage_of"]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MESSAGE_SCHEMA: dict[str, Any] = {
@@ -82,14 +81,13 @@ _calling_run: ContextVar[_Run | None] = ContextVar("cleveractors_calling_run", d
 _handed_down: ContextVar[_HandedDown | None] = ContextVar("cleveractors_handed_down", default=None)
 
 
-@contextlib.contextmanager
-def enter_run(run: _Run) -> Iterator[None]:
-    """While the block runs, `run` is the calling run of the tools it runs."""
-    token = _calling_run.set(run)
-    try:
-        yield
-    finally:
-        _calling_run.reset(token)
+def enter_run(run: _Run) -> Token[_Run | None]:
+    """From now until `leave_run`, `run` is the calling run of the tools it runs."""
+    return _calling_run.set(run)
+
+
+def leave_run(entered: Token[_Run | None]) -> None:
+    _calling_run.reset(entered)
 
 
 def lineage_of(

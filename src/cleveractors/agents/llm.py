@@ -28,7 +28,7 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, CallOwner, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
-from cleveractors.agents._delegate import agent_tool, enter_run, lineage_of
+from cleveractors.agents._delegate import agent_tool, enter_run, leave_run, lineage_of
 from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
     EventSink,
@@ -373,43 +373,45 @@ class LLMAgent(Agent):
             can_pause=can_pause,
             lineage=lineage,
         )
+        calling = enter_run(run)
         try:
-            with enter_run(run):
-                step = self._first_step(run, start, history)
-                while True:
-                    if step is None:
-                        step = await self._round(run)
-                    match step:
-                        case _Finish(message=answer):
-                            return run.result(answer)
-                        case _Synthesize(reason=reason):
-                            return run.result(await self._synthesize(run, reason))
-                        case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
-                            batch = await self._batches.run(run, tool_reply, calls)
-                        case _CallTools(reply=tool_reply, calls=calls):
-                            batch = await run_batch(
-                                run,
-                                tool_reply,
-                                calls,
-                                toolset=self._toolset,
-                                prune=self._prune,
-                                agent_name=self.name,
-                            )
-                        case _ResumeBatch(checked=checked):
-                            batch = await self._batches.resume(run, checked)
-                        case _:
-                            assert_never(step)
-                    if batch.answer is not None:
-                        return run.result(AIMessage(content=batch.answer))
-                    if batch.paused is not None:
-                        return run.paused(batch.paused)
-                    if spent := self._budget_spent(run):
-                        return run.result(await self._synthesize(run, spent))
-                    step = None
+            step = self._first_step(run, start, history)
+            while True:
+                if step is None:
+                    step = await self._round(run)
+                match step:
+                    case _Finish(message=answer):
+                        return run.result(answer)
+                    case _Synthesize(reason=reason):
+                        return run.result(await self._synthesize(run, reason))
+                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
+                        batch = await self._batches.run(run, tool_reply, calls)
+                    case _CallTools(reply=tool_reply, calls=calls):
+                        batch = await run_batch(
+                            run,
+                            tool_reply,
+                            calls,
+                            toolset=self._toolset,
+                            prune=self._prune,
+                            agent_name=self.name,
+                        )
+                    case _ResumeBatch(checked=checked):
+                        batch = await self._batches.resume(run, checked)
+                    case _:
+                        assert_never(step)
+                if batch.answer is not None:
+                    return run.result(AIMessage(content=batch.answer))
+                if batch.paused is not None:
+                    return run.paused(batch.paused)
+                if spent := self._budget_spent(run):
+                    return run.result(await self._synthesize(run, spent))
+                step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
+        finally:
+            leave_run(calling)
 
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,
