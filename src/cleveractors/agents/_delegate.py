@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,7 +39,14 @@ from cleveractors.tools import Tool
 from cleveractors.tracing import RunTrace, current_trace, current_trace_var
 from cleveractors.usage import CallRecorder
 
-__all__ = ["RunsTurns", "agent_tool", "enter_run", "leave_run", "lineage_of"]
+__all__ = [
+    "RunsTurns",
+    "agent_tool",
+    "close_called_agents",
+    "enter_run",
+    "leave_run",
+    "lineage_of",
+]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MESSAGE_SCHEMA: dict[str, Any] = {
@@ -66,6 +73,8 @@ class RunsTurns(Protocol):
         run_id: str | None = None,
         can_pause: bool = True,
     ) -> RunOutcome: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,16 +152,30 @@ def agent_tool(
             "(1 to 64 letters, digits, '_' or '-'); give one with name="
         )
 
-    async def run(arguments: dict[str, Any]) -> str:
-        return await _run_child(agent, str(arguments["message"]))
-
     return Tool(
         name=tool_name,
         description=description or f"Ask the agent {agent.name!r}; it answers in full.",
         parameters=_MESSAGE_SCHEMA,
-        run=run,
+        run=_AgentCall(agent),
         source=f"agent {agent.name!r}",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentCall:
+    """How an agent's tool runs: the agent's turn on the message."""
+
+    agent: RunsTurns
+
+    async def __call__(self, arguments: dict[str, Any]) -> str:
+        return await _run_child(self.agent, str(arguments["message"]))
+
+
+async def close_called_agents(tools: Iterable[Tool]) -> None:
+    """Close what the agents behind these tools hold open (their MCP sessions)."""
+    for tool in tools:
+        if isinstance(tool.run, _AgentCall):
+            await tool.run.agent.aclose()
 
 
 async def _run_child(agent: RunsTurns, message: str) -> str:

@@ -28,7 +28,13 @@ from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatc
 from cleveractors.agents._bill import Bill, CallOwner, InFlightCall
 from cleveractors.agents._checks import check_chat_model
 from cleveractors.agents._decisions import check_decisions
-from cleveractors.agents._delegate import agent_tool, enter_run, leave_run, lineage_of
+from cleveractors.agents._delegate import (
+    agent_tool,
+    close_called_agents,
+    enter_run,
+    leave_run,
+    lineage_of,
+)
 from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
     EventSink,
@@ -235,8 +241,10 @@ class LLMAgent(Agent):
         return self._toolset.open_mcp_servers
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
+        """Close the MCP sessions (stdio servers are terminated), the agents' it calls as tools
+        too; a later run reopens them."""
         await self._toolset.aclose()
+        await close_called_agents(self._toolset.tools.values())
 
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
         """This agent as a tool another agent's model can call with a `message`: the call runs
