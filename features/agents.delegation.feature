@@ -88,6 +88,21 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When the actor of "boss.yaml" is sent "Weather?" on /chat
     Then the /chat stream has agent_event frames with the path boss > researcher, its own text "Done."
 
+  Scenario: /ai-sdk streams the child's events as transient data parts, its answer as the tool's output
+    Given in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: researcher.yaml
+        script:
+          - tool_calls: [{name: researcher, args: {message: Find the weather in Paris}}]
+          - text: Done.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /ai-sdk
+    Then the /ai-sdk stream has data-agent-event parts with the path boss > researcher, and the researcher's answer "It rains in Paris." as its tool output
+
   Scenario: A grandchild's events carry the whole agent path, and its calls are the root's too
     Given in that folder the actor config "middle.yaml":
       """

@@ -385,3 +385,42 @@ def _then_path_events(context: Context, path: str) -> None:
     deepest = [event for event in nested if event.agent_path == wanted]
     assert deepest, [event.agent_path for event in nested]
     assert all(isinstance(event.event, AgentEvent) is False for event in nested), nested
+
+
+@when('the actor of "{name}" is sent "{message}" on /ai-sdk')
+def _when_ai_sdk(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    body = {
+        "id": "chat-1",
+        "messages": [{"id": "m0", "role": "user", "parts": [{"type": "text", "text": message}]}],
+        "trigger": "submit-message",
+    }
+
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            return await client.post("/ai-sdk", json=body)
+
+    context.ai_sdk_response = run_guarded(exchange())
+
+
+@then(
+    "the /ai-sdk stream has data-agent-event parts with the path {path}, and the researcher's "
+    'answer "{answer}" as its tool output'
+)
+def _then_ai_sdk(context: Context, path: str, answer: str) -> None:
+    response = context.ai_sdk_response
+    assert response.status_code == 200, response.text
+    chunks = [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line.strip() != "data: [DONE]"
+    ]
+    parts = [chunk for chunk in chunks if chunk["type"] == "data-agent-event"]
+    assert parts, [chunk["type"] for chunk in chunks]
+    assert all(part["transient"] is True for part in parts), parts
+    assert all(part["data"]["agent_path"] == path.split(" > ") for part in parts), parts
+    outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
+    assert outputs == [answer], outputs
