@@ -1,6 +1,7 @@
 """Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
 turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
-reader's memory), and what pausing for an approval and resuming add.
+reader's memory), what pausing for an approval and resuming add, and what calling an agent as a
+tool costs (issue 29).
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -34,6 +35,7 @@ from cpu import (
     server_process,
     task_rows,
 )
+from delegation import measure_delegation
 from latency import measure_latency
 from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
@@ -60,6 +62,7 @@ class Settings:
     ledger_writes: int
     approval_runs: int
     spend_runs: int
+    delegation_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -75,6 +78,7 @@ class Settings:
             ledger_writes=500,
             approval_runs=200,
             spend_runs=200,
+            delegation_runs=200,
         )
 
     @classmethod
@@ -91,6 +95,7 @@ class Settings:
             ledger_writes=50,
             approval_runs=20,
             spend_runs=20,
+            delegation_runs=20,
         )
 
 
@@ -160,6 +165,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
     with _section("spend limits (PostgreSQL, stub model, three calls a run)"):
         spend_rows, outcome.samples["spend"] = await measure_spend(settings.spend_runs)
         outcome.rows.extend(spend_rows)
+    with _section("agents as tools (model in process)"):
+        delegation_rows, outcome.samples["delegation"] = await measure_delegation(
+            settings.delegation_runs
+        )
+        outcome.rows.extend(delegation_rows)
     return outcome
 
 

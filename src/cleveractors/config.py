@@ -40,8 +40,10 @@ from cleveractors._config_rules import (
     validated_with_rules,
 )
 from cleveractors._config_tools import (
+    AgentToolConfig,
     McpServer,
     ToolConfig,
+    ToolEntry,
 )
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
@@ -51,6 +53,7 @@ from cleveractors.spend_limits import SpendLimits
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
+    "AgentToolConfig",
     "FallbackModelConfig",
     "FallbackPolicy",
     "ImmediateFallback",
@@ -215,7 +218,11 @@ class LLMAgentConfig(Frozen):
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
-    tools: tuple[ToolConfig, ...] = ()
+    tools: tuple[ToolEntry, ...] = ()
+    """Python tools (`handler`), and other actors called as tools (`agent: other.yaml`)."""
+    max_agent_depth: PositiveInt = 3
+    """How deep actors called as tools may nest under this one's run; deeper calls are refused
+    with an error the model reads."""
     mcp_servers: tuple[McpServer, ...] = ()
     """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
     approval_timeout_s: PositiveFloat = 24 * 60 * 60.0
@@ -349,6 +356,8 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
         return
     if not isinstance(agent.get("tools", ()), list | tuple):
         return  # what it declares is unknown: the field's own problem says why
+    if any("agent" in entry and "name" not in entry for _, entry in entries(agent, "tools")):
+        return  # an actor called as a tool is named by its own file, read later
     declared = list(dict.fromkeys(name for _, name in named(entries(agent, "tools"))))
     offered = f"declared: {', '.join(declared)}" if declared else "it declares no tools"
     for reply_position, reply in entries(agent, "script"):

@@ -29,6 +29,7 @@ from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
+    "AgentEvent",
     "CallRetrying",
     "Event",
     "HandoffOccurred",
@@ -250,8 +251,42 @@ class RunFailed(_Event):
     result: ExecutionResult
 
 
+_OwnEvent = Annotated[
+    RoundStarted
+    | TextDelta
+    | UsageRecorded
+    | CallRetrying
+    | ToolCallRequested
+    | ToolApprovalRequested
+    | ToolCallDecided
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallSkipped
+    | OutputPruned
+    | SynthesisStarted,
+    Field(discriminator="kind"),
+]
+"""The events a run emits of its own loop: what an agent called as a tool passes up."""
+
+
+class AgentEvent(_Event):
+    """An event of the run of an agent that this run called as a tool (at any depth): the
+    child's text, tool calls and usage, streamed inside the parent's events. Its usage is in
+    the parent's totals already; its text is not the parent's."""
+
+    kind: Literal["agent_event"] = "agent_event"
+    agent_path: tuple[str, ...]
+    """The agents from the root run's down to the one whose event this is, by name."""
+    run_id: str
+    """The run that emitted the event (the child's own)."""
+    call_id: str | None
+    """The tool call (of the calling agent's model) that ran the run emitting the event."""
+    event: _OwnEvent
+
+
 Event = Annotated[
     RunStarted
+    | AgentEvent
     | RoundStarted
     | TextDelta
     | UsageRecorded

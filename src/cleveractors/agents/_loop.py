@@ -30,12 +30,20 @@ from langchain_core.messages import (
 )
 
 from cleveractors.agents._bill import Bill
+from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
+from cleveractors.result import (
+    ChildRun,
+    ErrorInfo,
+    ExecutionResult,
+    RunText,
+    SynthesisReason,
+    ToolCallRecord,
+)
 
 if TYPE_CHECKING:
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
@@ -287,6 +295,10 @@ class _Run:
     spent_cost_before: Decimal = field(default=Decimal(0))
     models: ModelTrail = field(default_factory=ModelTrail)
     """Which model the run asks, and which answered (fallback models)."""
+    lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
+    """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
+    child_runs: list[ChildRun] = field(default_factory=list)
+    """The runs of the agents this run called as tools, in the order they ended."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -350,6 +362,8 @@ class _Run:
             model=self.models.answered_by,
             fell_back_from=self.models.fell_back_from,
             active_agent=self.agent_name,
+            parent_run_id=self.lineage.parent_run_id,
+            child_runs=tuple(self.child_runs),
         )
 
 

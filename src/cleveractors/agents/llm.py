@@ -25,8 +25,15 @@ from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
-from cleveractors.agents._bill import Bill, InFlightCall, call_reservation
+from cleveractors.agents._bill import Bill, CallOwner, InFlightCall, call_reservation
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._delegate import (
+    agent_tool,
+    close_called_agents,
+    enter_run,
+    leave_run,
+    lineage_of,
+)
 from cleveractors.agents._fallback import (
     Binding,
     FallbackModel,
@@ -35,6 +42,7 @@ from cleveractors.agents._fallback import (
     call_with_fallbacks,
 )
 from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
+from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -62,11 +70,13 @@ from cleveractors.approvals import (
     PausedRun,
 )
 from cleveractors.config import (
+    AgentToolConfig,
     FallbackPolicy,
     LLMAgentConfig,
     McpServer,
     PromptCacheMode,
     PromptCacheTTL,
+    ToolConfig,
 )
 from cleveractors.errors import (
     ConfigurationError,
@@ -129,6 +139,9 @@ class LoopLimits:
     cost_budget_usd: Decimal | None = None
     """Checked before each further round against the cost of the calls so far, like
     `token_budget`; needs a model with a known price (or `pricing`)."""
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH
+    """How deep agents called as tools may nest under this agent's run (its own run is at
+    depth 0); a call deeper is refused with an error its model reads."""
     stream_stall_timeout_s: float | None = 120.0
     """A streamed model call that sends no chunk for this long (from the request to its first
     chunk, then between chunks; waiting for a slow consumer does not count) is ended with
@@ -304,10 +317,25 @@ class LLMAgent(Agent):
         )
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' too; a
-        later run reopens them."""
+        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' and
+        the agents' it calls as tools too; a later run reopens them."""
         for agent in self._reachable():
             await agent._toolset.aclose()
+            await close_called_agents(agent._toolset.tools.values())
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent's model can call with a `message`: the call runs
+        this agent's whole turn, as a child run of the caller's (its own run id, its tokens in
+        the caller's totals, its events inside the caller's), and its answer is the output.
+
+        Args:
+            name: The tool's name; the agent's name when omitted.
+            description: What the calling model reads about the tool.
+
+        Raises:
+            ConfigurationError: the name is not a valid tool name.
+        """
+        return agent_tool(self, name=name, description=description)
 
     @classmethod
     def from_config(
@@ -324,9 +352,11 @@ class LLMAgent(Agent):
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
         `fallback_models` are the chat models of `config.fallback_models`, in order.
         """
+        if tools is None:
+            tools = [_built(tool) for tool in config.tools]
         return cls(
             model,
-            tools=[tool_from_config(tool) for tool in config.tools] if tools is None else tools,
+            tools=tools,
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
@@ -335,6 +365,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
                 stream_stall_timeout_s=config.stream_stall_timeout_s,
+                max_agent_depth=config.max_agent_depth,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -426,7 +457,23 @@ class LLMAgent(Agent):
         can_pause: bool = True,
         session_id: str | None = None,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
+        limits = self.limits
+        lineage, parent = lineage_of(
+            run_id,
+            agent_name=self.name,
+            recorder=on_call,
+            max_depth=limits.max_agent_depth,
+            token_budget=limits.token_budget,
+            cost_budget_usd=limits.cost_budget_usd,
+        )
+        bill = Bill(
+            self.pricer,
+            sink=sink,
+            recorder=on_call,
+            # A root run's records name no run: its result does (and its ledger rows).
+            owner=CallOwner(self.name, None if parent is None else run_id, lineage.parent_run_id),
+            parent=None if parent is None else parent.bill,
+        )
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -436,8 +483,10 @@ class LLMAgent(Agent):
             can_pause=can_pause,
             session_id=session_id,
             agent_name=self.name,
+            lineage=lineage,
         )
         agent = self  # a handoff passes the run on to another agent: the rounds are its own
+        calling = enter_run(run)
         try:
             step = self._first_step(run, start, history)
             transcript = run.transcript
@@ -482,6 +531,8 @@ class LLMAgent(Agent):
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
+        finally:
+            leave_run(calling)
 
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,
@@ -739,7 +790,7 @@ class LLMAgent(Agent):
 
     def _budget_spent(self, run: _Run) -> SynthesisReason | None:
         """Which budget, if any, the calls so far have reached."""
-        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        tokens, cost = run.lineage.token_budget, run.lineage.cost_budget_usd
         if tokens is not None and run.spent_tokens >= tokens:
             return "budget"
         if cost is not None and run.spent_cost_usd >= cost:
@@ -782,6 +833,15 @@ class LLMAgent(Agent):
             return AIMessage(content=reply.text)
         run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
+
+
+def _built(tool: ToolConfig | AgentToolConfig) -> Tool:
+    if isinstance(tool, AgentToolConfig):
+        raise ConfigurationError(
+            f"agent.tools: the actor {tool.agent!r} called as a tool is built from its file by "
+            "ActorExecutor.from_config; in code, pass its agent's as_tool() in tools"
+        )
+    return tool_from_config(tool)
 
 
 def _output_cap(model: BaseChatModel, requested: int | None) -> int | None:
