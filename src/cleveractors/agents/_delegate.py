@@ -128,11 +128,9 @@ def lineage_of(
         parent_run_id=parent.run_id,
         recorder=above.recorder,
         max_depth=min(above.max_depth, max_depth),
-        token_budget=_least(token_budget, _left(above.token_budget, parent.spent_tokens)),
-        cost_budget_usd=_least(
-            cost_budget_usd, _left(above.cost_budget_usd, parent.spent_cost_usd)
-        ),
-    )
+        token_cap=_left(above.token_budget, parent.spent_tokens),
+        cost_cap_usd=_left(above.cost_budget_usd, parent.spent_cost_usd),
+    ).under_budgets(token_budget, cost_budget_usd)
     return lineage, parent
 
 
@@ -291,9 +289,3 @@ _Amount = TypeVar("_Amount", int, Decimal)
 def _left(budget: _Amount | None, spent: _Amount) -> _Amount | None:
     """What is left of a budget (never below nothing)."""
     return None if budget is None else budget - min(spent, budget)
-
-
-def _least(own: _Amount | None, left: _Amount | None) -> _Amount | None:
-    if own is None or left is None:
-        return left if own is None else own
-    return min(own, left)

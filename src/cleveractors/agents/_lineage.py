@@ -4,12 +4,15 @@ tool gets its caller's, one agent deeper (`agents._delegate`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import TypeVar
 
 from cleveractors.usage import CallRecorder
 
-__all__ = ["DEFAULT_MAX_AGENT_DEPTH", "Lineage"]
+__all__ = ["DEFAULT_MAX_AGENT_DEPTH", "Lineage", "least"]
+
+_Amount = TypeVar("_Amount", int, Decimal)
 
 DEFAULT_MAX_AGENT_DEPTH = 3
 """How deep agents may call agents by default: a root run, its children, their children and
@@ -32,7 +35,27 @@ class Lineage:
     """This run's token budget: its agent's, but never more than what its caller has left."""
     cost_budget_usd: Decimal | None = None
     """This run's cost budget, as `token_budget`."""
+    token_cap: int | None = None
+    """What the caller had left of its token budget when this run began; None for the root."""
+    cost_cap_usd: Decimal | None = None
+    """What the caller had left of its cost budget, as `token_cap`."""
+
+    def under_budgets(self, token_budget: int | None, cost_budget_usd: Decimal | None) -> Lineage:
+        """The lineage of the run once another agent's budgets apply (a handoff), still never
+        more than what the caller left it."""
+        return replace(
+            self,
+            token_budget=least(token_budget, self.token_cap),
+            cost_budget_usd=least(cost_budget_usd, self.cost_cap_usd),
+        )
 
     @property
     def depth(self) -> int:
         return len(self.path) - 1
+
+
+def least(own: _Amount | None, cap: _Amount | None) -> _Amount | None:
+    """The smaller of a budget and a cap, either of which may be absent."""
+    if own is None or cap is None:
+        return cap if own is None else own
+    return min(own, cap)

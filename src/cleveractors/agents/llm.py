@@ -523,6 +523,9 @@ class LLMAgent(Agent):
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
                 if handoff := agent.handoffs.taken(run, ran_before):
                     agent = hand_over(run, agent, *handoff)
+                    run.lineage = run.lineage.under_budgets(
+                        agent.limits.token_budget, agent.limits.cost_budget_usd
+                    )
                     run.models.position = 0  # the target starts on its own model
                 if spent := agent._budget_spent(run):
                     return run.result(await agent._synthesize(run, spent))
