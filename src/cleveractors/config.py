@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -45,6 +48,7 @@ from cleveractors._config_tools import (
 )
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
+from cleveractors.output import OutputMode
 from cleveractors.pricing import ModelPrices
 
 __all__ = [
@@ -134,6 +138,13 @@ class LLMAgentConfig(Frozen):
     read by the model as declined, and never runs)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer must match: the run's `output` is then the parsed, validated
+    JSON (see `docs/output.md`)."""
+    output_mode: OutputMode = "auto"
+    """How the model is asked for the typed answer: `auto`, `native`, `tool` or `prompted`."""
+    output_retries: NonNegativeInt = 1
+    """How many times an answer that fails validation is sent back to the model."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -195,7 +206,19 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
         *_repeated_names(agent, "tools", "tool"),
         *_repeated_names(agent, "mcp_servers", "mcp server"),
         *_undeclared_tool_calls(agent),
+        *_output_schema_problems(agent),
     ]
+
+
+def _output_schema_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
+    schema = agent.get("output_schema")
+    if not isinstance(schema, Mapping):
+        return  # absent, or not a mapping: the field's own problem
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        where = ".".join(str(part) for part in exc.path) or "the schema"
+        yield Problem(("output_schema",), f"not a valid JSON Schema ({where}: {exc.message})")
 
 
 def _script_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:

@@ -69,6 +69,14 @@ class _Synthesize:
 
 
 @dataclass(frozen=True, slots=True)
+class _TypedAnswer:
+    """The reply is meant as the typed answer (its text, or its call of the output tool): check
+    it before it is the answer (`agents._output`)."""
+
+    reply: AIMessage
+
+
+@dataclass(frozen=True, slots=True)
 class _ResumeBatch:
     """A resumed run's first step: carry out the decisions on its paused batch."""
 
@@ -76,19 +84,30 @@ class _ResumeBatch:
     checked: CheckedDecisions
 
 
-_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch
+_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch | _TypedAnswer
 
 
-def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
-    """The next step after a model reply (the budget is checked before each further round)."""
+def decide(
+    reply: AIMessage,
+    *,
+    tool_rounds_done: int,
+    max_tool_rounds: int,
+    is_typed: bool = False,
+    output_tool: str | None = None,
+) -> _Step:
+    """The next step after a model reply (the budget is checked before each further round). A
+    typed agent's answer (`is_typed`) is a `_TypedAnswer`, and so is any reply calling its
+    output tool, whatever else it calls."""
     calls = tool_call_requests(reply)
+    if output_tool is not None and any(call.name == output_tool for call in calls):
+        return _TypedAnswer(reply)
     if calls:
         if tool_rounds_done >= max_tool_rounds:
             return _Synthesize("max_rounds")
         return _CallTools(_with_call_ids(reply, calls), calls)
     if not reply.text.strip():
         return _Synthesize("stuck")
-    return _Finish(reply)
+    return _TypedAnswer(reply) if is_typed else _Finish(reply)
 
 
 def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
@@ -252,6 +271,8 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    output: object = None
+    """The typed answer, once validated (agents with an output type)."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -303,6 +324,7 @@ class _Run:
             run_id=self.run_id,
             text=text,
             answer=answer,
+            output=self.output if error is None else None,
             usage_by_call=self.bill.ledger.calls,
             tool_calls=tuple(self.tool_records),
             rounds=self.round,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -39,10 +39,12 @@ from cleveractors.agents._loop import (
     _Synthesize,
     _ToolLoopError,
     _ToolLoopResult,
+    _TypedAnswer,
     decide,
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
+from cleveractors.agents._output import TypedAnswers
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
@@ -58,6 +60,7 @@ from cleveractors.approvals import (
 from cleveractors.config import LLMAgentConfig, McpServer
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
+from cleveractors.output import OutputMode, OutputValidator
 from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
@@ -153,10 +156,19 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        output_type: The type of the answer (a pydantic model, a dataclass, a `TypedDict` or a
+            scalar type): `ExecutionResult.output` is then a validated instance of it
+            (`docs/output.md`).
+        output_schema: A JSON Schema for the answer instead of a type: `output` is the parsed JSON.
+        output_mode: How the model is asked for the typed answer (`cleveractors.output`).
+        output_retries: How many times an answer that fails validation is sent back.
+        output_validators: Functions (sync or async) taking the object, returning it (or None
+            to keep it), or raising `ModelRetry` to ask the model again.
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
-            model whose price is unknown, or `approval` names a tool the agent does not have.
+            model whose price is unknown, `approval` names a tool the agent does not have, or
+            the output type or schema cannot be used.
     """
 
     def __init__(
@@ -175,6 +187,11 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        output_type: object | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 1,
+        output_validators: Sequence[OutputValidator] = (),
     ) -> None:
         check_chat_model(model, agent_name=name)
         self.name = name
@@ -209,6 +226,15 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+        self._typed = TypedAnswers.of(
+            model,
+            output_type=output_type,
+            output_schema=output_schema,
+            mode=output_mode,
+            retries=output_retries,
+            validators=output_validators,
+            agent_name=name,
+        )
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -265,6 +291,9 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            output_schema=config.output_schema,
+            output_mode=config.output_mode,
+            output_retries=config.output_retries,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -344,6 +373,8 @@ class LLMAgent(Agent):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
                         return run.result(await self._synthesize(run, reason))
+                    case _TypedAnswer(reply=reply):
+                        return run.result(await self._settle(run, reply))
                     case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
                         batch = await self._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
@@ -360,7 +391,7 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
-                    return run.result(AIMessage(content=batch.answer))
+                    return run.result(await self._settle(run, AIMessage(content=batch.answer)))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
                 if spent := self._budget_spent(run):
@@ -385,7 +416,10 @@ class LLMAgent(Agent):
         """Where the run begins: the model is asked about the user's message (None), or a
         paused run's decisions are carried out."""
         if not isinstance(start, CheckedDecisions):
-            run.transcript = Transcript.of(start, history, system_prompt=self.system_prompt)
+            system_prompt = self.system_prompt
+            if self._typed is not None:
+                system_prompt = self._typed.system_prompt(system_prompt)
+            run.transcript = Transcript.of(start, history, system_prompt=system_prompt)
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -403,11 +437,21 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
+        typed, model = self._typed, self._toolset.model_with_tools
+        if typed is not None:
+            model = typed.round_model(self.model, self.tools, model)
         reply = await self._model_turn(
-            run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
+            run,
+            "round",
+            model,
+            may_call_tools=bool(self.tools) or (typed is not None and typed.mode == "tool"),
         )
         return decide(
-            reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
+            reply,
+            tool_rounds_done=run.tool_rounds,
+            max_tool_rounds=self.limits.max_tool_rounds,
+            is_typed=typed is not None,
+            output_tool=None if typed is None else typed.output_tool,
         )
 
     # -- step 1 and 2: the model turn and its usage --------------------------------------------
@@ -567,6 +611,13 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(
             why=_SYNTHESIS_WHY[reason], message=transcript.user_message
         )
+        if (typed := self._typed) is not None:
+            # Kept in the transcript: a retry of the typed answer reads what was asked.
+            transcript.append(HumanMessage(prompt))
+            reply = await self._model_turn(
+                run, "synthesis", self._final_model(run, typed), may_call_tools=False
+            )
+            return await self._settle(run, reply)
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
         model = self._toolset.model_declaring_tools if declares_tools else self.model
@@ -574,6 +625,26 @@ class LLMAgent(Agent):
             run, "synthesis", model, may_call_tools=False, messages=messages
         )
         return self._ignore_tool_calls(run, reply)
+
+    def _final_model(self, run: _Run, typed: TypedAnswers) -> Runnable[LanguageModelInput, Any]:
+        """A typed agent's last request (a synthesis, a retry): the typed answer, no tool."""
+        declares_tools = bool(self.tools) and run.transcript.holds_tool_calls
+        declaring = self._toolset.model_declaring_tools if declares_tools else self.model
+        return typed.final_model(self.model, self.tools, declaring)
+
+    async def _settle(self, run: _Run, reply: AIMessage) -> AIMessage:
+        """The answer: the reply itself, or, for a typed agent, its checked typed answer (asked
+        again, each retry billed as `output_retry`, while it fails and retries are left)."""
+        typed = self._typed
+        if typed is None:
+            return reply
+
+        def ask_again() -> Awaitable[AIMessage]:
+            return self._model_turn(
+                run, "output_retry", self._final_model(run, typed), may_call_tools=False
+            )
+
+        return await typed.settle(run, reply, ask_again=ask_again)
 
     def _ignore_tool_calls(self, run: _Run, reply: AIMessage) -> AIMessage:
         ignored = tuple(call.name for call in tool_call_requests(reply))
