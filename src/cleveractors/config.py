@@ -48,7 +48,7 @@ from cleveractors._config_tools import (
 )
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
-from cleveractors.output import OutputMode
+from cleveractors.output import OUTPUT_TOOL, OutputMode
 from cleveractors.pricing import ModelPrices
 
 __all__ = [
@@ -249,6 +249,8 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
     if not isinstance(agent.get("tools", ()), list | tuple):
         return  # what it declares is unknown: the field's own problem says why
     declared = list(dict.fromkeys(name for _, name in named(entries(agent, "tools"))))
+    if agent.get("output_schema") is not None:
+        declared.append(OUTPUT_TOOL)  # a typed actor answers by calling it in `tool` mode
     offered = f"declared: {', '.join(declared)}" if declared else "it declares no tools"
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-__all__ = ["ModelRetry", "OutputMode", "OutputValidator"]
+__all__ = ["OUTPUT_TOOL", "ModelRetry", "OutputMode", "OutputValidator"]
+
+OUTPUT_TOOL = "final_result"
+"""The output tool's name in `tool` mode: the model answers by calling it."""
 
 OutputMode = Literal["auto", "native", "tool", "prompted"]
 """How the model is asked for the typed answer: `native`, the provider's structured output

@@ -39,13 +39,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from cleveractors.agents._loop import _Run, tool_call_requests
 from cleveractors.errors import ConfigurationError, OutputValidationError
-from cleveractors.output import ModelRetry, OutputMode, OutputValidator
+from cleveractors.output import OUTPUT_TOOL, ModelRetry, OutputMode, OutputValidator
 from cleveractors.tools import Tool
 
-__all__ = ["OUTPUT_TOOL", "TypedAnswers"]
-
-OUTPUT_TOOL = "final_result"
-"""The output tool's name in `tool` mode."""
+__all__ = ["TypedAnswers"]
 
 ResolvedMode = Literal["native", "tool", "prompted"]
 

@@ -1,0 +1,169 @@
+Feature: A typed agent answers with a validated object, and asks again while it is invalid
+  `LLMAgent(output_type=...)` takes a pydantic model, a dataclass, a TypedDict or a scalar type;
+  an actor file takes `output_schema:` (JSON Schema). `result.output` is the validated object,
+  `result.text` the raw text. An invalid object goes back to the model with its errors, each
+  retry billed as `output_retry`; output validators may ask again with a reason. A limit still
+  ends in a typed answer.
+
+  Scenario Outline: An output type of any kind gives an instance of it, the raw text kept (<kind>, <how>)
+    Given a typed agent whose output type is <kind>, in native mode, whose model replies
+      | reply          |
+      | answer <reply> |
+    When the typed agent is asked "Weather in Paris?" <how>
+    Then the typed output is <output>
+    And the typed result's text is '<reply>'
+
+    Examples:
+      | kind             | reply                           | how      | output                                |
+      | a pydantic model | {"name": "Paris", "temp_c": 12} | blocking | City(name='Paris', temp_c=12)         |
+      | a dataclass      | {"name": "Paris", "temp_c": 12} | streamed | CityRecord(name='Paris', temp_c=12)   |
+      | a TypedDict      | {"name": "Paris", "temp_c": 12} | blocking | {'name': 'Paris', 'temp_c': 12}       |
+      | int              | {"response": 12}                | streamed | 12                                    |
+      | list[str]        | {"response": ["a", "b"]}        | blocking | ['a', 'b']                            |
+
+  Scenario: In prompted mode the schema is in the system prompt, and a fenced answer is read
+    Given a typed agent whose output type is a pydantic model, in prompted mode, whose model replies
+      | reply                                                |
+      | text ```json {"name": "Paris", "temp_c": 12} ```     |
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed model's first request holds the schema in its system prompt
+
+  Scenario Outline: A typed answer that is not JSON, or not the output type, is sent back until it is (<how>)
+    Given a typed agent in native mode with the tool get_weather, 2 output retries, whose model replies
+      | reply                                    |
+      | call get_weather {"city": "Paris"}       |
+      | answer It is 12 C in Paris.              |
+      | answer {"name": "Paris", "temp_c": "x"}  |
+      | answer {"name": "Paris", "temp_c": 12}   |
+    When the typed agent is asked "Weather in Paris?" <how>
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's billed calls are round, round, output_retry, output_retry
+    And the typed model was asked again with "temp_c: Input should be a valid integer"
+
+    Examples:
+      | how      |
+      | blocking |
+      | streamed |
+
+  Scenario: In tool mode a text answer is asked again, the output tool forced: never ends silently
+    Given a typed agent in tool mode with the tool get_weather, 1 output retry, whose model replies
+      | reply                                  |
+      | text It is 12 C in Paris.              |
+      | answer {"name": "Paris", "temp_c": 12} |
+    When the typed agent is asked "Weather in Paris?" streamed
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's billed calls are round, output_retry
+    And the typed model was asked again with "You must answer by calling the tool 'final_result'"
+    And the typed model's last request forced the tool final_result
+    And the typed result's text is 'It is 12 C in Paris.{"name": "Paris", "temp_c": 12}'
+
+  Scenario: With no retries allowed, the first invalid answer fails the run with what it spent
+    Given a typed agent in tool mode with the tool get_weather, 0 output retries, whose model replies
+      | reply                    |
+      | answer {"name": "Paris"} |
+    When the typed agent is asked "Weather in Paris?" streamed
+    Then the typed run failed with OutputValidationError saying "temp_c: Field required"
+    And the typed error keeps the last raw text '{"name": "Paris"}' and the usage of 1 calls
+
+  Scenario Outline: An output validator asks again with its reason; its result is the output (<validator>)
+    Given a typed agent in tool mode checked by <validator>, whose model replies
+      | reply          |
+      | answer <first> |
+      | answer <then>  |
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed output is <output>
+    And the typed run's billed calls are round, output_retry
+    And the typed model was asked again with "<reason>"
+
+    Examples:
+      | validator          | first                            | then                            | output                          | reason                  |
+      | a sync validator   | {"name": "Oslo", "temp_c": -90}  | {"name": "Oslo", "temp_c": -9}  | City(name='Oslo', temp_c=-9)    | -90 C is too cold       |
+      | an async validator | {"name": "oslo", "temp_c": 3}    | {"name": "Oslo", "temp_c": 3}   | City(name='Oslo!', temp_c=3)    | capitalise the name     |
+
+  Scenario: Retries spent in process: OutputValidationError carries the errors and every call
+    Given a typed agent in tool mode with the tool get_weather, 1 output retry, whose model replies
+      | reply                         |
+      | text Sunny.                   |
+      | text Still sunny.             |
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed run failed with OutputValidationError saying "You must answer by calling the tool 'final_result'"
+    And the typed error keeps the last raw text 'Still sunny.' and the usage of 2 calls
+
+  Scenario Outline: Max rounds and a stuck model end in a typed synthesis answer (<mode>)
+    Given a typed agent in <mode> mode with the tool get_weather, max 1 tool round, whose model replies
+      | reply                                  |
+      | call get_weather {"city": "Paris"}     |
+      | <second>                               |
+      | answer {"name": "Paris", "temp_c": 12} |
+    When the typed agent is asked "Weather in Paris?" streamed
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's synthesis reason is <reason>
+    And the typed run's billed calls are round, round, synthesis
+
+    Examples:
+      | mode     | second                             | reason     |
+      | tool     | call get_weather {"city": "Rome"}  | max_rounds |
+      | native   | text                               | stuck      |
+      | prompted | call get_weather {"city": "Rome"}  | max_rounds |
+
+  Scenario: An ends_turn tool's output is the typed answer too, checked like any other
+    Given a typed actor file
+      """
+      name: typed
+      agent:
+        provider: stub
+        output_mode: native
+        output_schema: {type: object, properties: {city: {type: string}}, required: [city]}
+        tools:
+          - {name: pick, handler: "cleveractors.demo:get_weather", ends_turn: true}
+        script:
+          - tool_calls: [{name: pick, args: {city: Paris}}]
+          - text: '{"city": "Paris"}'
+      """
+    When the typed actor file is asked "Pick a city" blocking
+    Then the typed output is {'city': 'Paris'}
+    And the typed run's billed calls are round, output_retry
+
+  Scenario: An actor file's output_schema gives the parsed JSON, answered through the output tool
+    Given a typed actor file
+      """
+      name: typed
+      agent:
+        provider: stub
+        output_schema:
+          type: object
+          properties: {city: {type: string}, rain: {type: boolean}}
+          required: [city, rain]
+        script:
+          - tool_calls: [{name: final_result, args: {city: Paris, rain: maybe}}]
+          - tool_calls: [{name: final_result, args: {city: Paris, rain: true}}]
+      """
+    When the typed actor file is asked "Rain in Paris?" streamed
+    Then the typed output is {'city': 'Paris', 'rain': True}
+    And the typed run's billed calls are round, output_retry
+
+  Scenario: An invalid output_schema is refused at load, naming the field
+    Given a typed actor file
+      """
+      name: typed
+      agent:
+        provider: stub
+        output_schema: {type: objekt}
+        script: [{text: hi}]
+      """
+    When the typed actor file is asked "Hi" blocking
+    Then the typed agent was refused with a ConfigurationError saying "agent.output_schema: not a valid JSON Schema"
+
+  Scenario Outline: An output that cannot be used is refused when the agent is built (<problem>)
+    When the typed agent is built with <problem>
+    Then the typed agent was refused with a ConfigurationError saying "<message>"
+
+    Examples:
+      | problem                                | message                                      |
+      | both an output type and a schema       | give output_type or output_schema, not both  |
+      | validators but no output type          | output_validators need an output_type        |
+      | an output type pydantic cannot describe | has no JSON schema                          |
+      | an invalid output schema               | output_schema is not a valid JSON Schema     |
+      | -1 output retries                      | output_retries must be >= 0, got -1          |
+      | the output mode json                   | output_mode must be auto, native, tool or prompted, got 'json' |
