@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from cleveractors._pause import MemoryPauses
 from cleveractors.agents._decisions import SUPERSEDED, not_run
@@ -53,6 +53,7 @@ class Held:
     max_output_tokens: int | None
     can_pause: bool
     resumed_from: str | None = None
+    output_schema: Mapping[str, Any] | None = None
 
     @classmethod
     def resuming(cls, checked: CheckedDecisions) -> Held:
@@ -108,7 +109,14 @@ class MemoryBook:
     async def begin(self) -> Held:
         turn = self._turn
         if isinstance(turn, NewMessage):
-            return Held(turn.message, turn.history, None, turn.max_output_tokens, turn.can_pause)
+            return Held(
+                turn.message,
+                turn.history,
+                None,
+                turn.max_output_tokens,
+                turn.can_pause,
+                output_schema=turn.output_schema,
+            )
         try:
             await self._agent.open()  # an edit is checked against the tools: MCP servers' too
             paused = self._pauses.find(turn.run_id, turn.caller)
@@ -162,7 +170,14 @@ class StoredBook:
             held.supersede_waiting_run(_declined_for_new_message), StoreError
         )
         history = turn.history if turn.session_id is None else [*held.history, *superseded]
-        return Held(turn.message, history, turn.session_id, turn.max_output_tokens, turn.can_pause)
+        return Held(
+            turn.message,
+            history,
+            turn.session_id,
+            turn.max_output_tokens,
+            turn.can_pause,
+            output_schema=turn.output_schema,
+        )
 
     async def _checked(self, turn: Resumption) -> CheckedDecisions:
         try:

@@ -110,6 +110,7 @@ async def _run_turn(
                     run_id=run_id,
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
+                    output_schema=held.output_schema,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that

@@ -38,6 +38,7 @@ from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
+    from cleveractors.agents._output import TypedAnswers
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
@@ -271,8 +272,10 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    typed: TypedAnswers | None = None
+    """How this run's answer is typed: the agent's output type, or the request's schema."""
     output: object = None
-    """The typed answer, once validated (agents with an output type)."""
+    """The typed answer, once validated."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 

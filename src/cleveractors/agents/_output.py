@@ -33,14 +33,15 @@ from typing import Any, Literal, cast
 
 from jsonschema import Draft202012Validator
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from pydantic import TypeAdapter, ValidationError
 
-from cleveractors.agents._loop import _Run, tool_call_requests
+from cleveractors.agents.tool import unnamed_call_id
 from cleveractors.errors import ConfigurationError, OutputValidationError
 from cleveractors.output import OUTPUT_TOOL, ModelRetry, OutputMode, OutputValidator
 from cleveractors.tools import Tool
+from cleveractors.usage import LLMCallUsage
 
 __all__ = ["TypedAnswers"]
 
@@ -90,18 +91,30 @@ class TypedAnswers:
         output_tool: The output tool's name in `tool` mode; None otherwise.
     """
 
-    __slots__ = ("_bound", "_format", "_shape", "_validators", "mode", "output_tool", "retries")
+    __slots__ = (
+        "_bound",
+        "_format",
+        "_shape",
+        "_validators",
+        "mode",
+        "output_tool",
+        "requested_mode",
+        "retries",
+    )
 
     def __init__(
         self,
         shape: _Shape,
         *,
         mode: ResolvedMode,
+        requested_mode: OutputMode,
         retries: int,
         validators: Sequence[OutputValidator],
     ) -> None:
         self._shape = shape
         self.mode: ResolvedMode = mode
+        self.requested_mode: OutputMode = requested_mode
+        """The mode as given (`auto` included), for a run's own schema to be asked the same way."""
         self.retries = retries
         self._validators = tuple(validators)
         self.output_tool = OUTPUT_TOOL if mode == "tool" else None
@@ -148,7 +161,9 @@ class TypedAnswers:
             else _shape_of_type(output_type, where)
         )
         resolved: ResolvedMode = _auto_mode(model) if mode == "auto" else mode
-        return cls(shape, mode=resolved, retries=retries, validators=validators)
+        return cls(
+            shape, mode=resolved, requested_mode=mode, retries=retries, validators=validators
+        )
 
     # -- asking ------------------------------------------------------------------------------
 
@@ -209,13 +224,21 @@ class TypedAnswers:
     # -- checking ----------------------------------------------------------------------------
 
     async def settle(
-        self, run: _Run, reply: AIMessage, *, ask_again: Callable[[], Awaitable[AIMessage]]
-    ) -> AIMessage:
-        """The answer from a reply meant as the typed one: validated (the object on `run.output`),
-        or sent back with its errors and asked again, up to `retries` times.
+        self,
+        reply: AIMessage,
+        *,
+        ask_again: Callable[[], Awaitable[AIMessage]],
+        remember: Callable[[BaseMessage], None],
+        show_text: Callable[[str], None],
+        spent: Callable[[], tuple[LLMCallUsage, ...]],
+    ) -> tuple[AIMessage, object]:
+        """The answer and its object, from a reply meant as the typed answer: validated, or sent
+        back with its errors (`remember`: into the transcript the retry reads) and asked again,
+        up to `retries` times.
 
         Raises:
-            OutputValidationError: the last attempt failed too; every attempt is billed.
+            OutputValidationError: the last attempt failed too; every attempt is billed
+                (`spent`: the run's calls so far).
         """
         attempts = 1
         while True:
@@ -223,32 +246,32 @@ class TypedAnswers:
             try:
                 if call_id is None and self.mode == "tool":
                     raise _Invalid([_CALL_THE_TOOL])
-                run.output = await self._check(raw)
+                value = await self._check(raw)
             except _Invalid as invalid:
                 if attempts > self.retries:
                     raise OutputValidationError(
                         errors=invalid.errors,
                         raw_text=raw,
                         attempts=attempts,
-                        usage_by_call=run.bill.ledger.calls,
+                        usage_by_call=spent(),
                     ) from None
-                self._send_back(run, reply, call_id, invalid.errors)
+                for message in _sent_back(reply, call_id, invalid.errors):
+                    remember(message)
                 reply = await ask_again()
                 attempts += 1
                 continue
             if call_id is None:
-                return reply
-            run.show_text(raw)  # the output tool's arguments are the answer the user sees
-            return AIMessage(content=raw)
+                return reply, value
+            show_text(raw)  # the output tool's arguments are the answer the user sees
+            return AIMessage(content=raw), value
 
     def _raw(self, reply: AIMessage) -> tuple[str, str | None]:
         """The attempt's raw JSON, and the output tool call's id when it came as one."""
         if self.output_tool is not None:
-            for call in tool_call_requests(reply):
-                if call.name == self.output_tool:
-                    arguments = call.arguments
+            for call_id, name, arguments in _calls(reply):
+                if name == self.output_tool:
                     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                    return raw, call.call_id
+                    return raw, call_id
         return reply.text, None
 
     async def _check(self, raw: str) -> object:
@@ -273,27 +296,48 @@ class TypedAnswers:
                 value = checked
         return value
 
-    def _send_back(
-        self, run: _Run, reply: AIMessage, call_id: str | None, errors: Sequence[str]
-    ) -> None:
-        """Put the failed attempt and its errors into the transcript the retry reads."""
-        listed = "\n".join(f"- {error}" for error in errors)
-        transcript = run.transcript
-        calls = tool_call_requests(reply)
-        if not calls:
-            transcript.append(reply)
-            transcript.append(HumanMessage(_RETRY_TEXT.format(errors=listed)))
-            return
-        # Every call of the reply is answered, or the next request is not valid for any provider.
-        transcript.append(reply.model_copy(update={"tool_calls": reply.tool_calls}))
-        for call in calls:
-            if call.call_id == call_id:
-                content = _RETRY_TOOL.format(errors=listed, tool=OUTPUT_TOOL)
-            elif call_id is None:
-                content = _CALL_THE_TOOL
-            else:
-                content = _NOT_RUN.format(tool=OUTPUT_TOOL)
-            transcript.append(ToolMessage(content, tool_call_id=call.call_id, name=call.name))
+
+def _calls(reply: AIMessage) -> list[tuple[str, str, object]]:
+    """Every call of a reply as (id, name, arguments), parsed ones first, each with the id its
+    answer must name (the loop's rule for a call without one)."""
+    sent = [
+        *((call["id"], call["name"], call["args"]) for call in reply.tool_calls),
+        *(
+            (call["id"], call["name"] or "", call["args"] or "")
+            for call in reply.invalid_tool_calls
+        ),
+    ]
+    return [
+        (call_id or unnamed_call_id(position), name, arguments)
+        for position, (call_id, name, arguments) in enumerate(sent)
+    ]
+
+
+def _sent_back(reply: AIMessage, call_id: str | None, errors: Sequence[str]) -> list[BaseMessage]:
+    """The failed attempt and its errors, as the transcript the retry reads holds them."""
+    listed = "\n".join(f"- {error}" for error in errors)
+    calls = _calls(reply)
+    if not calls:
+        return [reply, HumanMessage(_RETRY_TEXT.format(errors=listed))]
+    # Every call of the reply is answered (by the id it is answered under), or the next request
+    # is valid for no provider.
+    ids = iter(call[0] for call in calls)
+    named = reply.model_copy(
+        update={
+            "tool_calls": [{**call, "id": next(ids)} for call in reply.tool_calls],
+            "invalid_tool_calls": [{**call, "id": next(ids)} for call in reply.invalid_tool_calls],
+        }
+    )
+    answers: list[BaseMessage] = [named]
+    for each_id, name, _arguments in calls:
+        if each_id == call_id:
+            content = _RETRY_TOOL.format(errors=listed, tool=OUTPUT_TOOL)
+        elif call_id is None:
+            content = _CALL_THE_TOOL
+        else:
+            content = _NOT_RUN.format(tool=OUTPUT_TOOL)
+        answers.append(ToolMessage(content, tool_call_id=each_id, name=name))
+    return answers
 
 
 # -- the schema ------------------------------------------------------------------------------

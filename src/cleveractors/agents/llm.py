@@ -309,6 +309,7 @@ class LLMAgent(Agent):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -325,6 +326,7 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
+                    output_schema=output_schema,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -353,6 +355,7 @@ class LLMAgent(Agent):
         run_id: str,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call)
         run = _Run(
@@ -362,6 +365,7 @@ class LLMAgent(Agent):
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
+            typed=self._typed if output_schema is None else self._typed_by(output_schema),
         )
         try:
             step = self._first_step(run, start, history)
@@ -402,6 +406,18 @@ class LLMAgent(Agent):
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
 
+    def _typed_by(self, output_schema: Mapping[str, Any]) -> TypedAnswers | None:
+        """A run's own output schema (a request's `response_format`), in the agent's mode."""
+        return TypedAnswers.of(
+            self.model,
+            output_type=None,
+            output_schema=output_schema,
+            mode="auto" if self._typed is None else self._typed.requested_mode,
+            retries=1 if self._typed is None else self._typed.retries,
+            validators=(),
+            agent_name=self.name,
+        )
+
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,
         without the approval gate."""
@@ -417,8 +433,8 @@ class LLMAgent(Agent):
         paused run's decisions are carried out."""
         if not isinstance(start, CheckedDecisions):
             system_prompt = self.system_prompt
-            if self._typed is not None:
-                system_prompt = self._typed.system_prompt(system_prompt)
+            if run.typed is not None:
+                system_prompt = run.typed.system_prompt(system_prompt)
             run.transcript = Transcript.of(start, history, system_prompt=system_prompt)
             return None
         paused = start.paused
@@ -437,7 +453,7 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        typed, model = self._typed, self._toolset.model_with_tools
+        typed, model = run.typed, self._toolset.model_with_tools
         if typed is not None:
             model = typed.round_model(self.model, self.tools, model)
         reply = await self._model_turn(
@@ -611,7 +627,7 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(
             why=_SYNTHESIS_WHY[reason], message=transcript.user_message
         )
-        if (typed := self._typed) is not None:
+        if (typed := run.typed) is not None:
             # Kept in the transcript: a retry of the typed answer reads what was asked.
             transcript.append(HumanMessage(prompt))
             reply = await self._model_turn(
@@ -635,7 +651,7 @@ class LLMAgent(Agent):
     async def _settle(self, run: _Run, reply: AIMessage) -> AIMessage:
         """The answer: the reply itself, or, for a typed agent, its checked typed answer (asked
         again, each retry billed as `output_retry`, while it fails and retries are left)."""
-        typed = self._typed
+        typed = run.typed
         if typed is None:
             return reply
 
@@ -644,7 +660,14 @@ class LLMAgent(Agent):
                 run, "output_retry", self._final_model(run, typed), may_call_tools=False
             )
 
-        return await typed.settle(run, reply, ask_again=ask_again)
+        answer, run.output = await typed.settle(
+            reply,
+            ask_again=ask_again,
+            remember=run.transcript.append,
+            show_text=run.show_text,
+            spent=lambda: run.bill.ledger.calls,
+        )
+        return answer
 
     def _ignore_tool_calls(self, run: _Run, reply: AIMessage) -> AIMessage:
         ignored = tuple(call.name for call in tool_call_requests(reply))
