@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+import openai
 import yaml
 from behave import given, then, when
 from behave.runner import Context
@@ -31,6 +34,7 @@ from cleveractors.testing import (
     ScriptedReply,
     ScriptedToolCall,
 )
+from cleveractors.web import create_app
 
 _TIMEOUT_S = 30.0
 
@@ -397,3 +401,90 @@ def typed_file_asked(context: Context, message: str, how: str) -> None:
         return
     context.typed_results = []
     _run(context, executor, message, how)
+
+
+# -- the OpenAI endpoint ------------------------------------------------------------------------
+
+_BASE_URL = "http://127.0.0.1:8000"
+
+
+@given("a typed web app whose stub actor replies")
+def typed_web_app(context: Context) -> None:
+    script = [{"text": row["reply"]} for row in context.table]
+    executor = ActorExecutor.from_config(
+        {
+            "name": "typed-web",
+            "agent": {"provider": "stub", "output_mode": "native", "script": script},
+        }
+    )
+    context.typed_app = create_app(executor)
+    context.typed_executor = executor
+
+
+def _with_openai_client(
+    context: Context, call: Callable[[openai.AsyncOpenAI], Awaitable[Any]]
+) -> None:
+    async def exchange() -> None:
+        transport = httpx.ASGITransport(app=context.typed_app)
+        async with httpx.AsyncClient(transport=transport, base_url=_BASE_URL) as http_client:
+            client = openai.AsyncOpenAI(
+                base_url=f"{_BASE_URL}/v1",
+                api_key="sk-test",
+                http_client=http_client,
+                max_retries=0,
+            )
+            try:
+                context.typed_reply = await call(client)
+            except openai.APIStatusError as error:
+                context.typed_error = error
+
+    context.typed_error = None
+    asyncio.run(asyncio.wait_for(exchange(), _TIMEOUT_S))
+
+
+_MESSAGES: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+@when("the openai SDK parses the typed web app's answer as City, {how}")
+def typed_web_parse(context: Context, how: str) -> None:
+    async def parse(client: openai.AsyncOpenAI) -> object:
+        if how == "blocking":
+            completion = await client.chat.completions.parse(
+                model="typed-web", messages=_MESSAGES, response_format=City
+            )
+            return completion.choices[0].message.parsed
+        async with client.chat.completions.stream(
+            model="typed-web", messages=_MESSAGES, response_format=City
+        ) as stream:
+            final = await stream.get_final_completion()
+        return final.choices[0].message.parsed
+
+    _with_openai_client(context, parse)
+
+
+@when("the openai SDK asks the typed web app with the response_format {response_format}")
+def typed_web_create(context: Context, response_format: str) -> None:
+    async def create(client: openai.AsyncOpenAI) -> object:
+        completion = await client.chat.completions.create(
+            model="typed-web", messages=_MESSAGES, response_format=json.loads(response_format)
+        )
+        return completion.choices[0].message.content
+
+    _with_openai_client(context, create)
+
+
+@then("the typed web app's answer is {expected}")
+def typed_web_answer(context: Context, expected: str) -> None:
+    assert context.typed_error is None, repr(context.typed_error)
+    assert repr(context.typed_reply) == expected, repr(context.typed_reply)
+
+
+@then('the typed web app refused it with 400 naming the param "{param}"')
+def typed_web_refused(context: Context, param: str) -> None:
+    error = context.typed_error
+    assert isinstance(error, openai.BadRequestError), repr(error)
+    body = error.body
+    assert isinstance(body, dict), body
+    assert body["param"] == param, body
+    assert body["type"] == "invalid_request_error", body
+    assert param in body["message"], body

@@ -98,7 +98,6 @@ class TypedAnswers:
         "_validators",
         "mode",
         "output_tool",
-        "requested_mode",
         "retries",
     )
 
@@ -107,14 +106,11 @@ class TypedAnswers:
         shape: _Shape,
         *,
         mode: ResolvedMode,
-        requested_mode: OutputMode,
         retries: int,
         validators: Sequence[OutputValidator],
     ) -> None:
         self._shape = shape
         self.mode: ResolvedMode = mode
-        self.requested_mode: OutputMode = requested_mode
-        """The mode as given (`auto` included), for a run's own schema to be asked the same way."""
         self.retries = retries
         self._validators = tuple(validators)
         self.output_tool = OUTPUT_TOOL if mode == "tool" else None
@@ -161,9 +157,7 @@ class TypedAnswers:
             else _shape_of_type(output_type, where)
         )
         resolved: ResolvedMode = _auto_mode(model) if mode == "auto" else mode
-        return cls(
-            shape, mode=resolved, requested_mode=mode, retries=retries, validators=validators
-        )
+        return cls(shape, mode=resolved, retries=retries, validators=validators)
 
     # -- asking ------------------------------------------------------------------------------
 
@@ -440,7 +434,8 @@ def _make_strict(schema: object) -> bool:
     if schema.get("type") == "object" or "properties" in schema:
         properties = schema.get("properties", {})
         schema["additionalProperties"] = False
-        fits = set(schema.get("required", ())) == set(properties)
+        # An object without properties (any object) cannot be strict: strict allows none.
+        fits = "properties" in schema and set(schema.get("required", ())) == set(properties)
     closed = [_make_strict(value) for value in schema.values()]
     return fits and all(closed)
 

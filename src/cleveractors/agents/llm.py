@@ -226,6 +226,7 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+        self._output_mode, self._output_retries = output_mode, output_retries
         self._typed = TypedAnswers.of(
             model,
             output_type=output_type,
@@ -412,8 +413,8 @@ class LLMAgent(Agent):
             self.model,
             output_type=None,
             output_schema=output_schema,
-            mode="auto" if self._typed is None else self._typed.requested_mode,
-            retries=1 if self._typed is None else self._typed.retries,
+            mode=self._output_mode,
+            retries=self._output_retries,
             validators=(),
             agent_name=self.name,
         )
