@@ -167,3 +167,27 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | an invalid output schema               | output_schema is not a valid JSON Schema     |
       | -1 output retries                      | output_retries must be >= 0, got -1          |
       | the output mode json                   | output_mode must be auto, native, tool or prompted, got 'json' |
+
+  Scenario: cleveractors run --json prints the object; validate checks the schema
+    Given a typed actor file
+      """
+      name: typed
+      agent:
+        provider: stub
+        output_mode: native
+        output_schema: {type: object, properties: {city: {type: string}}, required: [city]}
+        script:
+          - text: '{"city": "Paris"}'
+      """
+    When the typed actor file is given to "cleveractors run --json --no-stream"
+    Then the typed command printed the output {"city": "Paris"}
+    Given a typed actor file
+      """
+      name: typed
+      agent:
+        provider: stub
+        output_schema: {type: object, required: city}
+        script: [{text: hi}]
+      """
+    When the typed actor file is given to "cleveractors validate"
+    Then the typed command failed saying "agent.output_schema: not a valid JSON Schema"

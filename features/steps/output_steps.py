@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,9 +25,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
+from typer.testing import CliRunner
 from typing_extensions import TypedDict  # pydantic needs its TypedDict on Python < 3.12
 
 from cleveractors import ActorExecutor, LLMAgent, LoopLimits
+from cleveractors.cli import app as cli_app
 from cleveractors.errors import ConfigurationError, OutputValidationError
 from cleveractors.output import ModelRetry
 from cleveractors.testing import (
@@ -488,3 +493,33 @@ def typed_web_refused(context: Context, param: str) -> None:
     assert body["param"] == param, body
     assert body["type"] == "invalid_request_error", body
     assert param in body["message"], body
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+@when('the typed actor file is given to "cleveractors {command}"')
+def typed_file_command(context: Context, command: str) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="typed-cli-"))
+    context.add_cleanup(shutil.rmtree, folder, ignore_errors=True)
+    actor = folder / "actor.yaml"
+    actor.write_text(yaml.safe_dump(context.typed_source), encoding="utf-8")
+    name, *options = command.split()
+    arguments = [name, str(actor)]
+    if name == "run":
+        arguments.append("Where?")
+    context.typed_command = CliRunner().invoke(cli_app, [*arguments, *options])
+
+
+@then("the typed command printed the output {expected}")
+def typed_command_output(context: Context, expected: str) -> None:
+    completed = context.typed_command
+    assert completed.exit_code == 0, (completed.exit_code, completed.output)
+    assert json.loads(completed.stdout)["output"] == json.loads(expected), completed.stdout
+
+
+@then('the typed command failed saying "{text}"')
+def typed_command_failed(context: Context, text: str) -> None:
+    completed = context.typed_command
+    assert completed.exit_code != 0, completed.output
+    assert text in completed.output, completed.output
