@@ -25,6 +25,13 @@ Feature: /v1/chat/completions answers a response_format with a validated object
     When the openai SDK asks the typed web app with the response_format {"type": "json_object"}
     Then the typed web app's answer is '{"sky": "sunny"}'
 
+  Scenario: response_format text is an ordinary answer
+    Given a typed web app whose stub actor replies
+      | reply        |
+      | It is sunny. |
+    When the openai SDK asks the typed web app with the response_format {"type": "text"}
+    Then the typed web app's answer is 'It is sunny.'
+
   Scenario Outline: A response_format the endpoint cannot honour is a 400 naming the field (<param>)
     Given a typed web app whose stub actor replies
       | reply |
@@ -38,3 +45,4 @@ Feature: /v1/chat/completions answers a response_format with a validated object
       | {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 3}}}  | response_format.json_schema.schema |
       | {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}        | response_format.json_schema.name   |
       | {"type": "json_schema"}                                                        | response_format.json_schema        |
+      | {"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}}           | response_format.json_schema.schema |

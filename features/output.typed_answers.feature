@@ -20,6 +20,7 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | a TypedDict      | {"name": "Paris", "temp_c": 12} | blocking | {'name': 'Paris', 'temp_c': 12}       |
       | int              | {"response": 12}                | streamed | 12                                    |
       | list[str]        | {"response": ["a", "b"]}        | blocking | ['a', 'b']                            |
+      | list[City]       | {"response": [{"name": "Paris", "temp_c": 12}]} | streamed | [City(name='Paris', temp_c=12)] |
 
   Scenario: In prompted mode the schema is in the system prompt, and a fenced answer is read
     Given a typed agent whose output type is a pydantic model, in prompted mode, whose model replies
@@ -45,6 +46,26 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | how      |
       | blocking |
       | streamed |
+
+  Scenario: A scalar answer must come under the key "response"
+    Given a typed agent whose output type is int, in tool mode, whose model replies
+      | reply                 |
+      | answer {"value": 12}  |
+      | answer {"response": 12} |
+    When the typed agent is asked "How warm?" blocking
+    Then the typed output is 12
+    And the typed model was asked again with "expected an object with the key 'response'"
+
+  Scenario: A reply calling a tool beside an invalid answer: every call is answered, none run
+    Given a typed agent in tool mode with the tool get_weather, 1 output retry, whose model replies
+      | reply                                                            |
+      | call get_weather {"city": "Paris"} ; answer {"name": "Paris"}    |
+      | answer {"name": "Paris", "temp_c": 12}                           |
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's billed calls are round, output_retry
+    And the typed model was asked again with "Not run: the answer was given with 'final_result'"
+    And the typed model was asked again with "temp_c: Field required"
 
   Scenario: In tool mode a text answer is asked again, the output tool forced: never ends silently
     Given a typed agent in tool mode with the tool get_weather, 1 output retry, whose model replies
@@ -106,6 +127,18 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | tool     | call get_weather {"city": "Rome"}  | max_rounds |
       | native   | text                               | stuck      |
       | prompted | call get_weather {"city": "Rome"}  | max_rounds |
+
+  Scenario: A synthesis reply that calls a tool anyway runs nothing and is asked again
+    Given a typed agent in tool mode with the tool get_weather, max 1 tool round, whose model replies
+      | reply                                  |
+      | call get_weather {"city": "Paris"}     |
+      | call get_weather {"city": "Rome"}      |
+      | call get_weather {"city": "Oslo"}      |
+      | answer {"name": "Paris", "temp_c": 12} |
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's billed calls are round, round, synthesis, output_retry
+    And the typed model was asked again with "You must answer by calling the tool 'final_result'"
 
   Scenario: An ends_turn tool's output is the typed answer too, checked like any other
     Given a typed actor file

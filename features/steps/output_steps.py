@@ -66,6 +66,7 @@ _TYPES: dict[str, object] = {
     "a TypedDict": CityDict,
     "int": int,
     "list[str]": list[str],
+    "list[City]": list[City],
 }
 
 
@@ -76,7 +77,10 @@ def get_weather(city: str) -> str:
 
 def _reply(line: str, mode: str) -> ScriptedReply:
     """`call NAME {args}`, `text TEXT`, or `answer {json}` (the output tool's call in tool mode,
-    else the text)."""
+    else the text); several calls of one reply are set apart by ` ; `."""
+    if " ; " in line:
+        parts = [_reply(part, mode) for part in line.split(" ; ")]
+        return ScriptedReply(tool_calls=tuple(call for part in parts for call in part.tool_calls))
     kind, _, rest = line.partition(" ")
     if kind == "call":
         name, _, args = rest.partition(" ")

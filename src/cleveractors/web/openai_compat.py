@@ -46,7 +46,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -200,9 +200,7 @@ class ChatCompletionRequest(_Lenient):
             return None
         if kind == "json_object":
             return {"type": "object"}
-        described = response_format.get("json_schema")
-        if not isinstance(described, Mapping):
-            return None  # refused by `unsupported`
+        described = cast("Mapping[str, Any]", response_format["json_schema"])  # `unsupported`
         schema = dict(described.get("schema") or {"type": "object"})
         schema.setdefault("title", described["name"])
         return schema
