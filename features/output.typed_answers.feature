@@ -224,3 +224,15 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       """
     When the typed actor file is given to "cleveractors validate"
     Then the typed command failed saying "agent.output_schema: not a valid JSON Schema"
+
+  Scenario Outline: Partial objects stream as output_delta events that only grow, the last the output (<mode>)
+    Given a typed agent in <mode> mode whose model streams a City with 40 notes
+    When the typed agent's events are read for "Weather in Paris?"
+    Then the typed run streamed at least <partials> partial objects, each extending the one before
+    And the typed run's last output delta is its output, and the only final one
+
+    Examples:
+      | mode     | partials |
+      | native   | 5        |
+      | prompted | 5        |
+      | tool     | 0        |

@@ -6,6 +6,7 @@ and over the real wires with `ChatOpenAI` and `ChatAnthropic` against the script
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import shutil
@@ -527,3 +528,61 @@ def typed_command_failed(context: Context, text: str) -> None:
     completed = context.typed_command
     assert completed.exit_code != 0, completed.output
     assert text in completed.output, completed.output
+
+
+# -- partial objects ----------------------------------------------------------------------------
+
+
+@given("a typed agent in {mode} mode whose model streams a City with {count:d} notes")
+def typed_agent_streaming_notes(context: Context, mode: str, count: int) -> None:
+    notes = [f"note {n} about the rain" for n in range(count)]
+    answer = {"name": "Paris", "temp_c": 12, "notes": notes}
+    reply = _reply(f"answer {json.dumps(answer)}", mode)
+    if mode == "prompted":
+        reply = ScriptedReply(text=f"```json\n{reply.text}\n```")
+    context.typed_model = ScriptedChatModel(replies=[reply])
+    _agent(context, context.typed_model, output_type=NotedCity, output_mode=mode)
+
+
+class NotedCity(BaseModel):
+    name: str
+    temp_c: int
+    notes: list[str]
+
+
+@when('the typed agent\'s events are read for "{message}"')
+def typed_events_read(context: Context, message: str) -> None:
+    async def read() -> list[Any]:
+        return [event async for event in context.typed_executor.execute_events(message)]
+
+    events = asyncio.run(asyncio.wait_for(read(), _TIMEOUT_S))
+    context.typed_deltas = [event for event in events if event.kind == "output_delta"]
+    context.typed_results.append(context.typed_executor.last_result)
+
+
+@then("the typed run streamed at least {count:d} partial objects, each extending the one before")
+def typed_partials_grow(context: Context, count: int) -> None:
+    deltas = context.typed_deltas
+    partial = [delta for delta in deltas if not delta.is_final]
+    assert len(partial) >= count, [delta.output for delta in deltas]
+    for before, after in itertools.pairwise(delta.output for delta in deltas):
+        assert _extends(before, after), (before, after)
+
+
+@then("the typed run's last output delta is its output, and the only final one")
+def typed_last_delta(context: Context) -> None:
+    deltas = context.typed_deltas
+    assert [delta.is_final for delta in deltas].count(True) == 1, deltas
+    assert deltas[-1].is_final, deltas[-1]
+    assert deltas[-1].output == context.typed_results[-1].output.model_dump(), deltas[-1]
+
+
+def _extends(before: object, after: object) -> bool:
+    """Whether `after` holds everything `before` does (a string may have grown at its end)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return all(key in after and _extends(value, after[key]) for key, value in before.items())
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) <= len(after) and all(map(_extends, before, after))
+    if isinstance(before, str) and isinstance(after, str):
+        return after.startswith(before)
+    return before == after

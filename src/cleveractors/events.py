@@ -29,6 +29,7 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 __all__ = [
     "CallRetrying",
     "Event",
+    "OutputDelta",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -78,6 +79,21 @@ class TextDelta(_Event):
     kind: Literal["text_delta"] = "text_delta"
     round: int
     text: str
+
+
+class OutputDelta(_Event):
+    """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
+    of the object while it streams, each one extending the one before within an attempt; the
+    last is the validated object, equal to `ExecutionResult.output` dumped as JSON. A retry of
+    an invalid answer starts its object again (`attempt`)."""
+
+    kind: Literal["output_delta"] = "output_delta"
+    round: int
+    attempt: int
+    """Which attempt at the typed answer this is, from 1."""
+    output: Any
+    is_final: bool = False
+    """True for the validated object."""
 
 
 class UsageRecorded(_Event):
@@ -217,6 +233,7 @@ Event = Annotated[
     RunStarted
     | RoundStarted
     | TextDelta
+    | OutputDelta
     | UsageRecorded
     | CallRetrying
     | ToolCallRequested

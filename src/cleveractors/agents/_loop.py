@@ -38,7 +38,7 @@ from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
 
 if TYPE_CHECKING:
-    from cleveractors.agents._output import TypedAnswers
+    from cleveractors.agents._output import PartialOutputs, TypedAnswers
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
@@ -274,6 +274,8 @@ class _Run:
     spent_cost_before: Decimal = field(default=Decimal(0))
     typed: TypedAnswers | None = None
     """How this run's answer is typed: the agent's output type, or the request's schema."""
+    partials: PartialOutputs | None = None
+    """A streamed typed run's sink, adding the partial objects (`OutputDelta`)."""
     output: object = None
     """The typed answer, once validated."""
     listens: bool = field(init=False)

@@ -36,14 +36,16 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json, to_jsonable_python
 
 from cleveractors.agents.tool import unnamed_call_id
 from cleveractors.errors import ConfigurationError, OutputValidationError
+from cleveractors.events import Event, OutputDelta, TextDelta
 from cleveractors.output import OUTPUT_TOOL, ModelRetry, OutputMode, OutputValidator
 from cleveractors.tools import Tool
 from cleveractors.usage import LLMCallUsage
 
-__all__ = ["TypedAnswers"]
+__all__ = ["PartialOutputs", "TypedAnswers"]
 
 ResolvedMode = Literal["native", "tool", "prompted"]
 
@@ -96,6 +98,7 @@ class TypedAnswers:
         "_format",
         "_shape",
         "_validators",
+        "is_wrapped",
         "mode",
         "output_tool",
         "retries",
@@ -114,6 +117,7 @@ class TypedAnswers:
         self.retries = retries
         self._validators = tuple(validators)
         self.output_tool = OUTPUT_TOOL if mode == "tool" else None
+        self.is_wrapped = shape.is_wrapped
         self._format = _response_format(shape)
         self._bound: tuple[object, Runnable[LanguageModelInput, Any]] | None = None
         """The round's model, kept for the tool set it was bound with."""
@@ -225,6 +229,7 @@ class TypedAnswers:
         remember: Callable[[BaseMessage], None],
         show_text: Callable[[str], None],
         spent: Callable[[], tuple[LLMCallUsage, ...]],
+        partials: PartialOutputs | None = None,
     ) -> tuple[AIMessage, object]:
         """The answer and its object, from a reply meant as the typed answer: validated, or sent
         back with its errors (`remember`: into the transcript the retry reads) and asked again,
@@ -251,9 +256,13 @@ class TypedAnswers:
                     ) from None
                 for message in _sent_back(reply, call_id, invalid.errors):
                     remember(message)
+                if partials is not None:
+                    partials.start_again()
                 reply = await ask_again()
                 attempts += 1
                 continue
+            if partials is not None:
+                partials.finish(value)
             if call_id is None:
                 return reply, value
             show_text(raw)  # the output tool's arguments are the answer the user sees
@@ -289,6 +298,100 @@ class TypedAnswers:
             if checked is not None:
                 value = checked
         return value
+
+
+_MIN_GROWTH = 64
+"""Characters a streamed answer grows by before it is parsed again, at the least."""
+
+
+class PartialOutputs:
+    """The events of a streamed run of a typed actor, with `OutputDelta`s added: the answer's
+    text parsed as partial JSON (pydantic-core's) as it grows. It is parsed again only once it
+    has grown by a quarter since the last parse (and by `_MIN_GROWTH` characters), so the work
+    stays linear in the answer's size however finely it is chunked. Made per run.
+
+    Only text is parsed (`native` and `prompted` modes); in `tool` mode the object arrives as
+    tool-call arguments, and its one `OutputDelta` is the validated object.
+    """
+
+    __slots__ = (
+        "_attempt",
+        "_is_finished",
+        "_is_wrapped",
+        "_last",
+        "_parsed_size",
+        "_pieces",
+        "_round",
+        "_sink",
+        "_size",
+    )
+
+    def __init__(self, sink: Callable[[Event], None], *, is_wrapped: bool) -> None:
+        self._sink = sink
+        self._is_wrapped = is_wrapped
+        self._attempt = 1
+        self._round = 0
+        self._pieces: list[str] = []
+        self._size = self._parsed_size = 0
+        self._last: object = None
+        self._is_finished = False
+        """Set by the validated object: text after it (the output tool's arguments shown) is
+        no part of a partial object."""
+
+    def __call__(self, event: Event) -> None:
+        self._sink(event)
+        if isinstance(event, TextDelta) and not self._is_finished:
+            self._add(event)
+
+    def _add(self, delta: TextDelta) -> None:
+        if delta.round != self._round:
+            self._restart(delta.round)
+        self._pieces.append(delta.text)
+        self._size += len(delta.text)
+        grown = self._size - self._parsed_size
+        if grown >= _MIN_GROWTH and grown * 4 >= self._parsed_size:
+            self._parse()
+
+    def _parse(self) -> None:
+        self._parsed_size = self._size
+        text = "".join(self._pieces)
+        self._pieces = [text]
+        try:
+            value = from_json(_unfenced_start(text), allow_partial="trailing-strings")
+        except ValueError:
+            return  # not (yet) JSON: the text of a round with tool calls, say
+        if self._is_wrapped:
+            if not isinstance(value, dict) or _WRAPPED not in value:
+                return
+            value = value[_WRAPPED]
+        if value != self._last:
+            self._last = value
+            self._sink(OutputDelta(round=self._round, attempt=self._attempt, output=value))
+
+    def _restart(self, round_number: int) -> None:
+        self._round = round_number
+        self._pieces, self._size, self._parsed_size, self._last = [], 0, 0, None
+
+    def start_again(self) -> None:
+        """The attempt was invalid: the next one's object starts over."""
+        self._attempt += 1
+        self._restart(self._round)
+
+    def finish(self, value: object) -> None:
+        """The validated object, as the last `OutputDelta`."""
+        self._is_finished = True
+        output = to_jsonable_python(value)
+        self._sink(
+            OutputDelta(round=self._round, attempt=self._attempt, output=output, is_final=True)
+        )
+
+
+def _unfenced_start(text: str) -> str:
+    """A streamed answer without the opening of a Markdown code fence, if it has one."""
+    stripped = text.lstrip()
+    if stripped.startswith("```"):
+        return stripped.partition("\n")[2]
+    return text
 
 
 def _calls(reply: AIMessage) -> list[tuple[str, str, object]]:

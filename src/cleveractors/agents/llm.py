@@ -44,10 +44,10 @@ from cleveractors.agents._loop import (
     tool_call_requests,
 )
 from cleveractors.agents._model import prepared_model
-from cleveractors.agents._output import TypedAnswers
+from cleveractors.agents._output import PartialOutputs, TypedAnswers
 from cleveractors.agents._retry import RetryPolicy, call_with_retries
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
-from cleveractors.agents.base import Agent, History
+from cleveractors.agents.base import Agent, History, discard_event
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import StallWatch
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
@@ -359,6 +359,10 @@ class LLMAgent(Agent):
         output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        typed = self._typed if output_schema is None else self._typed_by(output_schema)
+        partials = None
+        if typed is not None and streaming and sink is not discard_event:
+            sink = partials = PartialOutputs(sink, is_wrapped=typed.is_wrapped)
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -366,7 +370,8 @@ class LLMAgent(Agent):
             bill=bill,
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
-            typed=self._typed if output_schema is None else self._typed_by(output_schema),
+            typed=typed,
+            partials=partials,
         )
         try:
             step = self._first_step(run, start, history)
@@ -667,6 +672,7 @@ class LLMAgent(Agent):
             remember=run.transcript.append,
             show_text=run.show_text,
             spent=lambda: run.bill.ledger.calls,
+            partials=run.partials,
         )
         return answer
 
