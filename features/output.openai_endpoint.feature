@@ -46,3 +46,10 @@ Feature: /v1/chat/completions answers a response_format with a validated object
       | {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}        | response_format.json_schema.name   |
       | {"type": "json_schema"}                                                        | response_format.json_schema        |
       | {"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}}           | response_format.json_schema.schema |
+
+  Scenario: /chat streams a typed actor's output_delta events, the last the validated object
+    Given a typed web app whose stub actor, typed by City, replies
+      | reply                                                               |
+      | {"name": "Paris", "temp_c": 12}                                     |
+    When the typed web app's /chat is asked "Weather in Paris?"
+    Then the typed /chat stream sent output_delta events, the last final with {"name": "Paris", "temp_c": 12}

@@ -420,13 +420,20 @@ _BASE_URL = "http://127.0.0.1:8000"
 
 @given("a typed web app whose stub actor replies")
 def typed_web_app(context: Context) -> None:
+    _typed_web_app(context, typed=False)
+
+
+@given("a typed web app whose stub actor, typed by City, replies")
+def typed_web_app_of_city(context: Context) -> None:
+    _typed_web_app(context, typed=True)
+
+
+def _typed_web_app(context: Context, *, typed: bool) -> None:
     script = [{"text": row["reply"]} for row in context.table]
-    executor = ActorExecutor.from_config(
-        {
-            "name": "typed-web",
-            "agent": {"provider": "stub", "output_mode": "native", "script": script},
-        }
-    )
+    agent: dict[str, Any] = {"provider": "stub", "output_mode": "native", "script": script}
+    if typed:
+        agent["output_schema"] = City.model_json_schema()
+    executor = ActorExecutor.from_config({"name": "typed-web", "agent": agent})
     context.typed_app = create_app(executor)
     context.typed_executor = executor
 
@@ -586,3 +593,33 @@ def _extends(before: object, after: object) -> bool:
     if isinstance(before, str) and isinstance(after, str):
         return after.startswith(before)
     return before == after
+
+
+@when('the typed web app\'s /chat is asked "{message}"')
+def typed_web_chat(context: Context, message: str) -> None:
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=context.typed_app)
+        async with httpx.AsyncClient(transport=transport, base_url=_BASE_URL) as client:
+            return await client.post("/chat", json={"message": message})
+
+    response = asyncio.run(asyncio.wait_for(exchange(), _TIMEOUT_S))
+    assert response.status_code == 200, response.text
+    context.typed_chat_events = [
+        (block.split("\n")[0].removeprefix("event: "), block)
+        for block in response.text.split("\n\n")
+        if block.startswith("event: ")
+    ]
+
+
+@then("the typed /chat stream sent output_delta events, the last final with {expected}")
+def typed_chat_deltas(context: Context, expected: str) -> None:
+    deltas = [
+        json.loads(block.split("data: ", 1)[1])
+        for kind, block in context.typed_chat_events
+        if kind == "output_delta"
+    ]
+    assert deltas, context.typed_chat_events
+    assert deltas[-1]["is_final"] is True, deltas[-1]
+    assert deltas[-1]["output"] == json.loads(expected), deltas[-1]
+    kinds = [kind for kind, _ in context.typed_chat_events]
+    assert kinds.index("output_delta") < kinds.index("run_finished"), kinds
