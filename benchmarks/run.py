@@ -1,6 +1,7 @@
-"""Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
-turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
-reader's memory), and what pausing for an approval and resuming add.
+"""Benchmarks of issues 3, 8, 18, 19 and 27 (`nox -s bench`): latency to the first token, CPU
+per turn, what a typed answer adds to it, what tracing adds to it, concurrency, what stops cost
+(a disconnect storm's CPU, a stalled reader's memory), and what pausing for an approval and
+resuming add.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -42,6 +43,7 @@ from scenario import use_dummy_api_key
 from stops import measure_stops
 from streams import measure_streams
 from tracing_cost import measure_tracing
+from typed import measure_typed
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -126,6 +128,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
         outcome.rows.extend(latency_rows)
     with _section("CPU per turn (server in its own process, zero latency)"):
         await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section("typed answers (server in its own process, zero latency)"):
+        typed_rows, outcome.samples["typed_cpu_s"] = await measure_typed(
+            repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
+        )
+        outcome.rows.extend(typed_rows)
     with _section(f"{settings.streams} concurrent streamed turns (server in its own process)"):
         stream_rows, outcome.samples["streams"] = await measure_streams(
             streams=settings.streams, rounds=settings.stream_rounds
