@@ -201,6 +201,7 @@ class StoredBook:
             turn.history,
             turn.session_id,
             max_output_tokens=turn.max_output_tokens,
+            output_schema=turn.output_schema,
         )
         claim = await finished(
             self._store.claim_idempotency_key(
