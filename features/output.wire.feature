@@ -60,3 +60,9 @@ Feature: Typed answers over the real wires, in every mode, blocking and streamed
     Then the typed output is City(name='Paris', temp_c=12)
     And the typed run's synthesis reason is budget
     And the typed run's billed calls are round, synthesis
+
+  Scenario: ChatOpenAI on the Responses API asks for text.format and answers with the object
+    Given a typed agent on ChatOpenAI's Responses API, in auto mode, whose API answers '{"name": "Paris", "temp_c": 12}'
+    When the typed agent is asked "Weather in Paris?" blocking
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed Responses API request asked for text.format json_schema City, strict

@@ -623,3 +623,63 @@ def typed_chat_deltas(context: Context, expected: str) -> None:
     assert deltas[-1]["output"] == json.loads(expected), deltas[-1]
     kinds = [kind for kind, _ in context.typed_chat_events]
     assert kinds.index("output_delta") < kinds.index("run_finished"), kinds
+
+
+# -- the Responses API --------------------------------------------------------------------------
+
+
+@given("a typed agent on ChatOpenAI's Responses API, in {mode} mode, whose API answers '{text}'")
+def typed_responses_agent(context: Context, mode: str, text: str) -> None:
+    """The openai SDK's own HTTP client, its transport answering every request (a Responses API
+    `response` holding `text`) and keeping each request's body."""
+    context.typed_bodies = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        context.typed_bodies.append(json.loads(request.content))
+        message = {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        usage = {
+            "input_tokens": 5,
+            "output_tokens": 3,
+            "total_tokens": 8,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+        response = {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": "gpt-4o-mini",
+            "output": [message],
+            "usage": usage,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        return httpx.Response(200, json=response)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    context.add_cleanup(lambda: asyncio.run(client.aclose()))
+    model = ChatOpenAI(
+        model="gpt-4o-mini",
+        api_key="sk-test",
+        base_url="http://127.0.0.1:9/v1",
+        use_responses_api=True,
+        max_retries=0,
+        http_async_client=client,
+    )
+    _agent(context, model, output_type=City, output_mode=mode)
+
+
+@then("the typed Responses API request asked for text.format json_schema {name}, strict")
+def typed_responses_format(context: Context, name: str) -> None:
+    text_format = context.typed_bodies[0]["text"]["format"]
+    assert text_format["type"] == "json_schema", text_format
+    assert text_format["name"] == name, text_format
+    assert text_format["strict"] is True, text_format
