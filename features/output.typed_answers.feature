@@ -236,3 +236,11 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | native   | 5        |
       | prompted | 5        |
       | tool     | 0        |
+
+  Scenario: A wrapped answer streams as partial values of the type itself
+    Given a typed agent whose output type is list[str], in native mode, whose model replies
+      | reply |
+      | answer {"response": ["item number 0", "item number 1", "item number 2", "item number 3", "item number 4", "item number 5", "item number 6", "item number 7", "item number 8", "item number 9", "item number 10", "item number 11", "item number 12", "item number 13", "item number 14", "item number 15", "item number 16", "item number 17", "item number 18", "item number 19", "item number 20", "item number 21", "item number 22", "item number 23", "item number 24", "item number 25", "item number 26", "item number 27", "item number 28", "item number 29", "item number 30", "item number 31", "item number 32", "item number 33", "item number 34", "item number 35", "item number 36", "item number 37", "item number 38", "item number 39"]} |
+    When the typed agent's events are read for "Forty items?"
+    Then the typed run streamed at least 3 partial objects, each extending the one before
+    And the typed run's last output delta is its output, and the only final one

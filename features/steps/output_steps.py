@@ -26,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from typer.testing import CliRunner
 from typing_extensions import TypedDict  # pydantic needs its TypedDict on Python < 3.12
 
@@ -581,7 +582,7 @@ def typed_last_delta(context: Context) -> None:
     deltas = context.typed_deltas
     assert [delta.is_final for delta in deltas].count(True) == 1, deltas
     assert deltas[-1].is_final, deltas[-1]
-    assert deltas[-1].output == context.typed_results[-1].output.model_dump(), deltas[-1]
+    assert deltas[-1].output == to_jsonable_python(context.typed_results[-1].output), deltas[-1]
 
 
 def _extends(before: object, after: object) -> bool:
