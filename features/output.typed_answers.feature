@@ -235,7 +235,7 @@ Feature: A typed agent answers with a validated object, and asks again while it 
       | mode     | partials |
       | native   | 5        |
       | prompted | 5        |
-      | tool     | 0        |
+      | tool     | 5        |
 
   Scenario: A wrapped answer streams as partial values of the type itself
     Given a typed agent whose output type is list[str], in native mode, whose model replies

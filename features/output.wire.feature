@@ -66,3 +66,18 @@ Feature: Typed answers over the real wires, in every mode, blocking and streamed
     When the typed agent is asked "Weather in Paris?" blocking
     Then the typed output is City(name='Paris', temp_c=12)
     And the typed Responses API request asked for text.format json_schema City, strict
+
+  Scenario Outline: Partial objects stream over the wire as output_delta events (<provider>, <mode>)
+    Given a <provider> typed actor in <mode> mode, answering a City with notes, whose server replies
+      | reply |
+      | answer {"name": "Paris", "temp_c": 12, "notes": ["note 0 about the rain", "note 1 about the rain", "note 2 about the rain", "note 3 about the rain", "note 4 about the rain", "note 5 about the rain", "note 6 about the rain", "note 7 about the rain", "note 8 about the rain", "note 9 about the rain", "note 10 about the rain", "note 11 about the rain", "note 12 about the rain", "note 13 about the rain", "note 14 about the rain", "note 15 about the rain", "note 16 about the rain", "note 17 about the rain", "note 18 about the rain", "note 19 about the rain", "note 20 about the rain", "note 21 about the rain", "note 22 about the rain", "note 23 about the rain", "note 24 about the rain", "note 25 about the rain", "note 26 about the rain", "note 27 about the rain", "note 28 about the rain", "note 29 about the rain"]} |
+    When the typed agent's events are read for "Weather notes for Paris?"
+    Then the typed run streamed at least 5 partial objects, each extending the one before
+    And the typed run's last output delta is its output, and the only final one
+
+    Examples:
+      | provider  | mode   |
+      | openai    | native |
+      | openai    | tool   |
+      | anthropic | native |
+      | anthropic | tool   |

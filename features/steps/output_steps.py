@@ -177,7 +177,7 @@ _VALIDATORS = {"a sync validator": _not_below_zero, "an async validator": _capit
 
 def _options(options: str) -> dict[str, Any]:
     """`output type City`, `token budget N`, `N output retries`, `max N tool rounds`, ..."""
-    found: dict[str, Any] = {"output_type": City}
+    found: dict[str, Any] = {"output_type": NotedCity if "with notes" in options else City}
     limits: dict[str, Any] = {}
     if match := re.search(r"token budget (\d+)", options):
         limits["token_budget"] = int(match.group(1))

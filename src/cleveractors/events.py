@@ -83,7 +83,7 @@ class TextDelta(_Event):
 
 class OutputDelta(_Event):
     """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
-    of the object while it streams, each one extending the one before within an attempt; the
+    of the object (the answer's text, or the output tool's arguments) while it streams, each one extending the one before within an attempt; the
     last is the validated object, equal to `ExecutionResult.output` dumped as JSON. A retry of
     an invalid answer starts its object again (`attempt`)."""
 

@@ -310,25 +310,31 @@ class PartialOutputs:
     has grown by a quarter since the last parse (and by `_MIN_GROWTH` characters), so the work
     stays linear in the answer's size however finely it is chunked. Made per run.
 
-    Only text is parsed (`native` and `prompted` modes); in `tool` mode the object arrives as
-    tool-call arguments, and its one `OutputDelta` is the validated object.
+    In `native` and `prompted` modes the answer's text is parsed; in `tool` mode, the streamed
+    arguments of the output tool's call (`add_calls`), and no text.
     """
 
     __slots__ = (
         "_attempt",
+        "_call_index",
         "_is_finished",
         "_is_wrapped",
         "_last",
         "_parsed_size",
         "_pieces",
+        "_reads_calls",
         "_round",
         "_sink",
         "_size",
     )
 
-    def __init__(self, sink: Callable[[Event], None], *, is_wrapped: bool) -> None:
+    def __init__(
+        self, sink: Callable[[Event], None], *, is_wrapped: bool, reads_calls: bool = False
+    ) -> None:
         self._sink = sink
         self._is_wrapped = is_wrapped
+        self._reads_calls = reads_calls
+        self._call_index: object = None
         self._attempt = 1
         self._round = 0
         self._pieces: list[str] = []
@@ -340,14 +346,27 @@ class PartialOutputs:
 
     def __call__(self, event: Event) -> None:
         self._sink(event)
-        if isinstance(event, TextDelta) and not self._is_finished:
-            self._add(event)
+        if isinstance(event, TextDelta) and not (self._is_finished or self._reads_calls):
+            self._add(event.round, event.text)
 
-    def _add(self, delta: TextDelta) -> None:
-        if delta.round != self._round:
-            self._restart(delta.round)
-        self._pieces.append(delta.text)
-        self._size += len(delta.text)
+    def add_calls(self, piece: BaseMessage, round_number: int) -> None:
+        """Read a streamed chunk's tool-call fragments: the output tool's arguments so far."""
+        if not self._reads_calls or self._is_finished:
+            return
+        for fragment in getattr(piece, "tool_call_chunks", ()):
+            if fragment.get("name") == OUTPUT_TOOL:
+                self._call_index = fragment.get("index")
+                self._restart(round_number)
+            elif fragment.get("name") or fragment.get("index") != self._call_index:
+                continue
+            if arguments := fragment.get("args"):
+                self._add(round_number, arguments)
+
+    def _add(self, round_number: int, text: str) -> None:
+        if round_number != self._round:
+            self._restart(round_number)
+        self._pieces.append(text)
+        self._size += len(text)
         grown = self._size - self._parsed_size
         if grown >= _MIN_GROWTH and grown * 4 >= self._parsed_size:
             self._parse()

@@ -362,7 +362,9 @@ class LLMAgent(Agent):
         typed = self._typed if output_schema is None else self._typed_by(output_schema)
         partials = None
         if typed is not None and streaming and sink is not discard_event:
-            sink = partials = PartialOutputs(sink, is_wrapped=typed.is_wrapped)
+            sink = partials = PartialOutputs(
+                sink, is_wrapped=typed.is_wrapped, reads_calls=typed.mode == "tool"
+            )
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -552,10 +554,13 @@ class LLMAgent(Agent):
         pacing = run.pacing
         watch = StallWatch(limit_s, is_paused=lambda: pacing.is_waiting_for_room)
         clock = watch.clock
+        partials = run.partials if shows_text else None
         try:
             async for piece in stream_reply(model, messages):
                 if (text := fold.add(piece)) and shows_text:
                     sink(TextDelta(round=round_number, text=text))
+                if partials is not None:
+                    partials.add_calls(piece, round_number)
                 await pacing.checkpoint()
                 watch.waiting_since = clock()
         except asyncio.CancelledError as exc:
