@@ -121,6 +121,7 @@ async def _run_turn(
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
                     session_id=held.session_id,
+                    output_schema=held.output_schema,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that

@@ -34,6 +34,7 @@ __all__ = [
     "Event",
     "HandoffOccurred",
     "ModelFellBack",
+    "OutputDelta",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -83,6 +84,22 @@ class TextDelta(_Event):
     kind: Literal["text_delta"] = "text_delta"
     round: int
     text: str
+
+
+class OutputDelta(_Event):
+    """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
+    of the object (the answer's text, or the output tool's arguments) while it streams, each
+    one extending the one before within an attempt; the last is the validated object, equal to
+    `ExecutionResult.output` dumped as JSON. A retry of an invalid answer starts its object
+    again (`attempt`)."""
+
+    kind: Literal["output_delta"] = "output_delta"
+    round: int
+    attempt: int
+    """Which attempt at the typed answer this is, from 1."""
+    output: Any
+    is_final: bool = False
+    """True for the validated object."""
 
 
 class UsageRecorded(_Event):
@@ -254,6 +271,7 @@ class RunFailed(_Event):
 _OwnEvent = Annotated[
     RoundStarted
     | TextDelta
+    | OutputDelta
     | UsageRecorded
     | CallRetrying
     | ToolCallRequested
@@ -289,6 +307,7 @@ Event = Annotated[
     | AgentEvent
     | RoundStarted
     | TextDelta
+    | OutputDelta
     | UsageRecorded
     | CallRetrying
     | ModelFellBack

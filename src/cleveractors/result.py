@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from langchain_core.messages import BaseMessage
 from pydantic import (
@@ -170,6 +170,10 @@ class ExecutionResult(BaseModel):
     """True when the run was stopped (a consumer that left, a cancelled task)."""
     answer: str = ""
     """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
+    output: Any = None
+    """The validated object of an agent with an output type (`LLMAgent(output_type=...)`: an
+    instance of that type; an actor file's `output_schema`: the parsed JSON); None otherwise.
+    `text` keeps the raw text the model sent."""
     run_id: str | None = None
     """The run's one id: the ledger's rows, the store's `runs` row, the session's turn, the log
     lines, the `RunStarted` event and the `X-Run-Id` header carry the same. None only for a run

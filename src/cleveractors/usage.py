@@ -25,8 +25,9 @@ __all__ = [
     "last_token_usage_var",
 ]
 
-CallPurpose = Literal["round", "synthesis", "pruning"]
-"""Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
+CallPurpose = Literal["round", "synthesis", "pruning", "output_retry"]
+"""Why an LLM call was made: a loop round, the synthesis answer, condensing a tool output, or
+asking again for a typed answer that failed validation."""
 
 AttemptStatus = Literal["ok", "failed", "cancelled"]
 """How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error

@@ -46,6 +46,7 @@ from cleveractors.result import (
 )
 
 if TYPE_CHECKING:
+    from cleveractors.agents._output import PartialOutputs, TypedAnswers
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
@@ -77,6 +78,14 @@ class _Synthesize:
 
 
 @dataclass(frozen=True, slots=True)
+class _TypedAnswer:
+    """The reply is meant as the typed answer (its text, or its call of the output tool): check
+    it before it is the answer (`agents._output`)."""
+
+    reply: AIMessage
+
+
+@dataclass(frozen=True, slots=True)
 class _ResumeBatch:
     """A resumed run's first step: carry out the decisions on its paused batch."""
 
@@ -84,19 +93,30 @@ class _ResumeBatch:
     checked: CheckedDecisions
 
 
-_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch
+_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch | _TypedAnswer
 
 
-def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
-    """The next step after a model reply (the budget is checked before each further round)."""
+def decide(
+    reply: AIMessage,
+    *,
+    tool_rounds_done: int,
+    max_tool_rounds: int,
+    is_typed: bool = False,
+    output_tool: str | None = None,
+) -> _Step:
+    """The next step after a model reply (the budget is checked before each further round). A
+    typed agent's answer (`is_typed`) is a `_TypedAnswer`, and so is any reply calling its
+    output tool, whatever else it calls."""
     calls = tool_call_requests(reply)
+    if output_tool is not None and any(call.name == output_tool for call in calls):
+        return _TypedAnswer(reply)
     if calls:
         if tool_rounds_done >= max_tool_rounds:
             return _Synthesize("max_rounds")
         return _CallTools(_with_call_ids(reply, calls), calls)
     if not reply.text.strip():
         return _Synthesize("stuck")
-    return _Finish(reply)
+    return _TypedAnswer(reply) if is_typed else _Finish(reply)
 
 
 def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
@@ -299,6 +319,12 @@ class _Run:
     """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
     child_runs: list[ChildRun] = field(default_factory=list)
     """The runs of the agents this run called as tools, in the order they ended."""
+    typed: TypedAnswers | None = None
+    """How this run's answer is typed: the agent's output type, or the request's schema."""
+    partials: PartialOutputs | None = None
+    """A streamed typed run's sink, adding the partial objects (`OutputDelta`)."""
+    output: object = None
+    """The typed answer, once validated."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -350,6 +376,7 @@ class _Run:
             run_id=self.run_id,
             text=text,
             answer=answer,
+            output=self.output if error is None else None,
             usage_by_call=self.bill.ledger.calls,
             tool_calls=tuple(self.tool_records),
             rounds=self.round,

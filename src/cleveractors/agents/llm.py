@@ -11,11 +11,13 @@ original exception. A batch of tool calls, and the pause for a person's approval
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -54,12 +56,14 @@ from cleveractors.agents._loop import (
     _Synthesize,
     _ToolLoopError,
     _ToolLoopResult,
+    _TypedAnswer,
     decide,
     tool_call_requests,
 )
+from cleveractors.agents._output import PartialOutputs, TypedAnswers
 from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
-from cleveractors.agents.base import Agent, History
+from cleveractors.agents.base import Agent, History, discard_event
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import StallWatch
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
@@ -85,6 +89,7 @@ from cleveractors.errors import (
     StreamStalledError,
 )
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
+from cleveractors.output import OutputMode, OutputValidator
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
@@ -112,6 +117,12 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "stuck": "your last reply had neither text nor tool calls",
     "spend_limit": "the spend limit leaves no room for more tool rounds",
 }
+_KEPT_SCHEMAS = 64
+"""Output schemas of runs (requests' `response_format`) whose checked form an agent keeps."""
+_Shape = Callable[
+    [BaseChatModel, Runnable[LanguageModelInput, Any]], Runnable[LanguageModelInput, Any]
+]
+"""How a typed answer's request is made of the model and its tools as bound (`TypedAnswers`)."""
 _NO_RETRIES = RetryPolicy()
 _FALLBACK_POLICY = FallbackPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
@@ -195,11 +206,20 @@ class LLMAgent(Agent):
             the model that answered (`sticky="session"`).
         handoffs: Agents the model may hand the conversation to, each offered as a tool
             `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
+        output_type: The type of the answer (a pydantic model, a dataclass, a `TypedDict` or a
+            scalar type): `ExecutionResult.output` is then a validated instance of it
+            (`docs/output.md`).
+        output_schema: A JSON Schema for the answer instead of a type: `output` is the parsed JSON.
+        output_mode: How the model is asked for the typed answer (`cleveractors.output`).
+        output_retries: How many times an answer that fails validation is sent back.
+        output_validators: Functions (sync or async) taking the object, returning it (or None
+            to keep it), or raising `ModelRetry` to ask the model again.
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
             model whose price is unknown, `approval` names a tool the agent does not have, or
-            a handoff goes to the agent itself or to two agents of one name.
+            a handoff goes to the agent itself or to two agents of one name, or the output
+            type or schema cannot be used.
     """
 
     def __init__(
@@ -223,6 +243,11 @@ class LLMAgent(Agent):
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
+        output_type: object | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 1,
+        output_validators: Sequence[OutputValidator] = (),
     ) -> None:
         self.name = name
         # Each model's provider is resolved here, once: it names and prices the calls, and it
@@ -262,6 +287,18 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+        self._output_mode, self._output_retries = output_mode, output_retries
+        self._typed_by_schema: dict[str, TypedAnswers | None] = {}
+        """The typed answers of the latest runs' own schemas, by the schema's JSON."""
+        self._typed = TypedAnswers.of(
+            model,
+            output_type=output_type,
+            output_schema=output_schema,
+            mode=output_mode,
+            retries=output_retries,
+            validators=output_validators,
+            agent_name=name,
+        )
 
     def add_handoff(self, target: LLMAgent, *, description: str | None = None) -> None:
         """Let the model hand the conversation to `target` (a tool `transfer_to_<name>`, whose
@@ -392,6 +429,9 @@ class LLMAgent(Agent):
             fallback=config.fallback,
             prompt_cache=config.prompt_cache,
             prompt_cache_ttl=config.prompt_cache_ttl,
+            output_schema=config.output_schema,
+            output_mode=config.output_mode,
+            output_retries=config.output_retries,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -408,6 +448,7 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -425,6 +466,7 @@ class LLMAgent(Agent):
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
                     session_id=session_id,
+                    output_schema=output_schema,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -456,6 +498,7 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
         limits = self.limits
         lineage, parent = lineage_of(
@@ -474,6 +517,12 @@ class LLMAgent(Agent):
             owner=CallOwner(self.name, None if parent is None else run_id, lineage.parent_run_id),
             parent=None if parent is None else parent.bill,
         )
+        typed = self._typed if output_schema is None else self._typed_by(output_schema)
+        partials = None
+        if typed is not None and streaming and sink is not discard_event:
+            sink = partials = PartialOutputs(
+                sink, is_wrapped=typed.is_wrapped, reads_calls=typed.mode == "tool"
+            )
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -484,6 +533,8 @@ class LLMAgent(Agent):
             session_id=session_id,
             agent_name=self.name,
             lineage=lineage,
+            typed=typed,
+            partials=partials,
         )
         agent = self  # a handoff passes the run on to another agent: the rounds are its own
         calling = enter_run(run)
@@ -501,6 +552,8 @@ class LLMAgent(Agent):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
                         return run.result(await agent._synthesize(run, reason))
+                    case _TypedAnswer(reply=reply):
+                        return run.result(await agent._settle(run, reply))
                     case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
                         batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
@@ -517,7 +570,7 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
-                    return run.result(AIMessage(content=batch.answer))
+                    return run.result(await agent._settle(run, AIMessage(content=batch.answer)))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
@@ -537,6 +590,26 @@ class LLMAgent(Agent):
         finally:
             leave_run(calling)
 
+    def _typed_by(self, output_schema: Mapping[str, Any]) -> TypedAnswers | None:
+        """A run's own output schema (a request's `response_format`), in the agent's mode; the
+        latest ones kept, since checking a schema costs milliseconds and clients repeat theirs."""
+        key = json.dumps(output_schema, sort_keys=True)
+        cached = self._typed_by_schema.pop(key, None)
+        if cached is None:
+            cached = TypedAnswers.of(
+                self.model,
+                output_type=None,
+                output_schema=output_schema,
+                mode=self._output_mode,
+                retries=self._output_retries,
+                validators=(),
+                agent_name=self.name,
+            )
+        self._typed_by_schema[key] = cached  # the most recently used last
+        if len(self._typed_by_schema) > _KEPT_SCHEMAS:
+            del self._typed_by_schema[next(iter(self._typed_by_schema))]
+        return cached
+
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,
         without the approval gate."""
@@ -551,7 +624,10 @@ class LLMAgent(Agent):
         """Where the run begins: the model is asked about the user's message (None), or a
         paused run's decisions are carried out."""
         if not isinstance(start, CheckedDecisions):
-            run.transcript = Transcript.of(start, history, system_prompt=self.system_prompt)
+            system_prompt = self.system_prompt
+            if run.typed is not None:
+                system_prompt = run.typed.system_prompt(system_prompt)
+            run.transcript = Transcript.of(start, history, system_prompt=system_prompt)
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -609,9 +685,20 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        reply = await self._model_turn(run, "round", "tools", may_call_tools=bool(self.tools))
+        typed, tools = run.typed, self.tools
+        reply = await self._model_turn(
+            run,
+            "round",
+            "tools",
+            shape=None if typed is None else partial(typed.round_model, tools=tools),
+            may_call_tools=bool(self.tools) or (typed is not None and typed.mode == "tool"),
+        )
         return decide(
-            reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
+            reply,
+            tool_rounds_done=run.tool_rounds,
+            max_tool_rounds=self.limits.max_tool_rounds,
+            is_typed=typed is not None,
+            output_tool=None if typed is None else typed.output_tool,
         )
 
     # -- step 1 and 2: the model turn and its usage --------------------------------------------
@@ -621,12 +708,14 @@ class LLMAgent(Agent):
         run: _Run,
         purpose: CallPurpose,
         binding: Binding,
+        shape: _Shape | None = None,
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as its retry policy allows and falling back to the next
-        model as `self._models` says; every attempt's usage is recorded."""
+        model as `self._models` says; every attempt's usage is recorded. `binding` says how the
+        agent's tools are bound; `shape`, if any, makes that the request of a typed answer."""
         transcript = run.transcript
         sent = transcript.messages if messages is None else messages
         models = self._models
@@ -635,8 +724,9 @@ class LLMAgent(Agent):
         def attempt(
             choice: ModelChoice, number: int, fell_back_from: str | None
         ) -> Awaitable[AIMessage]:
+            bound = choice.bound(binding, self._toolset)
             model, request = choice.caching.request(
-                choice.bound(binding, self._toolset),
+                bound if shape is None else shape(choice.model, bound),
                 models.messages_for(choice, sent),
                 purpose=purpose,
                 kept=transcript.messages,
@@ -729,10 +819,13 @@ class LLMAgent(Agent):
         pacing = run.pacing
         watch = StallWatch(limit_s, is_paused=lambda: pacing.is_waiting_for_room)
         clock = watch.clock
+        partials = run.partials if shows_text else None
         try:
             async for piece in stream_reply(model, messages):
                 if (text := fold.add(piece)) and shows_text:
                     sink(TextDelta(round=round_number, text=text))
+                if partials is not None:
+                    partials.add_calls(piece, round_number)
                 await pacing.checkpoint()
                 watch.waiting_since = clock()
         except asyncio.CancelledError as exc:
@@ -810,6 +903,13 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(
             why=_SYNTHESIS_WHY[reason], message=transcript.user_message
         )
+        if (typed := run.typed) is not None:
+            # Kept in the transcript: a retry of the typed answer reads what was asked.
+            transcript.append(HumanMessage(prompt))
+            reply = await self._model_turn(
+                run, "synthesis", *self._final_request(run, typed), may_call_tools=False
+            )
+            return await self._settle(run, reply)
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
         reply = await self._model_turn(
@@ -820,6 +920,35 @@ class LLMAgent(Agent):
             messages=messages,
         )
         return self._ignore_tool_calls(run, reply)
+
+    def _final_request(self, run: _Run, typed: TypedAnswers) -> tuple[Binding, _Shape]:
+        """A typed agent's last request (a synthesis, a retry): the typed answer, no tool call
+        (the tools declared where the transcript holds tool calls, as an untyped one)."""
+        declares_tools = bool(self.tools) and run.transcript.holds_tool_calls
+        binding: Binding = "declaring_tools" if declares_tools else "plain"
+        return binding, partial(typed.final_model, tools=self.tools)
+
+    async def _settle(self, run: _Run, reply: AIMessage) -> AIMessage:
+        """The answer: the reply itself, or, for a typed agent, its checked typed answer (asked
+        again, each retry billed as `output_retry`, while it fails and retries are left)."""
+        typed = run.typed
+        if typed is None:
+            return reply
+
+        def ask_again() -> Awaitable[AIMessage]:
+            return self._model_turn(
+                run, "output_retry", *self._final_request(run, typed), may_call_tools=False
+            )
+
+        answer, run.output = await typed.settle(
+            reply,
+            ask_again=ask_again,
+            remember=run.transcript.append,
+            show_text=run.show_text,
+            spent=lambda: run.bill.ledger.calls,
+            partials=run.partials,
+        )
+        return answer
 
     def _ignore_tool_calls(self, run: _Run, reply: AIMessage) -> AIMessage:
         ignored = tuple(call.name for call in tool_call_requests(reply))
