@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from cleveractors.agents import LLMAgent
@@ -57,12 +58,27 @@ def build_actor(
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
-        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
+        agent = LLMAgent.from_config(
+            config.agent,
+            model=model,
+            tools=tools,
+            name=config.name,
+            compaction_model=_compaction_model(config.agent),
+        )
     except ConfigurationError as exc:
         problems.append(str(exc))
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
     return BuiltActor(config.name, agent, _build_store(config.store, config_dir))
+
+
+def _compaction_model(agent: LLMAgentConfig) -> BaseChatModel | None:
+    """The model of `compaction_model` (the agent's provider and settings); None for the
+    agent's own model. A scripted (`stub`) agent summarises with its own script."""
+    name = agent.compaction_model
+    if name is None or name == agent.model or agent.provider == "stub":
+        return None
+    return make_chat_model(agent.model_copy(update={"model": name}))
 
 
 def _build_tools(

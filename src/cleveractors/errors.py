@@ -10,6 +10,8 @@ CleverActorsError                 root of everything this library raises itself
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
       │                           TimeoutError, so retried like one before any text was shown)
+      ├── ContextWindowExceededError  the provider refused a prompt as too long for its window
+      │                           again, after one compaction and one retry
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
@@ -47,6 +49,7 @@ __all__ = [
     "ApprovalExpiredError",
     "CleverActorsError",
     "ConfigurationError",
+    "ContextWindowExceededError",
     "ExecutionError",
     "IdempotencyError",
     "IdempotencyKeyInProgressError",
@@ -126,6 +129,26 @@ class StreamStalledError(ExecutionError, TimeoutError):
         self.timeout_s = timeout_s
         self.model = model
         self.chunks_received = chunks_received
+
+
+class ContextWindowExceededError(ExecutionError):
+    """The provider refused a prompt as too long for the model's context window a second time:
+    the loop compacted the conversation once and retried the call once, and the retry was
+    refused too. The provider's error is the `__cause__`.
+
+    Attributes:
+        model: The model that refused the prompt.
+        prompt_tokens: The loop's estimate of the retried prompt's size.
+    """
+
+    def __init__(self, *, model: str | None, prompt_tokens: int) -> None:
+        super().__init__(
+            f"model {model!r} refused the prompt as too long for its context window again "
+            f"after one compaction and one retry (about {prompt_tokens} tokens); set the "
+            "agent's context_window (or a smaller context_budget) so the loop compacts in time"
+        )
+        self.model = model
+        self.prompt_tokens = prompt_tokens
 
 
 class SessionBusyError(ExecutionError):

@@ -24,8 +24,9 @@ __all__ = [
     "last_token_usage_var",
 ]
 
-CallPurpose = Literal["round", "synthesis", "pruning"]
-"""Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
+CallPurpose = Literal["round", "synthesis", "pruning", "compaction"]
+"""Why an LLM call was made: a loop round, the synthesis answer, condensing a tool output, or
+summarising the oldest turns of a conversation that outgrew its context budget."""
 
 AttemptStatus = Literal["ok", "failed", "cancelled"]
 """How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
@@ -27,6 +27,19 @@ from cleveractors._langchain_private import invoke_reply, stream_reply, streams_
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
 from cleveractors.agents._checks import check_chat_model
+from cleveractors.agents._compaction import (
+    COMPACT_TO_SHARE,
+    CompactionReason,
+    compact,
+    is_context_overflow,
+    summary_prompt,
+)
+from cleveractors.agents._context_window import (
+    ContextView,
+    budget_of,
+    tool_schema_tokens,
+    window_of,
+)
 from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._loop import (
     EventSink,
@@ -56,7 +69,12 @@ from cleveractors.approvals import (
     PausedRun,
 )
 from cleveractors.config import LLMAgentConfig, McpServer
-from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
+from cleveractors.errors import (
+    ConfigurationError,
+    ContextWindowExceededError,
+    StoreError,
+    StreamStalledError,
+)
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
 from cleveractors.result import (
@@ -65,7 +83,7 @@ from cleveractors.result import (
     SynthesisReason,
 )
 from cleveractors.runs import current_run_id, run_scope
-from cleveractors.tokens import count_tokens
+from cleveractors.tokens import count_message_tokens, count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
@@ -115,6 +133,12 @@ class LoopLimits:
     chunk, then between chunks; waiting for a slow consumer does not count) is ended with
     `StreamStalledError`. The loop's own limit replaces the client's per-chunk timeout
     (`ChatOpenAI(stream_chunk_timeout=...)` is turned off); None leaves the client's in charge."""
+    context_window: int | None = None
+    """The model's input limit in tokens; None reads the model's LangChain profile
+    (`max_input_tokens`). Unknown for both: the prompt is sent as it is (a provider that refuses
+    it as too long still gets one compaction and one retry)."""
+    context_budget: int | None = None
+    """Compact before a call whose prompt would pass this; default 75% of the window."""
 
     def __post_init__(self) -> None:
         stall = self.stream_stall_timeout_s
@@ -153,6 +177,8 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        compaction_model: The model that summarises the oldest turns when the conversation
+            outgrows its context budget; the agent's own model when omitted.
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
@@ -175,6 +201,7 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        compaction_model: BaseChatModel | None = None,
     ) -> None:
         check_chat_model(model, agent_name=name)
         self.name = name
@@ -192,6 +219,9 @@ class LLMAgent(Agent):
             )
         self.system_prompt = system_prompt
         self.limits = limits
+        self.context_window = window = window_of(model, limits.context_window)
+        self.context_budget = budget_of(window, limits.context_budget)
+        self._compaction_model = model if compaction_model is None else compaction_model
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
         self._toolset = ToolSet(
@@ -241,10 +271,12 @@ class LLMAgent(Agent):
         model: BaseChatModel,
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
+        compaction_model: BaseChatModel | None = None,
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
-        `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
+        `tools` are the config's tools already built (`tool_from_config`); built here if omitted;
+        `compaction_model` is the chat model of the config's `compaction_model`, if it names one.
         """
         return cls(
             model,
@@ -257,6 +289,8 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
                 stream_stall_timeout_s=config.stream_stall_timeout_s,
+                context_window=config.context_window,
+                context_budget=config.context_budget,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -265,6 +299,7 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            compaction_model=compaction_model,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -299,7 +334,12 @@ class LLMAgent(Agent):
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
-            return RunOutcome(finished.result, turn=finished.turn, pause=finished.paused)
+            return RunOutcome(
+                finished.result,
+                turn=finished.turn,
+                pause=finished.paused,
+                compacted=finished.compacted,
+            )
 
     def check_decisions(
         self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
@@ -420,18 +460,129 @@ class LLMAgent(Agent):
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
+        tail: Sequence[BaseMessage] = (),
     ) -> AIMessage:
-        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
-        sent = run.transcript.messages if messages is None else messages
+        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded.
+        Without `messages` it is sent the transcript (compacted to fit its context budget) and
+        then `tail`; a refusal as too long compacts it once and retries once."""
+        if messages is not None:
+            reply = await self._attempts(run, purpose, model, messages, may_call_tools, 0)
+        else:
+            tail_tokens = sum(count_message_tokens(message) for message in tail)
+            fitted = await self._fitted(run, tail_tokens)
+            sent = [*fitted, *tail] if tail else fitted
+            try:
+                reply = await self._attempts(run, purpose, model, sent, may_call_tools, 0)
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                reply = await self._retry_compacted(run, purpose, model, tail, may_call_tools, exc)
+            if run.context is not None:
+                run.context.calibrate_from(run.bill.ledger.calls[-1], extra=tail_tokens)
+        await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
+        return reply
+
+    async def _attempts(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        model: Runnable[LanguageModelInput, Any],
+        sent: Sequence[BaseMessage],
+        may_call_tools: bool,
+        made: int,
+    ) -> AIMessage:
+        """One LLM call, in as many attempts as the retry policy allows (`made` already)."""
 
         def attempt(number: int) -> Awaitable[AIMessage]:
             return self._model_attempt(
-                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=number
+                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=made + number
             )
 
-        reply = await call_with_retries(run, self.retry, attempt)
-        await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
-        return reply
+        return await call_with_retries(run, self.retry, attempt)
+
+    # -- the context window --------------------------------------------------------------------
+
+    async def _fitted(self, run: _Run, tail_tokens: int) -> list[BaseMessage]:
+        """The transcript as the model is sent it next: compacted first when it (and
+        `tail_tokens` after it) would pass the context budget. Unmanaged without a budget."""
+        view = run.context
+        if view is None:
+            if self.context_budget is None:
+                return run.transcript.messages
+            view = run.context = self._open_view(run)
+        view.sync(run.transcript.messages)
+        budget = view.budget
+        if budget is not None and view.tokens + tail_tokens > budget:
+            await self._compact(run, view, "budget")
+        return view.sent
+
+    def _open_view(self, run: _Run) -> ContextView:
+        """The run's view of what it sends, each message counted once (the system prompt and
+        the tool declarations too)."""
+        transcript = run.transcript
+        messages = transcript.messages
+        return ContextView(
+            messages,
+            turn_start=transcript.turn_start,
+            has_system_prompt=bool(messages) and isinstance(messages[0], SystemMessage),
+            budget=self.context_budget,
+            overhead=tool_schema_tokens(tool.openai_schema() for tool in self.tools.values()),
+        )
+
+    async def _compact(self, run: _Run, view: ContextView, reason: CompactionReason) -> bool:
+        """Compact what the run sends; whether anything could be."""
+        room = max(64, int((view.budget or view.tokens) * COMPACT_TO_SHARE) // 8)
+
+        async def summarize(messages: list[BaseMessage]) -> str:
+            prompt = summary_prompt(messages, max_words=room * 3 // 4)
+            reply = await self._model_turn(
+                run, "compaction", self._compaction_model, may_call_tools=False, messages=prompt
+            )
+            return reply.text
+
+        event = await compact(view, round=run.round, reason=reason, summarize=summarize)
+        if event is None:
+            return False
+        logger.info(
+            "agent %s, run %s: context compacted (%s) from %d to %d tokens",
+            self.name,
+            current_run_id(),
+            reason,
+            event.tokens_before,
+            event.tokens_after,
+        )
+        run.sink(event)
+        return True
+
+    async def _retry_compacted(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        model: Runnable[LanguageModelInput, Any],
+        tail: Sequence[BaseMessage],
+        may_call_tools: bool,
+        refusal: Exception,
+    ) -> AIMessage:
+        """The provider refused the prompt as too long: compact once, retry once; refused
+        again (or nothing left to compact), the run fails with `ContextWindowExceededError`."""
+        made = run.bill.ledger.calls[-1].attempt
+        await run.bill.flush_calls()
+        view = run.context = run.context or self._open_view(run)
+        view.sync(run.transcript.messages)
+        if not await self._compact(run, view, "context_length_error"):
+            raise ContextWindowExceededError(
+                model=self.pricer.model, prompt_tokens=view.tokens
+            ) from refusal
+        try:
+            return await self._attempts(
+                run, purpose, model, [*view.sent, *tail], may_call_tools, made
+            )
+        except Exception as again:
+            if is_context_overflow(again):
+                raise ContextWindowExceededError(
+                    model=self.pricer.model, prompt_tokens=view.tokens
+                ) from again
+            raise
 
     async def _model_attempt(
         self,
@@ -450,8 +601,9 @@ class LLMAgent(Agent):
         await run.pacing.checkpoint()
         if run.max_output_tokens is not None:
             model = model.bind(max_tokens=run.max_output_tokens)
-        # A condensed tool output is for the model, never for the user's screen.
-        shows_text = run.streaming and purpose != "pruning"
+        # A condensed tool output or a summary is for the model, never for the user's screen.
+        is_for_model = purpose in ("pruning", "compaction")
+        shows_text = run.streaming and not is_for_model
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
         streams = streams_to_caller or streams_inside_ainvoke(self.model, model)
         fold = ReplyFold() if streams else None
@@ -464,7 +616,7 @@ class LLMAgent(Agent):
             reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
             run.shown.add(run.round, reply.text)  # its deltas are out already
-        elif purpose != "pruning":
+        elif not is_for_model:
             run.show_text(reply.text)
         run.bill.record_reply(reply)
         await run.pacing.checkpoint()
@@ -567,11 +719,10 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(
             why=_SYNTHESIS_WHY[reason], message=transcript.user_message
         )
-        messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
         model = self._toolset.model_declaring_tools if declares_tools else self.model
         reply = await self._model_turn(
-            run, "synthesis", model, may_call_tools=False, messages=messages
+            run, "synthesis", model, may_call_tools=False, tail=(HumanMessage(prompt),)
         )
         return self._ignore_tool_calls(run, reply)
 

@@ -43,6 +43,7 @@ __all__ = [
     "migrate",
     "paused_runs",
     "runs",
+    "session_contexts",
     "sessions",
     "turns",
 ]
@@ -119,6 +120,21 @@ llm_calls = Table(
     # The call's `chat` span (hex), when a tracer recorded it: the line links to its trace.
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
+)
+
+session_contexts = Table(
+    # How far a session's history is compacted: what its runs send instead of the oldest turns
+    # (the turns themselves are kept whole in `cleveractors_turns`).
+    "cleveractors_session_contexts",
+    metadata,
+    Column("session_id", String(200), primary_key=True),
+    # The summary that stands for the turns up to `summary_through` (a turn position); NULL
+    # while only tool outputs are cleared.
+    Column("summary", Text),
+    Column("summary_through", Integer, nullable=False, default=0),
+    # The tool outputs of the turns up to this position are sent as a placeholder.
+    Column("cleared_through", Integer, nullable=False, default=0),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 idempotency_keys = Table(
@@ -237,12 +253,18 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v6_session_contexts(connection: AsyncConnection, _found: int) -> None:
+    """Where a session keeps its compacted history (a summary, the cleared tool outputs)."""
+    await connection.run_sync(lambda sync: session_contexts.create(sync, checkfirst=True))
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
     _v3_call_spans,
     _v4_approvals,
     _v5_prefixed_names,
+    _v6_session_contexts,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""

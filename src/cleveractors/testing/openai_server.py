@@ -11,10 +11,11 @@ server's. Standard library only.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from cleveractors._script import ScriptedReply
+from cleveractors._script import ScriptedReply, prompt_words
 from cleveractors.testing._openai_wire import (
     Exchange,
     Piece,
@@ -25,6 +26,7 @@ from cleveractors.testing._openai_wire import (
     usage_chunk_payload,
     words_sent,
 )
+from cleveractors.testing._wire_records import Rejection
 from cleveractors.testing.wire import (
     BilledCall,
     BilledTotal,
@@ -33,7 +35,16 @@ from cleveractors.testing.wire import (
     conversation_of,
 )
 
-__all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer", "conversation_of"]
+__all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
+    "BilledCall",
+    "BilledTotal",
+    "ScriptedOpenAIServer",
+    "conversation_of",
+]
+
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The `code` of OpenAI's error for a prompt longer than the model's context window."""
 
 
 class _Handler(WireHandler["ScriptedOpenAIServer"]):
@@ -44,6 +55,15 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
         return is_chat_request(body)
 
     def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        if kind == CONTEXT_LENGTH_EXCEEDED:  # OpenAI's shape: the reason is the `code`
+            return {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": CONTEXT_LENGTH_EXCEEDED,
+                }
+            }
         kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
         return {"error": {"message": message, "type": kind, "code": None}}
 
@@ -117,6 +137,10 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     deltas, tool-call fragments (index, id and name on the first fragment only, arguments split
     into `args_chunk_size` pieces) and, when the request asks for it, the usage chunk.
 
+    With `context_window`, a request whose prompt (counted as the server bills it: the words of
+    its messages) is longer is refused as OpenAI refuses it: HTTP 400, `invalid_request_error`
+    with the code `context_length_exceeded` (it takes no reply and bills nothing).
+
     `first_token_delay_s` is waited before the first content or tool-call chunk and
     `token_interval_s` between the next ones, each plus the reply's `chunk_delay_s`. A blocking
     reply waits as long as its stream would have taken in total.
@@ -138,6 +162,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed content chunk.
         token_interval_s: Server-wide wait between later streamed content chunks.
+        context_window: Refuse prompts longer than this many tokens; None accepts any.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
 
@@ -148,6 +173,41 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     """
 
     handler = _Handler
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
+        *,
+        per_conversation: bool = False,
+        first_token_delay_s: float = 0.0,
+        token_interval_s: float = 0.0,
+        context_window: int | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        super().__init__(
+            script,
+            per_conversation=per_conversation,
+            first_token_delay_s=first_token_delay_s,
+            token_interval_s=token_interval_s,
+            host=host,
+            port=port,
+        )
+        self.context_window = context_window
+
+    def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
+        window = self.context_window
+        if window is None:
+            return None
+        size = prompt_words(body["messages"])
+        if size <= window:
+            return None
+        return Rejection(
+            HTTPStatus.BAD_REQUEST,
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {size} tokens. Please reduce the length of the messages.",
+            CONTEXT_LENGTH_EXCEEDED,
+        )
 
     @property
     def base_url(self) -> str:
