@@ -104,10 +104,12 @@ def _plan(view: ContextView, target: int) -> _Plan | None:
         return _Plan(clear_through, view.summarized) if clear_through > view.cleared else None
     # Clearing every old turn was not enough: summarise the oldest turns, as many as it takes
     # (never a summary that would stand for nothing but the previous one).
+    # A summary brings the prompt down to half the target, so the turns it leaves (cleared
+    # already) do not call for another summary at the next compaction.
     summary_room = max(64, target // 8)
     through = view.summarized
     for start, end in turns:
-        if size + summary_room <= target and not _only_summary(view, through):
+        if size + summary_room <= target // 2 and not _only_summary(view, through):
             break
         size -= _cleared_size(view, start, end)
         through = end

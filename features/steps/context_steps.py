@@ -1,0 +1,145 @@
+"""Steps about context-window management over the wire: `ChatOpenAI` against a scripted
+server that enforces a window. Every step text names "the context", "the session", "the
+summarising calls", "a scripted OpenAI server with a ...-token window", "a stored openai actor"
+or "messages ... on one session", so none can shadow the steps of other modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from behave import given, then, when
+from behave.runner import Context
+from support.context_server import LongSessionServer, is_summary_request
+
+from cleveractors import ActorExecutor
+from cleveractors.errors import ContextWindowExceededError
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+
+_KEY_VARIABLE = "CLEVERACTORS_CONTEXT_SERVER_KEY"
+_SESSION = "long-session"
+
+
+@given(
+    "a scripted OpenAI server with a {window:d}-token window, whose tool reports are "
+    "{facts:d} facts long"
+)
+def long_session_server(context: Context, window: int, facts: int) -> None:
+    server = LongSessionServer(context_window=window, report_facts=facts)
+    server.start()
+    context.add_cleanup(server.stop)
+    context.context_server = server
+
+
+@given("a stored openai actor with the tool long_report and a context_window of {window:d}")
+def stored_actor(context: Context, window: int) -> None:
+    folder = tempfile.TemporaryDirectory()
+    context.add_cleanup(folder.cleanup)
+    os.environ[_KEY_VARIABLE] = "sk-scripted"
+    context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
+    context.context_actor = _actor(context.context_server, window) | {
+        "store": {"url": f"sqlite:///{Path(folder.name) / 'sessions.db'}", "history_turns": 1000}
+    }
+
+
+def _actor(server: ScriptedOpenAIServer, window: int) -> dict[str, Any]:
+    return {
+        "name": "reports",
+        "agent": {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "base_url": server.base_url,
+            "api_key_env": _KEY_VARIABLE,
+            "max_retries": 0,
+            "context_window": window,
+            "tools": [{"name": "long_report", "handler": "cleveractors.demo:long_report"}],
+        },
+    }
+
+
+@when("{count:d} messages are sent on one session")
+def messages_on_one_session(context: Context, count: int) -> None:
+    words = " ".join(f"detail{n}" for n in range(60))  # a user's message of some length
+
+    async def run() -> None:
+        async with ActorExecutor.from_config(context.context_actor) as executor:
+            context.context_results = [
+                await executor.execute(
+                    f"Report topic{turn} please, with {words}", session_id=_SESSION
+                )
+                for turn in range(count)
+            ]
+            store = executor.store
+            assert store is not None
+            context.context_ledger = (await store.usage(session_id=_SESSION)).rows
+            context.context_turns = await store.history(_SESSION)
+
+    asyncio.run(run())
+
+
+@then("every turn was answered and no request was refused")
+def every_turn_answered(context: Context) -> None:
+    failed = [r.error for r in context.context_results if r.error is not None]
+    assert not failed, failed[:3]
+    refused = [call for call in context.context_ledger if call.status != "ok"]
+    assert not refused, refused[:3]
+
+
+@then("every prompt the server received stayed within the context budget of {budget:d} tokens")
+def prompts_within_budget(context: Context, budget: int) -> None:
+    largest = max(call.prompt_tokens for call in context.context_server.billed)
+    assert largest <= budget, f"a prompt of {largest} tokens was sent"
+
+
+@then("every summarising call is a ledger row with purpose compaction and a cost")
+def summaries_billed(context: Context) -> None:
+    on_wire = sum(1 for body in context.context_server.requests if is_summary_request(body))
+    rows = [row for row in context.context_ledger if row.purpose == "compaction"]
+    assert on_wire >= 2, f"only {on_wire} summarising requests: the window never filled twice"
+    assert len(rows) == on_wire, f"{len(rows)} ledger rows for {on_wire} summarising requests"
+    assert all(row.cost_usd is not None and row.cost_usd > 0 for row in rows), rows
+
+
+@then("the summarising calls came at most once per window fill")
+def once_per_fill(context: Context) -> None:
+    """Between two summaries the conversation must have grown back from its compacted size to
+    the budget: at least a quarter of the window's worth of turns."""
+    positions = [
+        index
+        for index, body in enumerate(context.context_server.requests)
+        if is_summary_request(body)
+    ]
+    requests_between = [b - a for a, b in zip(positions, positions[1:], strict=False)]
+    assert all(gap > 40 for gap in requests_between), requests_between  # about 20 turns
+    per_run: dict[str, int] = {}
+    for row in context.context_ledger:
+        if row.purpose == "compaction":
+            per_run[row.run_id] = per_run.get(row.run_id, 0) + 1
+    assert max(per_run.values()) == 1, per_run
+
+
+@then("no request carried a tool call without its result")
+def calls_paired(context: Context) -> None:
+    for index, body in enumerate(context.context_server.requests):
+        asked: set[str] = set()
+        answered: set[str] = set()
+        for message in body["messages"]:
+            asked.update(call["id"] for call in message.get("tool_calls") or ())
+            if message["role"] == "tool":
+                assert message["tool_call_id"] in asked, (
+                    f"request {index}: a result before its call"
+                )
+                answered.add(message["tool_call_id"])
+        assert asked == answered, f"request {index}: calls {asked - answered} have no result"
+
+
+@then("the session keeps all {count:d} turns whole, the tool outputs included")
+def session_whole(context: Context, count: int) -> None:
+    turns = context.context_turns
+    assert len(turns) == count, len(turns)
+    outputs = [m.text for turn in turns for m in turn.messages if m.type == "tool"]
+    assert len(outputs) == count and all("Key fact" in text for text in outputs)
