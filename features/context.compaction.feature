@@ -16,3 +16,30 @@ Feature: Long conversations fit the model's context window
     And the summarising calls came at most once per window fill
     And no request carried a tool call without its result
     And the session keeps all 300 turns whole, the tool outputs included
+
+  Scenario: A prompt refused as too long is compacted once and retried once, both billed
+    Given a scripted OpenAI server with a 1500-token window that answers "Earlier: the user talked at length." then "Here is the answer."
+    When an openai actor on that server is asked "What now?" after 4 turns of 200 words each
+    Then the context run answered "Here is the answer."
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | ok     |
+      | round      | 2       | ok     |
+    And the compaction and the retried call each cost something
+    And the context run emitted context_compacted for a context_length_error
+
+  Scenario: A prompt refused again after its compaction fails the run with ContextWindowExceededError
+    Given a scripted OpenAI server with a 1500-token window that answers "Earlier: the user talked at length." then "Here is the answer."
+    When an openai actor on that server is asked a 2500-word message after 2 turns of 200 words each
+    Then the context run failed with ContextWindowExceededError saying "again after one compaction and one retry"
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | ok     |
+      | round      | 2       | failed |
+
+  Scenario: The scripted server refuses a prompt over its window as OpenAI does
+    Given a scripted OpenAI server with a 5-token window that answers "one" then "two"
+    When the openai SDK sends the windowed server a 6-word prompt
+    Then the openai SDK raised BadRequestError with the code context_length_exceeded

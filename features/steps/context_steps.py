@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import openai
 from behave import given, then, when
 from behave.runner import Context
 from support.context_server import LongSessionServer, is_summary_request
 
 from cleveractors import ActorExecutor
 from cleveractors.errors import ContextWindowExceededError
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 _KEY_VARIABLE = "CLEVERACTORS_CONTEXT_SERVER_KEY"
 _SESSION = "long-session"
@@ -113,7 +115,7 @@ def once_per_fill(context: Context) -> None:
         for index, body in enumerate(context.context_server.requests)
         if is_summary_request(body)
     ]
-    requests_between = [b - a for a, b in zip(positions, positions[1:], strict=False)]
+    requests_between = [b - a for a, b in pairwise(positions)]
     assert all(gap > 40 for gap in requests_between), requests_between  # about 20 turns
     per_run: dict[str, int] = {}
     for row in context.context_ledger:
@@ -142,4 +144,128 @@ def session_whole(context: Context, count: int) -> None:
     turns = context.context_turns
     assert len(turns) == count, len(turns)
     outputs = [m.text for turn in turns for m in turn.messages if m.type == "tool"]
-    assert len(outputs) == count and all("Key fact" in text for text in outputs)
+    assert len(outputs) == count, len(outputs)
+    assert all("Key fact" in text for text in outputs), "a stored tool output was changed"
+
+
+@given(
+    'a scripted OpenAI server with a {window:d}-token window that answers "{first}" then "{second}"'
+)
+def windowed_server(context: Context, window: int, first: str, second: str) -> None:
+    script = [ScriptedReply(text=first), ScriptedReply(text=second)]
+    server = ScriptedOpenAIServer(script, context_window=window)
+    server.start()
+    context.add_cleanup(server.stop)
+    context.context_server = server
+    os.environ[_KEY_VARIABLE] = "sk-scripted"
+    context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
+
+
+def _ask_with_history(context: Context, message: str, turns: int, words: int) -> None:
+    long_text = " ".join(f"word{n}" for n in range(words))
+    history: list[dict[str, str]] = []
+    for turn in range(turns):
+        history += [
+            {"role": "user", "content": f"Turn {turn}: {long_text}"},
+            {"role": "assistant", "content": f"Answer {turn}: {long_text}"},
+        ]
+    actor = _actor(context.context_server, window=0)
+    del actor["agent"]["context_window"]  # the profile: a window far larger than the server's
+
+    async def run() -> None:
+        context.context_events = events = []
+        async with ActorExecutor.from_config(actor) as executor:
+            try:
+                async for event in executor.execute_events(message, history=history):
+                    events.append(event)
+            finally:
+                context.context_result = executor.last_result
+
+    context.context_error = None
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # the run's failure, re-raised by the stream
+        context.context_error = exc
+
+
+@when(
+    'an openai actor on that server is asked "{message}" after {turns:d} turns of '
+    "{words:d} words each"
+)
+def asked_after_history(context: Context, message: str, turns: int, words: int) -> None:
+    _ask_with_history(context, message, turns, words)
+
+
+@when(
+    "an openai actor on that server is asked a {size:d}-word message after {turns:d} turns of "
+    "{words:d} words each"
+)
+def asked_long_after_history(context: Context, size: int, turns: int, words: int) -> None:
+    _ask_with_history(context, " ".join(f"ask{n}" for n in range(size)), turns, words)
+
+
+@then('the context run answered "{answer}"')
+def context_answered(context: Context, answer: str) -> None:
+    assert context.context_error is None, context.context_error
+    assert context.context_result.answer == answer, context.context_result
+
+
+@then("the context run's calls were:")
+def context_calls(context: Context) -> None:
+    calls = [
+        (call.purpose, str(call.attempt), call.status)
+        for call in context.context_result.usage_by_call
+    ]
+    expected = [(row["purpose"], row["attempt"], row["status"]) for row in context.table]
+    assert calls == expected, calls
+
+
+@then("the compaction and the retried call each cost something")
+def compaction_and_retry_cost(context: Context) -> None:
+    calls = context.context_result.usage_by_call
+    assert calls[0].usage.total_tokens == 0, calls[0]  # refused: nothing to pay
+    for call in calls[1:]:
+        assert call.usage.prompt_tokens > 0, call
+        assert call.cost_usd is not None, call
+        assert call.cost_usd > 0, call
+
+
+@then("the context run emitted context_compacted for a {reason}")
+def compacted_event(context: Context, reason: str) -> None:
+    events = [e for e in context.context_events if e.kind == "context_compacted"]
+    assert len(events) == 1, events
+    assert events[0].reason == reason, events
+    assert events[0].tokens_after < events[0].tokens_before, events[0]
+
+
+@then('the context run failed with ContextWindowExceededError saying "{fragment}"')
+def context_failed(context: Context, fragment: str) -> None:
+    error = context.context_error
+    assert isinstance(error, ContextWindowExceededError), repr(error)
+    assert fragment in str(error), str(error)
+
+
+@when("the openai SDK sends the windowed server a {words:d}-word prompt")
+def sdk_sends(context: Context, words: int) -> None:
+    client = openai.OpenAI(
+        base_url=context.context_server.base_url, api_key="sk-scripted", max_retries=0
+    )
+    context.context_error = None
+    try:
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": " ".join(["word"] * words)}],
+        )
+    except openai.APIError as exc:
+        context.context_error = exc
+    finally:
+        client.close()
+
+
+@then("the openai SDK raised BadRequestError with the code {code}")
+def sdk_raised(context: Context, code: str) -> None:
+    error = context.context_error
+    assert isinstance(error, openai.BadRequestError), repr(error)
+    assert error.code == code, error.body
+    assert error.type == "invalid_request_error", error.body
+    assert error.param == "messages", error.body

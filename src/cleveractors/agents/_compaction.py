@@ -66,7 +66,7 @@ async def compact(
         (view.budget if view.budget is not None and reason == "budget" else before)
         * COMPACT_TO_SHARE
     )
-    plan = _plan(view, target)
+    plan = _plan(view, target, summary_target=target // 2 if reason == "budget" else target)
     if plan is None:
         return None
     cleared = view.clear_through(plan.clear_through)
@@ -86,7 +86,7 @@ async def compact(
     )
 
 
-def _plan(view: ContextView, target: int) -> _Plan | None:
+def _plan(view: ContextView, target: int, *, summary_target: int) -> _Plan | None:
     """How far to clear and summarise: the oldest turns first, until the prompt fits."""
     turns = [(start, end) for start, end in view.history_turns()]
     if not turns:
@@ -104,12 +104,13 @@ def _plan(view: ContextView, target: int) -> _Plan | None:
         return _Plan(clear_through, view.summarized) if clear_through > view.cleared else None
     # Clearing every old turn was not enough: summarise the oldest turns, as many as it takes
     # (never a summary that would stand for nothing but the previous one).
-    # A summary brings the prompt down to half the target, so the turns it leaves (cleared
-    # already) do not call for another summary at the next compaction.
+    # Ahead of time, a summary brings the prompt down to half the target, so the turns it
+    # leaves (cleared already) do not call for another summary at the next compaction. After a
+    # refusal the window is smaller than thought: the summarising request must fit it too.
     summary_room = max(64, target // 8)
     through = view.summarized
     for start, end in turns:
-        if size + summary_room <= target // 2 and not _only_summary(view, through):
+        if size + summary_room <= summary_target and not _only_summary(view, through):
             break
         size -= _cleared_size(view, start, end)
         through = end

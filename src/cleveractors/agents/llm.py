@@ -569,7 +569,15 @@ class LLMAgent(Agent):
         await run.bill.flush_calls()
         view = run.context = run.context or self._open_view(run)
         view.sync(run.transcript.messages)
-        if not await self._compact(run, view, "context_length_error"):
+        try:
+            is_compacted = await self._compact(run, view, "context_length_error")
+        except Exception as exc:
+            if is_context_overflow(exc):  # the summarising request did not fit either
+                raise ContextWindowExceededError(
+                    model=self.pricer.model, prompt_tokens=view.tokens
+                ) from exc
+            raise
+        if not is_compacted:
             raise ContextWindowExceededError(
                 model=self.pricer.model, prompt_tokens=view.tokens
             ) from refusal

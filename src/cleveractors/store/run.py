@@ -92,10 +92,14 @@ class StoreRun:
                     self.run_id,
                     lease_s=self.store.lease_s,
                 )
+                self._context = context = await read_context(connection, self.session_id)
                 found = await read_turns(
-                    connection, self.session_id, self.caller, limit=self.store.history_turns
+                    connection,
+                    self.session_id,
+                    self.caller,
+                    limit=self.store.history_turns,
+                    after=context.summary_through,
                 )
-                self._context = await read_context(connection, self.session_id)
                 self.history, self._layout = history_sent(found, self._context)
             await open_run(connection, self.run_id, self.session_id, self.caller)
         if self.session_id is not None:

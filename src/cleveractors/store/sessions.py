@@ -152,13 +152,23 @@ async def session_exists(connection: AsyncConnection, session_id: str, caller: s
 
 
 async def read_turns(
-    connection: AsyncConnection, session_id: str, caller: str, *, limit: int | None
+    connection: AsyncConnection,
+    session_id: str,
+    caller: str,
+    *,
+    limit: int | None,
+    after: int = 0,
 ) -> list[StoredTurn]:
-    """A session's turns, oldest first (the latest `limit`), in one query scoped to the caller."""
+    """A session's turns after position `after`, oldest first (the latest `limit`), in one query
+    scoped to the caller."""
     query = (
         select(turns)
         .join(sessions, sessions.c.id == turns.c.session_id)
-        .where(turns.c.session_id == session_id, sessions.c.caller == caller)
+        .where(
+            turns.c.session_id == session_id,
+            sessions.c.caller == caller,
+            turns.c.position > after,
+        )
         .order_by(turns.c.position.desc())
     )
     if limit is not None:
