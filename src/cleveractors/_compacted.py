@@ -17,6 +17,7 @@ __all__ = [
     "CLEARED_OUTPUT",
     "SUMMARY_ID",
     "CompactedHistory",
+    "SizedHistory",
     "cleared",
     "is_summary",
     "summary_message",
@@ -33,18 +34,31 @@ CLEARED_OUTPUT = (
 
 @dataclass(frozen=True, slots=True)
 class CompactedHistory:
-    """How a run compacted the history it was given.
+    """How a run compacted the history it was given, and the size of the history it leaves.
 
     Attributes:
         summary: The summary's text, when the run wrote one.
         summarized: The first history messages the summary stands for (an earlier summary
             among them).
         cleared: The first history messages whose tool outputs are cleared.
+        next_tokens: The tokens of the history the session's next run is given (what this run
+            sent of it, the provider's last exact figure plus the estimate of the rest, and
+            this turn with its answer), so that run does not count it again.
     """
 
     summary: str | None
     summarized: int
     cleared: int
+    next_tokens: int
+
+
+class SizedHistory(list[BaseMessage]):
+    """A history whose size in tokens is known: what the run that left it measured. The loop
+    sizes its first prompt from it instead of counting every message again."""
+
+    def __init__(self, messages: list[BaseMessage], *, tokens: int) -> None:
+        super().__init__(messages)
+        self.tokens = tokens
 
 
 def is_summary(message: BaseMessage) -> bool:

@@ -62,6 +62,7 @@ async def compact(
     """Make `view` fit half its budget (or half its size, after the provider refused it):
     clear, then summarise, as little as that takes. None when nothing could be compacted."""
     before = view.tokens
+    view.count_each()
     target = int(
         (view.budget if view.budget is not None and reason == "budget" else before)
         * COMPACT_TO_SHARE

@@ -93,6 +93,7 @@ class ContextView:
         has_system_prompt: bool,
         budget: int | None,
         overhead: int,
+        history_tokens: int | None = None,
     ) -> None:
         self.budget = budget
         self._head = 1 if has_system_prompt else 0
@@ -103,8 +104,18 @@ class ContextView:
         self.cleared = 0
         self.summary: str | None = None
         self.sent: list[BaseMessage] = list(messages)
-        self._counts = [count_message_tokens(message) for message in self.sent]
-        self._total = sum(self._counts)
+        self._counts: list[int | None]
+        if history_tokens is None:
+            self._counts = [count_message_tokens(message) for message in self.sent]
+            self._total = sum(count for count in self._counts if count is not None)
+        else:  # measured by the run that left it: counted only if compaction reads it
+            head, turn = self.sent[: self._head], self.sent[turn_start:]
+            self._counts = [
+                *(count_message_tokens(message) for message in head),
+                *([None] * self._history),
+                *(count_message_tokens(message) for message in turn),
+            ]
+            self._total = history_tokens + sum(c for c in self._counts if c is not None)
         self._synced = len(messages)
         """How many transcript messages the view has taken in."""
         self._calibration = 0
@@ -124,11 +135,28 @@ class ContextView:
             self._total += count
         self._synced = len(transcript)
 
-    def compacted(self) -> CompactedHistory | None:
-        """How far this run compacted its history, for its session to keep; None if not."""
-        if not (self.summarized or self.cleared):
-            return None
-        return CompactedHistory(self.summary, self.summarized, self.cleared)
+    def compacted(self, transcript: Sequence[BaseMessage], answer: BaseMessage) -> CompactedHistory:
+        """How far this run compacted its history, and the size of the history it leaves
+        (everything it sent but the system prompt, and the answer), for its session to keep."""
+        self.sync(transcript)
+        head = sum(self._count(index) for index in range(self._head))
+        next_tokens = self.tokens - self._overhead - head + count_message_tokens(answer)
+        return CompactedHistory(self.summary, self.summarized, self.cleared, max(next_tokens, 0))
+
+    def count_each(self) -> None:
+        """Count every message on its own (compaction weighs them one by one): a history
+        measured as a whole is counted now, and the size is our own estimate again."""
+        if None in self._counts:
+            self._counts = [self._count(index) for index in range(len(self.sent))]
+            self._total = sum(count for count in self._counts if count is not None)
+            self._calibration = 0
+
+    def _count(self, index: int) -> int:
+        """The count of `sent[index]`, made now if it was not yet (a measured history)."""
+        count = self._counts[index]
+        if count is None:
+            count = self._counts[index] = count_message_tokens(self.sent[index])
+        return count
 
     def calibrate_from(self, call: LLMCallUsage, *, extra: int = 0) -> None:
         """The provider's exact prompt tokens for the view as sent (plus `extra` estimated
@@ -157,7 +185,7 @@ class ContextView:
     def tokens_of(self, start: int, end: int) -> int:
         """The estimated tokens of history positions [start, end) as sent now."""
         offset = self._sent_offset()
-        return sum(self._counts[offset + p - self.summarized] for p in range(start, end))
+        return sum(self._count(offset + p - self.summarized) for p in range(start, end))
 
     def clear_through(self, end: int) -> int:
         """Clear the tool outputs of history positions before `end`; how many were cleared."""
@@ -170,7 +198,7 @@ class ContextView:
             if replacement is not message:
                 self.sent[index] = replacement
                 new = count_message_tokens(replacement)
-                self._total += new - self._counts[index]
+                self._total += new - self._count(index)
                 self._counts[index] = new
                 count += 1
         self.cleared = max(self.cleared, end)
@@ -191,7 +219,7 @@ class ContextView:
         last = offset + end - self.summarized
         message = summary_message(text)
         count = count_message_tokens(message)
-        self._total += count - sum(self._counts[first:last])
+        self._total += count - sum(self._count(index) for index in range(first, last))
         self.sent[first:last] = [message]
         self._counts[first:last] = [count]
         self.summarized = end

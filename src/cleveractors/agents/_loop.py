@@ -256,6 +256,8 @@ class _Run:
     spent_cost_before: Decimal = field(default=Decimal(0))
     context: ContextView | None = None
     """What the model is sent and its size, once the run manages its context window."""
+    history_tokens: int | None = None
+    """The size of the history the run was given, when the run that left it measured it."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -283,7 +285,11 @@ class _Run:
             message=message,
             result=self._execution_result(text=self.shown.text, answer=message.text),
             turn=self.transcript.turn(message),
-            compacted=None if self.context is None else self.context.compacted(),
+            compacted=(
+                None
+                if self.context is None
+                else self.context.compacted(self.transcript.messages, message)
+            ),
         )
 
     def paused(self, pause: PausedRun) -> _ToolLoopResult:

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from cleveractors._compacted import SizedHistory
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, InFlightCall
@@ -426,6 +427,8 @@ class LLMAgent(Agent):
         paused run's decisions are carried out."""
         if not isinstance(start, CheckedDecisions):
             run.transcript = Transcript.of(start, history, system_prompt=self.system_prompt)
+            if isinstance(history, SizedHistory):
+                run.history_tokens = history.tokens
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -527,6 +530,7 @@ class LLMAgent(Agent):
             has_system_prompt=bool(messages) and isinstance(messages[0], SystemMessage),
             budget=self.context_budget,
             overhead=tool_schema_tokens(tool.openai_schema() for tool in self.tools.values()),
+            history_tokens=run.history_tokens,
         )
 
     async def _compact(self, run: _Run, view: ContextView, reason: CompactionReason) -> bool:

@@ -237,17 +237,19 @@ class StoreRun:
         """Append the run's whole turn to its session (and keep how far the run compacted its
         history) and close the run, in one transaction."""
         async with self.store.engine.begin() as connection:
-            if self.session_id is not None and compacted is not None:
-                kept = compacted_context(self._layout, self._context, compacted)
-                await keep_context(connection, self.session_id, kept)
             if self.session_id is not None:
-                await append_turn(
+                position = await append_turn(
                     connection,
                     self.session_id,
                     run_id=self.run_id,
                     messages=messages,
                     held_by=self.run_id,
                 )
+                if compacted is not None:
+                    kept = compacted_context(
+                        self._layout, self._context, compacted, appended=position
+                    )
+                    await keep_context(connection, self.session_id, kept)
             await finish_run(connection, self.run_id, "ok", run_totals(result))
             await release_session(connection, self.run_id)
         self.is_committed = True

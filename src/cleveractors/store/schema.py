@@ -134,6 +134,11 @@ session_contexts = Table(
     Column("summary_through", Integer, nullable=False, default=0),
     # The tool outputs of the turns up to this position are sent as a placeholder.
     Column("cleared_through", Integer, nullable=False, default=0),
+    # The size of the history the next run is given (the summary and the turns after it, up
+    # to `history_through`, `history_turns` of them), as the last run measured it.
+    Column("history_tokens", Integer),
+    Column("history_through", Integer),
+    Column("history_turns", Integer),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 

@@ -22,7 +22,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cleveractors._compacted import CompactedHistory, cleared, summary_message
+from cleveractors._compacted import CompactedHistory, SizedHistory, cleared, summary_message
 from cleveractors.approvals import PausedRun
 from cleveractors.errors import SessionBusyError, SessionNotFoundError, StoreError
 from cleveractors.store.dialects import as_utc, database_time, insert_for, utc_now
@@ -109,7 +109,7 @@ async def append_turn(
     run_id: str,
     messages: Sequence[BaseMessage],
     held_by: str,
-) -> None:
+) -> int:
     """Append run `run_id`'s whole turn at the session's next position, while run `held_by`
     holds the session (the same run, or the one whose new message declined a pause), so no
     other writer can take that position.
@@ -133,15 +133,17 @@ async def append_turn(
     last = await connection.scalar(
         select(func.max(turns.c.position)).where(turns.c.session_id == session_id)
     )
+    position = (last or 0) + 1
     await connection.execute(
         turns.insert().values(
             session_id=session_id,
-            position=(last or 0) + 1,
+            position=position,
             run_id=run_id,
             created_at=now,
             messages=json.dumps(messages_to_dict(list(messages))),
         )
     )
+    return position
 
 
 async def session_exists(connection: AsyncConnection, session_id: str, caller: str) -> bool:
@@ -248,6 +250,10 @@ class SessionContext:
     summary_through: int = 0
     cleared_through: int = 0
     """The tool outputs of the turns up to this position are sent as a placeholder."""
+    history_tokens: int | None = None
+    """The size of the history after the summary, through `history_through`, as measured."""
+    history_through: int | None = None
+    history_turns: int | None = None
 
 
 HistoryLayout = list[tuple[int | None, int]]
@@ -263,7 +269,14 @@ async def read_context(connection: AsyncConnection, session_id: str) -> SessionC
     ).first()
     if row is None:
         return SessionContext()
-    return SessionContext(row.summary, row.summary_through, row.cleared_through)
+    return SessionContext(
+        row.summary,
+        row.summary_through,
+        row.cleared_through,
+        row.history_tokens,
+        row.history_through,
+        row.history_turns,
+    )
 
 
 async def keep_context(connection: AsyncConnection, session_id: str, kept: SessionContext) -> None:
@@ -271,6 +284,9 @@ async def keep_context(connection: AsyncConnection, session_id: str, kept: Sessi
         "summary": kept.summary,
         "summary_through": kept.summary_through,
         "cleared_through": kept.cleared_through,
+        "history_tokens": kept.history_tokens,
+        "history_through": kept.history_through,
+        "history_turns": kept.history_turns,
         "updated_at": utc_now(),
     }
     await connection.execute(
@@ -298,15 +314,24 @@ def history_sent(
             messages = tuple(cleared(message) for message in messages)
         history.extend(messages)
         layout.append((turn.position, len(messages)))
+    turns_found = [position for position, _ in layout if position is not None]
+    if (
+        context.history_tokens is not None
+        and turns_found
+        and turns_found[-1] == context.history_through
+        and len(turns_found) == context.history_turns
+    ):  # the very history the last run measured
+        return SizedHistory(history, tokens=context.history_tokens), layout
     return history, layout
 
 
 def compacted_context(
-    layout: HistoryLayout, kept: SessionContext, compacted: CompactedHistory
+    layout: HistoryLayout, kept: SessionContext, compacted: CompactedHistory, *, appended: int
 ) -> SessionContext:
     """What the session keeps after a run compacted the history it was given (counted in
     that history's messages): the new summary and the turns it stands for, the turns whose
-    tool outputs are cleared, each as the last whole turn position they reach."""
+    tool outputs are cleared, each as the last whole turn position they reach; and the size
+    of the next run's history, through the turn `appended` at that position."""
 
     def through(messages: int, before: int) -> int:
         reached, last = 0, before
@@ -323,4 +348,14 @@ def compacted_context(
         summary = compacted.summary
         summary_through = through(compacted.summarized, kept.summary_through)
     cleared_through = max(kept.cleared_through, through(compacted.cleared, kept.cleared_through))
-    return SessionContext(summary, summary_through, max(cleared_through, summary_through))
+    kept_turns = sum(
+        1 for position, _ in layout if position is not None and position > summary_through
+    )
+    return SessionContext(
+        summary,
+        summary_through,
+        max(cleared_through, summary_through),
+        history_tokens=compacted.next_tokens,
+        history_through=appended,
+        history_turns=kept_turns + 1,
+    )
