@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,7 @@ def _actor(server: ScriptedOpenAIServer, window: int) -> dict[str, Any]:
 
 @when("{count:d} messages are sent on one session")
 def messages_on_one_session(context: Context, count: int) -> None:
-    words = " ".join(f"detail{n}" for n in range(60))  # a user's message of some length
+    words = " ".join(f"detail{n}" for n in range(200))  # a long message: fewer turns fit
 
     async def run() -> None:
         async with ActorExecutor.from_config(context.context_actor) as executor:
@@ -108,15 +107,26 @@ def summaries_billed(context: Context) -> None:
 
 @then("the summarising calls came at most once per window fill")
 def once_per_fill(context: Context) -> None:
-    """Between two summaries the conversation must have grown back from its compacted size to
-    the budget: at least a quarter of the window's worth of turns."""
-    positions = [
-        index
-        for index, body in enumerate(context.context_server.requests)
-        if is_summary_request(body)
+    """Between two summaries the conversation must have grown by a quarter of the window at
+    least (the prompts' growth, as the server counted them, summed over the requests between:
+    a compaction brings the prompt to half the budget, and the next comes at the budget), and
+    no run summarises twice."""
+    server = context.context_server
+    window = server.context_window
+    sizes = [
+        (is_summary_request(body), billed.prompt_tokens)
+        for body, billed in zip(server.requests, server.billed, strict=True)
     ]
-    requests_between = [b - a for a, b in pairwise(positions)]
-    assert all(gap > 40 for gap in requests_between), requests_between  # about 20 turns
+    growth, seen_summary = 0, False
+    previous = None
+    for is_summary, size in sizes:
+        if is_summary:
+            assert not seen_summary or growth >= window // 4, f"a summary after {growth} tokens"
+            seen_summary, growth, previous = True, 0, None
+            continue
+        if previous is not None and size > previous:
+            growth += size - previous
+        previous = size
     per_run: dict[str, int] = {}
     for row in context.context_ledger:
         if row.purpose == "compaction":
