@@ -143,7 +143,7 @@ class ContextWindowExceededError(ExecutionError):
 
     def __init__(self, *, model: str | None, prompt_tokens: int) -> None:
         super().__init__(
-            f"model {model!r} refused the prompt as too long for its context window again "
+            f"model {model!r} refused the prompt as too long for its context window, again "
             f"after one compaction and one retry (about {prompt_tokens} tokens); set the "
             "agent's context_window (or a smaller context_budget) so the loop compacts in time"
         )

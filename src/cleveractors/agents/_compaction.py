@@ -67,7 +67,10 @@ async def compact(
         (view.budget if view.budget is not None and reason == "budget" else before)
         * COMPACT_TO_SHARE
     )
-    plan = _plan(view, target, summary_target=target // 2 if reason == "budget" else target)
+    if reason == "budget":
+        plan = _plan(view, target, summary_target=target // 2, max_summarized=None)
+    else:
+        plan = _plan(view, target, summary_target=target, max_summarized=target)
     if plan is None:
         return None
     cleared = view.clear_through(plan.clear_through)
@@ -87,7 +90,9 @@ async def compact(
     )
 
 
-def _plan(view: ContextView, target: int, *, summary_target: int) -> _Plan | None:
+def _plan(
+    view: ContextView, target: int, *, summary_target: int, max_summarized: int | None
+) -> _Plan | None:
     """How far to clear and summarise: the oldest turns first, until the prompt fits."""
     turns = [(start, end) for start, end in view.history_turns()]
     if not turns:
@@ -107,13 +112,18 @@ def _plan(view: ContextView, target: int, *, summary_target: int) -> _Plan | Non
     # (never a summary that would stand for nothing but the previous one).
     # Ahead of time, a summary brings the prompt down to half the target, so the turns it
     # leaves (cleared already) do not call for another summary at the next compaction. After a
-    # refusal the window is smaller than thought: the summarising request must fit it too.
+    # refusal the window is smaller than thought: the summarising request must fit it too, so
+    # it takes at most half the refused prompt.
     summary_room = max(64, target // 8)
-    through = view.summarized
+    through, summarized = view.summarized, 0
     for start, end in turns:
-        if size + summary_room <= summary_target and not _only_summary(view, through):
+        is_enough = size + summary_room <= summary_target
+        weight = _cleared_size(view, start, end)
+        is_too_much = max_summarized is not None and summarized + weight > max_summarized
+        if (is_enough or is_too_much) and not _only_summary(view, through):
             break
-        size -= _cleared_size(view, start, end)
+        size -= weight
+        summarized += weight
         through = end
     return _Plan(max(clear_through, through), through)
 
