@@ -1,6 +1,7 @@
-"""Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
+"""Benchmarks of issues 3, 8, 18, 19 and 30 (`nox -s bench`): latency to the first token, CPU per
 turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
-reader's memory), and what pausing for an approval and resuming add.
+reader's memory), what pausing for an approval and resuming add, and what sizing each prompt
+against the context window costs.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -25,6 +26,7 @@ from typing import Any
 
 from approvals import measure_approvals
 from concurrency import measure_concurrency
+from context_sizing import measure_context_sizing
 from cpu import (
     MODES,
     all_turns,
@@ -58,6 +60,7 @@ class Settings:
     stream_rounds: int
     ledger_writes: int
     approval_runs: int
+    context_sizing_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -72,6 +75,7 @@ class Settings:
             stream_rounds=3,
             ledger_writes=500,
             approval_runs=200,
+            context_sizing_runs=50,
         )
 
     @classmethod
@@ -87,6 +91,7 @@ class Settings:
             stream_rounds=2,
             ledger_writes=50,
             approval_runs=20,
+            context_sizing_runs=5,
         )
 
 
@@ -153,6 +158,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.approval_runs
         )
         outcome.rows.extend(approval_rows)
+    with _section("context sizing (100 and 1,000 turns of history)"):
+        sizing_rows, outcome.samples["context_sizing_s"] = measure_context_sizing(
+            settings.context_sizing_runs
+        )
+        outcome.rows.extend(sizing_rows)
     return outcome
 
 
