@@ -8,11 +8,12 @@ Feature: Long conversations fit the model's context window
 
   Scenario: A 300-turn session with large tool outputs never overflows a 16k window
     Given a scripted OpenAI server with a 16000-token window, whose tool reports are 150 facts long
-    And a stored openai actor with the tool long_report and a context_window of 16000
+    And a stored openai actor with the tool long_report, a context_window of 16000, a context_budget of 12000 and the compaction_model gpt-4.1-nano
     When 300 messages are sent on one session
     Then every turn was answered and no request was refused
     And every prompt the server received stayed within the context budget of 12000 tokens
     And every summarising call is a ledger row with purpose compaction and a cost
+    And the summarising calls were answered by gpt-4.1-nano
     And the summarising calls came at most once per window fill
     And no request carried a tool call without its result
     And the session keeps all 300 turns whole, the tool outputs included
@@ -43,3 +44,24 @@ Feature: Long conversations fit the model's context window
     Given a scripted OpenAI server with a 5-token window that answers "one" then "two"
     When the openai SDK sends the windowed server a 6-word prompt
     Then the openai SDK raised BadRequestError with the code context_length_exceeded
+
+  Scenario: A summarising request refused too fails the run with ContextWindowExceededError
+    Given a stub actor whose model refuses 2 times with "prompt is too long: 250000 tokens > 200000 maximum"
+    When the stub actor is asked "Hello?" after 3 turns of 50 words each
+    Then the context run failed with ContextWindowExceededError saying "refused the prompt as too long"
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | failed |
+
+  Scenario: A refusal with no history to compact fails the run at once with ContextWindowExceededError
+    Given a stub actor whose model refuses 1 times with "prompt is too long: 250000 tokens > 200000 maximum"
+    When the stub actor is asked "Hello?" after 0 turns of 50 words each
+    Then the context run failed with ContextWindowExceededError saying "refused the prompt as too long"
+    And the context run's calls were:
+      | purpose | attempt | status |
+      | round   | 1       | failed |
+
+  Scenario: A context budget not below the context window is refused, naming the field
+    When the context config with a context_window of 1000 and a context_budget of 1000 is loaded
+    Then the context config failed saying "agent.context_budget: must be below context_window (1000), to leave room for the answer (got 1000)"

@@ -18,7 +18,8 @@ from behave.runner import Context
 from support.context_server import LongSessionServer, is_summary_request
 
 from cleveractors import ActorExecutor
-from cleveractors.errors import ContextWindowExceededError
+from cleveractors.config import load_actor_config
+from cleveractors.errors import ConfigurationError, ContextWindowExceededError
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 _KEY_VARIABLE = "CLEVERACTORS_CONTEXT_SERVER_KEY"
@@ -36,13 +37,18 @@ def long_session_server(context: Context, window: int, facts: int) -> None:
     context.context_server = server
 
 
-@given("a stored openai actor with the tool long_report and a context_window of {window:d}")
-def stored_actor(context: Context, window: int) -> None:
+@given(
+    "a stored openai actor with the tool long_report, a context_window of {window:d}, a "
+    "context_budget of {budget:d} and the compaction_model {compaction_model}"
+)
+def stored_actor(context: Context, window: int, budget: int, compaction_model: str) -> None:
     folder = tempfile.TemporaryDirectory()
     context.add_cleanup(folder.cleanup)
     os.environ[_KEY_VARIABLE] = "sk-scripted"
     context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
-    context.context_actor = _actor(context.context_server, window) | {
+    actor = _actor(context.context_server, window)
+    actor["agent"] |= {"context_budget": budget, "compaction_model": compaction_model}
+    context.context_actor = actor | {
         "store": {"url": f"sqlite:///{Path(folder.name) / 'sessions.db'}", "history_turns": 1000}
     }
 
@@ -171,7 +177,9 @@ def windowed_server(context: Context, window: int, first: str, second: str) -> N
     context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
 
 
-def _ask_with_history(context: Context, message: str, turns: int, words: int) -> None:
+def _ask_with_history(
+    context: Context, message: str, turns: int, words: int, actor: dict[str, Any] | None = None
+) -> None:
     long_text = " ".join(f"word{n}" for n in range(words))
     history: list[dict[str, str]] = []
     for turn in range(turns):
@@ -179,8 +187,9 @@ def _ask_with_history(context: Context, message: str, turns: int, words: int) ->
             {"role": "user", "content": f"Turn {turn}: {long_text}"},
             {"role": "assistant", "content": f"Answer {turn}: {long_text}"},
         ]
-    actor = _actor(context.context_server, window=0)
-    del actor["agent"]["context_window"]  # the profile: a window far larger than the server's
+    if actor is None:
+        actor = _actor(context.context_server, window=0)
+        del actor["agent"]["context_window"]  # the profile: a window far larger than the server's
 
     async def run() -> None:
         context.context_events = events = []
@@ -279,3 +288,47 @@ def sdk_raised(context: Context, code: str) -> None:
     assert error.code == code, error.body
     assert error.type == "invalid_request_error", error.body
     assert error.param == "messages", error.body
+
+
+@given('a stub actor whose model refuses {count:d} times with "{message}"')
+def refusing_stub(context: Context, count: int, message: str) -> None:
+    refusal = {"error": message, "error_status": 400}
+    context.context_actor = {
+        "name": "refusing",
+        "agent": {
+            "provider": "stub",
+            "max_retries": 0,
+            "script": [refusal] * count + [{"text": "Never reached."}],
+        },
+    }
+
+
+@when('the stub actor is asked "{message}" after {turns:d} turns of {words:d} words each')
+def stub_asked(context: Context, message: str, turns: int, words: int) -> None:
+    _ask_with_history(context, message, turns, words, actor=context.context_actor)
+
+
+@then("the summarising calls were answered by {model}")
+def summaries_by(context: Context, model: str) -> None:
+    models = {row.model for row in context.context_ledger if row.purpose == "compaction"}
+    assert models == {model}, models
+    asked = {b["model"] for b in context.context_server.requests if is_summary_request(b)}
+    assert asked == {model}, asked
+
+
+@when(
+    "the context config with a context_window of {window:d} and a context_budget of {budget:d} "
+    "is loaded"
+)
+def load_budget_config(context: Context, window: int, budget: int) -> None:
+    agent = {"provider": "stub", "script": [], "context_window": window}
+    context.context_error = None
+    try:
+        load_actor_config({"name": "a", "agent": agent | {"context_budget": budget}})
+    except ConfigurationError as exc:
+        context.context_error = exc
+
+
+@then('the context config failed saying "{message}"')
+def context_config_failed(context: Context, message: str) -> None:
+    assert message in str(context.context_error), str(context.context_error)
