@@ -163,9 +163,7 @@ def _line(message: BaseMessage) -> str:
     if isinstance(message, AIMessage):
         calls = "".join(f"\nAssistant called {c['name']}({c['args']})" for c in message.tool_calls)
         return f"Assistant: {message.text}{calls}"
-    if isinstance(message, HumanMessage):
-        return f"User: {message.text}"
-    return f"{message.type}: {message.text}"
+    return f"User: {message.text}"  # the system prompt is never summarised
 
 
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
