@@ -223,6 +223,8 @@ class LLMAgent(Agent):
         self.context_window = window = window_of(model, limits.context_window)
         self.context_budget = budget_of(window, limits.context_budget)
         self._compaction_model = model if compaction_model is None else compaction_model
+        self._declared: tuple[tuple[str, ...], int] = ((), 0)
+        """The tool names last declared, and what their declarations add to a request."""
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
         self._toolset = ToolSet(
@@ -529,9 +531,20 @@ class LLMAgent(Agent):
             turn_start=transcript.turn_start,
             has_system_prompt=bool(messages) and isinstance(messages[0], SystemMessage),
             budget=self.context_budget,
-            overhead=tool_schema_tokens(tool.openai_schema() for tool in self.tools.values()),
+            overhead=self._declaration_tokens(),
             history_tokens=run.history_tokens,
         )
+
+    def _declaration_tokens(self) -> int:
+        """What the tool declarations add to every request, counted again only when the tools
+        change (an MCP server's come and go)."""
+        tools = self.tools
+        names, tokens = self._declared
+        if names != tuple(tools):
+            names = tuple(tools)
+            tokens = tool_schema_tokens(tool.openai_schema() for tool in tools.values())
+            self._declared = (names, tokens)
+        return tokens
 
     async def _compact(self, run: _Run, view: ContextView, reason: CompactionReason) -> bool:
         """Compact what the run sends; whether anything could be."""
