@@ -14,6 +14,7 @@ Feature: Long conversations fit the model's context window
     And every prompt the server received stayed within the context budget of 12000 tokens
     And every summarising call is a ledger row with purpose compaction and a cost
     And the summarising calls were answered by gpt-4.1-nano
+    And some compactions only cleared old tool outputs and the others also summarised
     And the summarising calls came at most once per window fill
     And no request carried a tool call without its result
     And the session keeps all 300 turns whole, the tool outputs included

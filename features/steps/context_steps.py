@@ -20,6 +20,7 @@ from support.context_server import LongSessionServer, is_summary_request
 from cleveractors import ActorExecutor
 from cleveractors.config import load_actor_config
 from cleveractors.errors import ConfigurationError, ContextWindowExceededError
+from cleveractors.events import ContextCompacted
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 _KEY_VARIABLE = "CLEVERACTORS_CONTEXT_SERVER_KEY"
@@ -73,13 +74,14 @@ def messages_on_one_session(context: Context, count: int) -> None:
     words = " ".join(f"detail{n}" for n in range(200))  # a long message: fewer turns fit
 
     async def run() -> None:
+        context.context_results, context.context_compactions = [], []
         async with ActorExecutor.from_config(context.context_actor) as executor:
-            context.context_results = [
-                await executor.execute(
-                    f"Report topic{turn} please, with {words}", session_id=_SESSION
-                )
-                for turn in range(count)
-            ]
+            for turn in range(count):
+                message = f"Report topic{turn} please, with {words}"
+                async for event in executor.execute_events(message, session_id=_SESSION):
+                    if isinstance(event, ContextCompacted):
+                        context.context_compactions.append(event)
+                context.context_results.append(executor.last_result)
             store = executor.store
             assert store is not None
             context.context_ledger = (await store.usage(session_id=_SESSION)).rows
@@ -332,3 +334,16 @@ def load_budget_config(context: Context, window: int, budget: int) -> None:
 @then('the context config failed saying "{message}"')
 def context_config_failed(context: Context, message: str) -> None:
     assert message in str(context.context_error), str(context.context_error)
+
+
+@then("some compactions only cleared old tool outputs and the others also summarised")
+def compaction_tiers(context: Context) -> None:
+    events = context.context_compactions
+    cleared_only = [e for e in events if e.summarized_turns == 0]
+    summarised = [e for e in events if e.summarized_turns > 0]
+    assert cleared_only, "every compaction summarised"
+    assert summarised, "no compaction summarised"
+    assert all(e.cleared_tool_outputs > 0 for e in cleared_only), cleared_only
+    assert all(e.tokens_after < e.tokens_before for e in events), events
+    on_wire = sum(1 for body in context.context_server.requests if is_summary_request(body))
+    assert len(summarised) == on_wire, f"{len(summarised)} summaries, {on_wire} requests"

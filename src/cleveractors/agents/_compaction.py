@@ -62,11 +62,12 @@ async def compact(
     """Make `view` fit half its budget (or half its size, after the provider refused it):
     clear, then summarise, as little as that takes. None when nothing could be compacted."""
     before = view.tokens
+    # The plan weighs messages by our own counter; the budget is in the provider's tokens,
+    # which the last call's exact figure measured: convert by their ratio.
     view.count_each()
-    target = int(
-        (view.budget if view.budget is not None and reason == "budget" else before)
-        * COMPACT_TO_SHARE
-    )
+    scale = view.estimate / before if before > 0 else 1.0
+    limit = view.budget if view.budget is not None and reason == "budget" else before
+    target = int(limit * COMPACT_TO_SHARE * scale)
     if reason == "budget":
         plan = _plan(view, target, summary_target=target // 2, max_summarized=None)
     else:
@@ -80,6 +81,7 @@ async def compact(
         summarized = sum(1 for start, _ in turns if start < plan.summarize_through)
         text = await summarize(view.summarized_messages(plan.summarize_through))
         view.summarize_through(plan.summarize_through, text)
+    view.rescale(scale)
     return ContextCompacted(
         round=round,
         reason=reason,

@@ -126,6 +126,17 @@ class ContextView:
         """The next prompt's size: the last exact figure plus the estimate added since."""
         return self._total + self._overhead + self._calibration
 
+    @property
+    def estimate(self) -> int:
+        """The next prompt's size by our own counter alone, without the provider's figure."""
+        return self._total + self._overhead
+
+    def rescale(self, scale: float) -> None:
+        """Read our own estimate in the provider's tokens again: `scale` is our counter's
+        tokens per provider token, as the last exact figure measured it."""
+        estimate = self.estimate
+        self._calibration = round(estimate / scale) - estimate if scale > 0 else 0
+
     def sync(self, transcript: Sequence[BaseMessage]) -> None:
         """Take in the messages the transcript gained since the last call (each counted once)."""
         for message in transcript[self._synced :]:
