@@ -66,3 +66,29 @@ Feature: Long conversations fit the model's context window
   Scenario: A context budget not below the context window is refused, naming the field
     When the context config with a context_window of 1000 and a context_budget of 1000 is loaded
     Then the context config failed saying "agent.context_budget: must be below context_window (1000), to leave room for the answer (got 1000)"
+
+  Scenario: A summarising call that fails for another reason fails the run with its error
+    Given a stub actor whose replies are:
+      | error                                              | status | text |
+      | prompt is too long: 250000 tokens > 200000 maximum | 400    |      |
+      | the summariser is down                             | 503    |      |
+    When the stub actor is asked "Hello?" after 3 turns of 50 words each
+    Then the context run failed with ModelAPIError saying "the summariser is down"
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | failed |
+
+  Scenario: A retry after compaction that fails for another reason fails the run with its error
+    Given a stub actor whose replies are:
+      | error                                              | status | text     |
+      | prompt is too long: 250000 tokens > 200000 maximum | 400    |          |
+      |                                                    |        | Earlier. |
+      | the model is down                                  | 503    |          |
+    When the stub actor is asked "Hello?" after 3 turns of 50 words each
+    Then the context run failed with ModelAPIError saying "the model is down"
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | ok     |
+      | round      | 2       | failed |

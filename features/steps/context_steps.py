@@ -19,7 +19,7 @@ from support.context_server import LongSessionServer, is_summary_request
 
 from cleveractors import ActorExecutor
 from cleveractors.config import load_actor_config
-from cleveractors.errors import ConfigurationError, ContextWindowExceededError
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import ContextCompacted
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
@@ -259,13 +259,6 @@ def compacted_event(context: Context, reason: str) -> None:
     assert events[0].tokens_after < events[0].tokens_before, events[0]
 
 
-@then('the context run failed with ContextWindowExceededError saying "{fragment}"')
-def context_failed(context: Context, fragment: str) -> None:
-    error = context.context_error
-    assert isinstance(error, ContextWindowExceededError), repr(error)
-    assert fragment in str(error), str(error)
-
-
 @when("the openai SDK sends the windowed server a {words:d}-word prompt")
 def sdk_sends(context: Context, words: int) -> None:
     client = openai.OpenAI(
@@ -347,3 +340,24 @@ def compaction_tiers(context: Context) -> None:
     assert all(e.tokens_after < e.tokens_before for e in events), events
     on_wire = sum(1 for body in context.context_server.requests if is_summary_request(body))
     assert len(summarised) == on_wire, f"{len(summarised)} summaries, {on_wire} requests"
+
+
+@given("a stub actor whose replies are:")
+def stub_replies(context: Context) -> None:
+    script: list[dict[str, object]] = []
+    for row in context.table:
+        if row["error"]:
+            script.append({"error": row["error"], "error_status": int(row["status"])})
+        else:
+            script.append({"text": row["text"]})
+    context.context_actor = {
+        "name": "failing",
+        "agent": {"provider": "stub", "max_retries": 0, "script": script},
+    }
+
+
+@then('the context run failed with {kind} saying "{fragment}"')
+def context_failed_with(context: Context, kind: str, fragment: str) -> None:
+    error = context.context_error
+    assert type(error).__name__ == kind, repr(error)
+    assert fragment in str(error), str(error)
