@@ -92,3 +92,14 @@ Feature: Long conversations fit the model's context window
       | round      | 1       | failed |
       | compaction | 1       | ok     |
       | round      | 2       | failed |
+
+  Scenario: Anthropic's "prompt is too long" over the wire is compacted once and retried once
+    Given a scripted Anthropic server that refuses with "prompt is too long: 210000 tokens > 200000 maximum" then answers "Earlier: long talk." then "Done."
+    When an anthropic actor on that server is asked "So?" after 3 turns of 50 words each
+    Then the context run answered "Done."
+    And the context run's calls were:
+      | purpose    | attempt | status |
+      | round      | 1       | failed |
+      | compaction | 1       | ok     |
+      | round      | 2       | ok     |
+    And the context run emitted context_compacted for a context_length_error

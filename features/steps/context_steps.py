@@ -1,6 +1,8 @@
-"""Steps about context-window management over the wire: `ChatOpenAI` against a scripted
-server that enforces a window. Every step text names "the context", "the session", "the
-summarising calls", "a scripted OpenAI server with a ...-token window", "a stored openai actor"
+"""Steps about context-window management: `ChatOpenAI` and `ChatAnthropic` over the wire
+against scripted servers that enforce a window or refuse a prompt as too long, and stub actors
+whose model refuses. Every step text names "the context", "the session", "the summarising
+calls", "some compactions", "a scripted OpenAI/Anthropic server ...", "a stored openai actor",
+"an openai/anthropic actor on that server", "a stub actor", "the stub actor", "the openai SDK"
 or "messages ... on one session", so none can shadow the steps of other modules.
 """
 
@@ -21,7 +23,7 @@ from cleveractors import ActorExecutor
 from cleveractors.config import load_actor_config
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import ContextCompacted
-from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
+from cleveractors.testing import ScriptedAnthropicServer, ScriptedOpenAIServer, ScriptedReply
 
 _KEY_VARIABLE = "CLEVERACTORS_CONTEXT_SERVER_KEY"
 _SESSION = "long-session"
@@ -361,3 +363,39 @@ def context_failed_with(context: Context, kind: str, fragment: str) -> None:
     error = context.context_error
     assert type(error).__name__ == kind, repr(error)
     assert fragment in str(error), str(error)
+
+
+@given(
+    'a scripted Anthropic server that refuses with "{refusal}" then answers "{first}" then '
+    '"{second}"'
+)
+def refusing_anthropic_server(context: Context, refusal: str, first: str, second: str) -> None:
+    script = [
+        ScriptedReply(error=refusal, error_status=400),
+        ScriptedReply(text=first),
+        ScriptedReply(text=second),
+    ]
+    server = ScriptedAnthropicServer(script)
+    server.start()
+    context.add_cleanup(server.stop)
+    context.context_anthropic = server
+    os.environ[_KEY_VARIABLE] = "sk-scripted"
+    context.add_cleanup(os.environ.pop, _KEY_VARIABLE, None)
+
+
+@when(
+    'an anthropic actor on that server is asked "{message}" after {turns:d} turns of '
+    "{words:d} words each"
+)
+def anthropic_asked(context: Context, message: str, turns: int, words: int) -> None:
+    actor = {
+        "name": "claude",
+        "agent": {
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "base_url": context.context_anthropic.origin,
+            "api_key_env": _KEY_VARIABLE,
+            "max_retries": 0,
+        },
+    }
+    _ask_with_history(context, message, turns, words, actor=actor)
