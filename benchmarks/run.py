@@ -41,6 +41,7 @@ from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
+from spend import measure_spend
 from stops import measure_stops
 from streams import measure_streams
 from tracing_cost import measure_tracing
@@ -60,6 +61,7 @@ class Settings:
     stream_rounds: int
     ledger_writes: int
     approval_runs: int
+    spend_runs: int
     context_sizing_runs: int
 
     @classmethod
@@ -75,6 +77,7 @@ class Settings:
             stream_rounds=3,
             ledger_writes=500,
             approval_runs=200,
+            spend_runs=200,
             context_sizing_runs=50,
         )
 
@@ -91,6 +94,7 @@ class Settings:
             stream_rounds=2,
             ledger_writes=50,
             approval_runs=20,
+            spend_runs=20,
             context_sizing_runs=5,
         )
 
@@ -158,6 +162,9 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.approval_runs
         )
         outcome.rows.extend(approval_rows)
+    with _section("spend limits (PostgreSQL, stub model, three calls a run)"):
+        spend_rows, outcome.samples["spend"] = await measure_spend(settings.spend_runs)
+        outcome.rows.extend(spend_rows)
     with _section("context sizing (100 and 1,000 turns of history)"):
         sizing_rows, outcome.samples["context_sizing_s"] = measure_context_sizing(
             settings.context_sizing_runs

@@ -127,6 +127,11 @@ class ContextView:
         return self._total + self._overhead + self._calibration
 
     @property
+    def turn_start(self) -> int:
+        """Where this turn (the user's message) begins in `sent`."""
+        return self._sent_offset() + self._history - self.summarized
+
+    @property
     def estimate(self) -> int:
         """The next prompt's size by our own counter alone, without the provider's figure."""
         return self._total + self._overhead

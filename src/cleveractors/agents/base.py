@@ -53,6 +53,7 @@ class Agent(ABC):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        session_id: str | None = None,
     ) -> RunOutcome:
         """Run once as run `run_id` (a new id when None), its events into `sink`. Never raises
         for a failed run: the outcome carries the result (with the run's id) and the error.
@@ -70,6 +71,8 @@ class Agent(ABC):
                 the model's own cap); None leaves the model's.
             can_pause: False declines the calls that need a person's approval instead of
                 pausing the run for them.
+            session_id: The session the run answers in, if any (an LLM agent's prompt-cache
+                key).
         """
 
     async def process_message(

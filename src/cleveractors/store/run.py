@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors._compacted import CompactedHistory
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
@@ -30,6 +31,7 @@ from cleveractors.store.records import RunStatus
 from cleveractors.store.sessions import (
     HistoryLayout,
     SessionContext,
+    active_actor,
     append_turn,
     claim_session,
     compacted_context,
@@ -39,8 +41,12 @@ from cleveractors.store.sessions import (
     read_turns,
     release_session,
     renew_session,
+    set_active_actor,
 )
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = ["RunHost", "StoreRun", "SupersededAnswers", "store_error", "with_store_error"]
 
@@ -75,12 +81,16 @@ class StoreRun:
         """The session's latest `history_turns` turns, flattened, as the run found them (those
         a summary stands for replaced by it, old tool outputs cleared, as the session's
         compaction left them)."""
+        self.active_actor: str | None = None
+        """The actor a handoff left the session with, as the run found it (None: its own)."""
         self._context = SessionContext()
         self._layout: HistoryLayout = []
         self.is_committed = False
         self.failure: tuple[RunStatus, ExecutionResult] | None = None
         """How the run failed, when it ended without an answer (set by `settle`)."""
         self._lease: Lease | None = None
+        self.spend: SpendAccount | None = None
+        """The run's hold on its caller's spend limits: each ledger row settles its call."""
 
     async def start(self) -> None:
         async with self.store.engine.begin() as connection:
@@ -101,6 +111,7 @@ class StoreRun:
                     after=context.summary_through,
                 )
                 self.history, self._layout = history_sent(found, self._context)
+                self.active_actor = await active_actor(connection, self.session_id)
             await open_run(connection, self.run_id, self.session_id, self.caller)
         if self.session_id is not None:
             self._lease = Lease(
@@ -131,18 +142,21 @@ class StoreRun:
             return
         try:
             async with self.store.engine.begin() as connection:
-                await write_calls(
+                settled = await write_calls(
                     connection,
                     calls,
                     run_id=self.run_id,
                     session_id=self.session_id,
                     caller=self.caller,
+                    spend=self.spend,
                 )
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"store: the ledger rows of run {self.run_id} could not be written "
                 f"({type(exc).__name__})"
             ) from exc
+        if self.spend is not None:
+            self.spend.settled(settled)
 
     async def close(self, outcome: RunOutcome) -> RunOutcome:
         """Settle the run and end it: the ledger whole, the turn appended if it answered, the
@@ -224,6 +238,7 @@ class StoreRun:
         """Keep the pause, mark the run `paused` and free its session, in one transaction."""
         async with self.store.engine.begin() as connection:
             await keep_pause(connection, paused, self.caller)
+            await self._keep_active_actor(connection, result)
             await finish_run(connection, self.run_id, "paused", run_totals(result))
             await release_session(connection, self.run_id)
         self.is_committed = True
@@ -250,9 +265,18 @@ class StoreRun:
                         self._layout, self._context, compacted, appended=position
                     )
                     await keep_context(connection, self.session_id, kept)
+                await self._keep_active_actor(connection, result)
             await finish_run(connection, self.run_id, "ok", run_totals(result))
             await release_session(connection, self.run_id)
         self.is_committed = True
+
+    async def _keep_active_actor(
+        self, connection: AsyncConnection, result: ExecutionResult
+    ) -> None:
+        """The session's next turn runs on the actor this one ended on, if a handoff moved it."""
+        actor = result.active_agent
+        if self.session_id is not None and actor is not None and actor != self.active_actor:
+            await set_active_actor(connection, self.session_id, actor, held_by=self.run_id)
 
     async def keep_turn(self, messages: Sequence[BaseMessage]) -> None:
         """Append to the session what of a failed run's turn is whole (tool calls that ran,

@@ -16,6 +16,7 @@ from http import HTTPStatus
 from typing import Any
 
 from cleveractors._script import ScriptedReply, prompt_words
+from cleveractors.testing._openai_refusals import messages_rejection
 from cleveractors.testing._openai_wire import (
     Exchange,
     Piece,
@@ -26,10 +27,11 @@ from cleveractors.testing._openai_wire import (
     usage_chunk_payload,
     words_sent,
 )
-from cleveractors.testing._wire_records import Rejection
 from cleveractors.testing.wire import (
+    SCRIPT_EXHAUSTED,
     BilledCall,
     BilledTotal,
+    Rejection,
     ScriptedWireServer,
     WireHandler,
     conversation_of,
@@ -64,8 +66,10 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
                     "code": CONTEXT_LENGTH_EXCEEDED,
                 }
             }
+        # A scripted error type is also the code, as OpenAI sends `insufficient_quota`.
+        code = None if kind in (None, SCRIPT_EXHAUSTED) else kind
         kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
-        return {"error": {"message": message, "type": kind, "code": None}}
+        return {"error": {"message": message, "type": kind, "code": code}}
 
     def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
         exchange = Exchange.of(index, reply, body)
@@ -151,6 +155,12 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     A reply with `cut_off_after_chunks` drops the connection after that many content/tool chunks
     when streamed, and before any response when blocking, so the client sees a broken connection.
 
+    With `checks_messages=True` the server refuses, as the API does, with HTTP 400
+    `invalid_request_error` (recorded, billed nothing, no reply taken), messages whose content
+    parts are of a type their role does not take (an Anthropic `thinking` block, say), an
+    assistant message whose `tool_calls` are not all answered by the tool messages after it,
+    and a tool message answering no call.
+
     Example:
         with ScriptedOpenAIServer([ScriptedReply(text="Hi there")]) as server:
             client = OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
@@ -165,6 +175,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         context_window: Refuse prompts longer than this many tokens; None accepts any.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
+        checks_messages: Refuse messages the API refuses (see above); off by default.
 
     Raises:
         OSError: the port cannot be bound (on `start()` or entering the `with`).
@@ -184,6 +195,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         context_window: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        checks_messages: bool = False,
     ) -> None:
         super().__init__(
             script,
@@ -194,20 +206,21 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
             port=port,
         )
         self.context_window = context_window
+        self.checks_messages = checks_messages
 
     def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
+        """The API's 400 for a prompt longer than `context_window`, and for messages it refuses
+        when `checks_messages` is on."""
         window = self.context_window
-        if window is None:
-            return None
-        size = prompt_words(body["messages"])
-        if size <= window:
-            return None
-        return Rejection(
-            HTTPStatus.BAD_REQUEST,
-            f"This model's maximum context length is {window} tokens. However, your messages "
-            f"resulted in {size} tokens. Please reduce the length of the messages.",
-            CONTEXT_LENGTH_EXCEEDED,
-        )
+        size = None if window is None else prompt_words(body["messages"])
+        if window is not None and size is not None and size > window:
+            return Rejection(
+                HTTPStatus.BAD_REQUEST,
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {size} tokens. Please reduce the length of the messages.",
+                CONTEXT_LENGTH_EXCEEDED,
+            )
+        return messages_rejection(body) if self.checks_messages else None
 
     @property
     def base_url(self) -> str:
