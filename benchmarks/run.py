@@ -1,7 +1,8 @@
-"""Benchmarks of issues 3, 8, 18, 19, 27 and 29 (`nox -s bench`): latency to the first token,
-CPU per turn, what a typed answer adds to it, what tracing adds to it, concurrency, what stops
-cost (a disconnect storm's CPU, a stalled reader's memory), what pausing for an approval and
-resuming add, and what calling an agent as a tool costs.
+"""Benchmarks of issues 3, 8, 18, 19, 27, 29 and 30 (`nox -s bench`): latency to the first
+token, CPU per turn, what a typed answer adds to it, what tracing adds to it, concurrency, what
+stops cost (a disconnect storm's CPU, a stalled reader's memory), what pausing for an approval
+and resuming add, what calling an agent as a tool costs, and what sizing each prompt against the
+context window costs.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -26,6 +27,7 @@ from typing import Any
 
 from approvals import measure_approvals
 from concurrency import measure_concurrency
+from context_sizing import measure_context_sizing
 from cpu import (
     MODES,
     all_turns,
@@ -64,6 +66,7 @@ class Settings:
     approval_runs: int
     spend_runs: int
     delegation_runs: int
+    context_sizing_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -80,6 +83,7 @@ class Settings:
             approval_runs=200,
             spend_runs=200,
             delegation_runs=200,
+            context_sizing_runs=50,
         )
 
     @classmethod
@@ -97,6 +101,7 @@ class Settings:
             approval_runs=20,
             spend_runs=20,
             delegation_runs=20,
+            context_sizing_runs=5,
         )
 
 
@@ -176,6 +181,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.delegation_runs
         )
         outcome.rows.extend(delegation_rows)
+    with _section("context sizing (100 and 1,000 turns of history)"):
+        sizing_rows, outcome.samples["context_sizing_s"] = measure_context_sizing(
+            settings.context_sizing_runs
+        )
+        outcome.rows.extend(sizing_rows)
     return outcome
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from cleveractors._handoff_build import link_handoffs
@@ -100,6 +101,7 @@ def _build_agent(
             model=model,
             tools=tools,
             name=config.name,
+            compaction_model=_compaction_model(config.agent),
             fallback_models=make_fallback_models(config.agent),
         )
     except ConfigurationError as exc:
@@ -107,6 +109,15 @@ def _build_agent(
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
     return agent
+
+
+def _compaction_model(agent: LLMAgentConfig) -> BaseChatModel | None:
+    """The model of `compaction_model` (the agent's provider and settings); None for the
+    agent's own model. A scripted (`stub`) agent summarises with its own script."""
+    name = agent.compaction_model
+    if name is None or name == agent.model or agent.provider == "stub":
+        return None
+    return make_chat_model(agent.model_copy(update={"model": name}))
 
 
 def _build_tools(

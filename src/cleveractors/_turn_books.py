@@ -198,7 +198,10 @@ class StoredBook:
         superseded = await finished(
             held.supersede_waiting_run(_declined_for_new_message), StoreError
         )
-        history = turn.history if turn.session_id is None else [*held.history, *superseded]
+        if turn.session_id is None:
+            history = turn.history
+        else:  # the store's own list when nothing joins it: it may know its size
+            history = [*held.history, *superseded] if superseded else held.history
         begun = Held(
             turn.message,
             history,

@@ -220,6 +220,15 @@ class LLMAgentConfig(Frozen):
     prompt_cache_ttl: PromptCacheTTL = "5m"
     """The lifetime of Anthropic's cache breakpoints: `5m` or `1h`."""
     tool_output_max_tokens: PositiveInt | None = None
+    context_window: PositiveInt | None = None
+    """The model's input limit in tokens; when omitted, its LangChain model profile's
+    `max_input_tokens` (unknown for both: the conversation is sent as it is, never compacted
+    ahead of time). See the context page of the docs."""
+    context_budget: PositiveInt | None = None
+    """Compact the conversation before a call whose prompt would pass this many tokens; by
+    default 75% of the context window, leaving the rest for the answer."""
+    compaction_model: str | None = None
+    """The model (same provider) that summarises the oldest turns; by default the agent's."""
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
     tools: tuple[ToolEntry, ...] = ()
@@ -333,7 +342,18 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
             )
         ),
         *_output_schema_problems(agent),
+        *_context_problems(agent),
     ]
+
+
+def _context_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
+    window, budget = agent.get("context_window"), agent.get("context_budget")
+    if type(window) is int and type(budget) is int and 0 < window <= budget:
+        yield Problem(
+            ("context_budget",),
+            f"must be below context_window ({window}), to leave room for the answer",
+            budget,
+        )
 
 
 def _with_agent_tools(fallback: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:

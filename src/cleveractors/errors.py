@@ -12,6 +12,8 @@ CleverActorsError                 root of everything this library raises itself
       │                           TimeoutError, so retried like one before any text was shown)
       ├── OutputValidationError   a typed answer still failed validation after its retries
       │                           (the errors, the last raw text and every attempt's usage)
+      ├── ContextWindowExceededError  the provider refused a prompt as too long for its window
+      │                           again, after one compaction and one retry
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
@@ -54,6 +56,7 @@ __all__ = [
     "ApprovalExpiredError",
     "CleverActorsError",
     "ConfigurationError",
+    "ContextWindowExceededError",
     "ExecutionError",
     "IdempotencyError",
     "IdempotencyKeyInProgressError",
@@ -167,6 +170,26 @@ class OutputValidationError(ExecutionError):
     def usage(self) -> TokenUsage:
         """The sum over every call of the run."""
         return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+
+class ContextWindowExceededError(ExecutionError):
+    """The provider refused a prompt as too long for the model's context window a second time:
+    the loop compacted the conversation once and retried the call once, and the retry was
+    refused too. The provider's error is the `__cause__`.
+
+    Attributes:
+        model: The model that refused the prompt.
+        prompt_tokens: The loop's estimate of the retried prompt's size.
+    """
+
+    def __init__(self, *, model: str | None, prompt_tokens: int) -> None:
+        super().__init__(
+            f"model {model!r} refused the prompt as too long for its context window, again "
+            f"after one compaction and one retry (about {prompt_tokens} tokens); set the "
+            "agent's context_window (or a smaller context_budget) so the loop compacts in time"
+        )
+        self.model = model
+        self.prompt_tokens = prompt_tokens
 
 
 class SessionBusyError(ExecutionError):

@@ -11,8 +11,9 @@ one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecor
 `CallRetrying` first; one a fallback model takes over adds its `UsageRecorded` and a
 `ModelFellBack`), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
-is hit; `HandoffOccurred` after a batch whose call handed the conversation to another actor;
-last `RunFinished` or `RunFailed`. A run that waits for a person emits
+is hit; `ContextCompacted` before a call whose prompt was made smaller to fit the model's
+context window; `HandoffOccurred` after a batch whose call handed the conversation to another
+actor; last `RunFinished` or `RunFailed`. A run that waits for a person emits
 `ToolApprovalRequested` for each gated call and ends with `RunPaused`; the segment that resumes
 it starts with `RunStarted(resumed_from=...)` and a `ToolCallDecided` per decided call.
 """
@@ -31,6 +32,7 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 __all__ = [
     "AgentEvent",
     "CallRetrying",
+    "ContextCompacted",
     "Event",
     "HandoffOccurred",
     "ModelFellBack",
@@ -195,6 +197,26 @@ class OutputPruned(_Event):
     original_tokens: int
 
 
+class ContextCompacted(_Event):
+    """The conversation sent to the model was made smaller before a call, to fit its context
+    budget (`reason="budget"`) or after the provider refused it as too long
+    (`"context_length_error"`): old tool outputs cleared, then, if that was not enough, the
+    oldest turns summarised (`summarized_turns`, by a `compaction` call billed like any other).
+    The stored session keeps every turn; only what is sent changes."""
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    round: int
+    reason: Literal["budget", "context_length_error"]
+    tokens_before: int
+    """The prompt's estimated size before compaction."""
+    tokens_after: int
+    """Its estimated size after."""
+    cleared_tool_outputs: int
+    """Tool outputs replaced by a placeholder (each call keeps its result message)."""
+    summarized_turns: int
+    """The oldest turns replaced by one summary (0 when clearing was enough)."""
+
+
 class SynthesisStarted(_Event):
     """A limit was reached; the model is asked to answer from what it has, without tools."""
 
@@ -318,6 +340,7 @@ Event = Annotated[
     | ToolCallFinished
     | ToolCallSkipped
     | OutputPruned
+    | ContextCompacted
     | SynthesisStarted
     | HandoffOccurred
     | RunFinished

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from cleveractors._compacted import CompactedHistory
 from cleveractors.approvals import PendingApproval
 from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
@@ -371,6 +372,8 @@ class RunOutcome:
     pause: PausedRun | None = None
     """Set when the run waits for a person (`result.status == "paused"`): what resuming it
     starts from, for the executor to keep."""
+    compacted: CompactedHistory | None = None
+    """How the run compacted the history it was given, for its session to keep."""
 
 
 ROUND_SEPARATOR = "\n\n"

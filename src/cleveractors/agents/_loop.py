@@ -29,7 +29,9 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 
+from cleveractors._compacted import CompactedHistory
 from cleveractors.agents._bill import Bill
+from cleveractors.agents._context_window import ContextView
 from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
@@ -313,6 +315,10 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    context: ContextView | None = None
+    """What the model is sent and its size, once the run manages its context window."""
+    history_tokens: int | None = None
+    """The size of the history the run was given, when the run that left it measured it."""
     models: ModelTrail = field(default_factory=ModelTrail)
     """Which model the run asks, and which answered (fallback models)."""
     lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
@@ -352,6 +358,11 @@ class _Run:
             message=message,
             result=self._execution_result(text=self.shown.text, answer=message.text),
             turn=self.transcript.turn(message),
+            compacted=(
+                None
+                if self.context is None
+                else self.context.compacted(self.transcript.messages, message)
+            ),
         )
 
     def paused(self, pause: PausedRun) -> _ToolLoopResult:
@@ -413,6 +424,8 @@ class _ToolLoopResult:
     """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
     paused: PausedRun | None = None
     """Set when the run waits for a person: what its resumption starts from."""
+    compacted: CompactedHistory | None = None
+    """How the run compacted the history it was given, for its session to keep."""
 
 
 class _ToolLoopError(Exception):

@@ -21,13 +21,27 @@ from functools import partial
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from cleveractors._compacted import SizedHistory
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
 from cleveractors.agents._bill import Bill, CallOwner, InFlightCall, call_reservation
+from cleveractors.agents._compaction import (
+    COMPACT_TO_SHARE,
+    CompactionReason,
+    compact,
+    is_context_overflow,
+    summary_prompt,
+)
+from cleveractors.agents._context_window import (
+    ContextView,
+    budget_of,
+    tool_schema_tokens,
+    window_of,
+)
 from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._delegate import (
     agent_tool,
@@ -84,6 +98,7 @@ from cleveractors.config import (
 )
 from cleveractors.errors import (
     ConfigurationError,
+    ContextWindowExceededError,
     SpendLimitExceeded,
     StoreError,
     StreamStalledError,
@@ -97,7 +112,7 @@ from cleveractors.result import (
     SynthesisReason,
 )
 from cleveractors.runs import current_run_id, run_scope
-from cleveractors.tokens import count_tokens
+from cleveractors.tokens import count_message_tokens, count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
@@ -158,6 +173,12 @@ class LoopLimits:
     chunk, then between chunks; waiting for a slow consumer does not count) is ended with
     `StreamStalledError`. The loop's own limit replaces the client's per-chunk timeout
     (`ChatOpenAI(stream_chunk_timeout=...)` is turned off); None leaves the client's in charge."""
+    context_window: int | None = None
+    """The model's input limit in tokens; None reads the model's LangChain profile
+    (`max_input_tokens`). Unknown for both: the prompt is sent as it is (a provider that refuses
+    it as too long still gets one compaction and one retry)."""
+    context_budget: int | None = None
+    """Compact before a call whose prompt would pass this; default 75% of the window."""
 
     def __post_init__(self) -> None:
         stall = self.stream_stall_timeout_s
@@ -199,6 +220,8 @@ class LLMAgent(Agent):
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        compaction_model: The model that summarises the oldest turns when the conversation
+            outgrows its context budget; the agent's own model when omitted.
         fallback_models: Models that take over, in order, when the model fails: chat models,
             or `FallbackModel`s naming their provider, prices or retries. See `fallback`.
         fallback: When the fallback models take over (at once on the errors it lists as
@@ -238,6 +261,7 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        compaction_model: BaseChatModel | None = None,
         fallback_models: Sequence[BaseChatModel | FallbackModel] = (),
         fallback: FallbackPolicy = _FALLBACK_POLICY,
         prompt_cache: PromptCacheMode = "auto",
@@ -267,6 +291,24 @@ class LLMAgent(Agent):
         caching = own.caching
         self.system_prompt = system_prompt
         self.limits = limits
+        self.context_window = window = window_of(model, limits.context_window)
+        self.context_budget = budget_of(window, limits.context_budget)
+        self._compaction_models = (
+            self._models
+            if compaction_model is None
+            else ModelChain.of(
+                [compaction_model],
+                FallbackPolicy(),
+                agent_name=name,
+                retry=retry,
+                has_stall_limit=limits.stream_stall_timeout_s is not None,
+                needs_price=False,
+            )
+        )
+        """The models that summarise old turns: the agent's own (with its fallbacks), unless
+        a `compaction_model` is given."""
+        self._declared: tuple[tuple[str, ...], int] = ((), 0)
+        """The tool names last declared, and what their declarations add to a request."""
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
         self.handoffs: Handoffs[LLMAgent] = Handoffs(name)
@@ -383,11 +425,13 @@ class LLMAgent(Agent):
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
         fallback_models: Sequence[BaseChatModel] = (),
+        compaction_model: BaseChatModel | None = None,
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
-        `fallback_models` are the chat models of `config.fallback_models`, in order.
+        `fallback_models` are the chat models of `config.fallback_models`, in order;
+        `compaction_model` is the chat model of the config's `compaction_model`, if it names one.
         """
         if tools is None:
             tools = [_built(tool) for tool in config.tools]
@@ -403,6 +447,8 @@ class LLMAgent(Agent):
                 cost_budget_usd=config.cost_budget_usd,
                 stream_stall_timeout_s=config.stream_stall_timeout_s,
                 max_agent_depth=config.max_agent_depth,
+                context_window=config.context_window,
+                context_budget=config.context_budget,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -411,6 +457,7 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            compaction_model=compaction_model,
             fallback_models=[
                 FallbackModel(
                     chat_model,
@@ -470,7 +517,12 @@ class LLMAgent(Agent):
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
-            return RunOutcome(finished.result, turn=finished.turn, pause=finished.paused)
+            return RunOutcome(
+                finished.result,
+                turn=finished.turn,
+                pause=finished.paused,
+                compacted=finished.compacted,
+            )
 
     def check_decisions(
         self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
@@ -628,6 +680,8 @@ class LLMAgent(Agent):
             if run.typed is not None:
                 system_prompt = run.typed.system_prompt(system_prompt)
             run.transcript = Transcript.of(start, history, system_prompt=system_prompt)
+            if isinstance(history, SizedHistory):
+                run.history_tokens = history.tokens
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -712,13 +766,57 @@ class LLMAgent(Agent):
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
+        tail: Sequence[BaseMessage] = (),
     ) -> AIMessage:
         """Ask the model, retrying as its retry policy allows and falling back to the next
-        model as `self._models` says; every attempt's usage is recorded. `binding` says how the
-        agent's tools are bound; `shape`, if any, makes that the request of a typed answer."""
-        transcript = run.transcript
-        sent = transcript.messages if messages is None else messages
-        models = self._models
+        model as `self._models` says; every attempt's usage is recorded. Without `messages` it
+        is sent the transcript (compacted to fit its context budget) and then `tail`; a refusal
+        as too long compacts it once and retries once."""
+        if messages is not None:
+            models = self._compaction_models if purpose == "compaction" else self._models
+            reply = await self._attempts(
+                run, purpose, binding, models, messages, may_call_tools, shape=shape
+            )
+        else:
+            tail_tokens = sum(count_message_tokens(message) for message in tail)
+            fitted = await self._fitted(run, tail_tokens)
+            sent = [*fitted, *tail] if tail else fitted
+            try:
+                reply = await self._attempts(
+                    run, purpose, binding, self._models, sent, may_call_tools, shape=shape
+                )
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                reply = await self._retry_compacted(
+                    run, purpose, binding, tail, may_call_tools, exc, shape=shape
+                )
+            if run.context is not None:
+                run.context.calibrate_from(run.bill.ledger.calls[-1], extra=tail_tokens)
+        await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
+        return reply
+
+    async def _attempts(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        binding: Binding,
+        models: ModelChain,
+        sent: Sequence[BaseMessage],
+        may_call_tools: bool,
+        made: int = 0,
+        *,
+        shape: _Shape | None,
+    ) -> AIMessage:
+        """One LLM call, in as many attempts as the models' retries and fallbacks allow (`made`
+        already), each request shaped by `shape` if any (a typed answer's). Caching sees the
+        run's view of what it sends as the stable part."""
+        transcript, view = run.transcript, run.context
+        kept, history_end = (
+            (transcript.messages, transcript.turn_start)
+            if view is None
+            else (view.sent, view.turn_start)
+        )
         key = run.session_id or self.name
 
         def attempt(
@@ -729,8 +827,8 @@ class LLMAgent(Agent):
                 bound if shape is None else shape(choice.model, bound),
                 models.messages_for(choice, sent),
                 purpose=purpose,
-                kept=transcript.messages,
-                history_end=transcript.turn_start,
+                kept=kept,
+                history_end=history_end,
                 key=key,
             )
             return self._model_attempt(
@@ -740,13 +838,124 @@ class LLMAgent(Agent):
                 model,
                 request,
                 may_call_tools=may_call_tools,
-                attempt=number,
+                attempt=made + number,
                 fell_back_from=fell_back_from,
             )
 
-        reply = await call_with_fallbacks(run, models, attempt)
-        await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
-        return reply
+        return await call_with_fallbacks(run, models, attempt)
+
+    # -- the context window --------------------------------------------------------------------
+
+    async def _fitted(self, run: _Run, tail_tokens: int) -> list[BaseMessage]:
+        """The transcript as the model is sent it next: compacted first when it (and
+        `tail_tokens` after it) would pass the context budget. Unmanaged without a budget."""
+        view = run.context
+        if view is None:
+            if self.context_budget is None:
+                return run.transcript.messages
+            view = run.context = self._open_view(run)
+        view.sync(run.transcript.messages)
+        budget = view.budget
+        if budget is not None and view.tokens + tail_tokens > budget:
+            await self._compact(run, view, "budget")
+        return view.sent
+
+    def _open_view(self, run: _Run) -> ContextView:
+        """The run's view of what it sends, each message counted once (the system prompt and
+        the tool declarations too)."""
+        transcript = run.transcript
+        messages = transcript.messages
+        return ContextView(
+            messages,
+            turn_start=transcript.turn_start,
+            has_system_prompt=bool(messages) and isinstance(messages[0], SystemMessage),
+            budget=self.context_budget,
+            overhead=self._declaration_tokens(),
+            history_tokens=run.history_tokens,
+        )
+
+    def _declaration_tokens(self) -> int:
+        """What the tool declarations add to every request, counted again only when the tools
+        change (an MCP server's come and go)."""
+        tools = self.tools
+        names, tokens = self._declared
+        if names != tuple(tools):
+            names = tuple(tools)
+            tokens = tool_schema_tokens(tool.openai_schema() for tool in tools.values())
+            self._declared = (names, tokens)
+        return tokens
+
+    async def _compact(self, run: _Run, view: ContextView, reason: CompactionReason) -> bool:
+        """Compact what the run sends; whether anything could be."""
+        room = max(64, int((view.budget or view.tokens) * COMPACT_TO_SHARE) // 8)
+
+        async def summarize(messages: list[BaseMessage]) -> str:
+            prompt = summary_prompt(messages, max_words=room * 3 // 4)
+            reply = await self._model_turn(
+                run, "compaction", "plain", may_call_tools=False, messages=prompt
+            )
+            return reply.text
+
+        event = await compact(view, round=run.round, reason=reason, summarize=summarize)
+        if event is None:
+            return False
+        logger.info(
+            "agent %s, run %s: context compacted (%s) from %d to %d tokens",
+            self.name,
+            current_run_id(),
+            reason,
+            event.tokens_before,
+            event.tokens_after,
+        )
+        run.sink(event)
+        return True
+
+    async def _retry_compacted(
+        self,
+        run: _Run,
+        purpose: CallPurpose,
+        binding: Binding,
+        tail: Sequence[BaseMessage],
+        may_call_tools: bool,
+        refusal: Exception,
+        *,
+        shape: _Shape | None,
+    ) -> AIMessage:
+        """The provider refused the prompt as too long: compact once, retry once; refused
+        again (or nothing left to compact), the run fails with `ContextWindowExceededError`."""
+        made = run.bill.ledger.calls[-1].attempt
+        await run.bill.flush_calls()
+        view = run.context = run.context or self._open_view(run)
+        view.sync(run.transcript.messages)
+        try:
+            is_compacted = await self._compact(run, view, "context_length_error")
+        except Exception as exc:
+            if is_context_overflow(exc):  # the summarising request did not fit either
+                raise ContextWindowExceededError(
+                    model=self.pricer.model, prompt_tokens=view.tokens
+                ) from exc
+            raise
+        if not is_compacted:
+            raise ContextWindowExceededError(
+                model=self.pricer.model, prompt_tokens=view.tokens
+            ) from refusal
+        try:
+            return await self._attempts(
+                run,
+                purpose,
+                binding,
+                self._models,
+                [*view.sent, *tail],
+                may_call_tools,
+                made,
+                shape=shape,
+            )
+        except Exception as again:
+            if is_context_overflow(again):
+                raise ContextWindowExceededError(
+                    model=self.pricer.model, prompt_tokens=view.tokens
+                ) from again
+            raise
 
     async def _model_attempt(
         self,
@@ -767,8 +976,9 @@ class LLMAgent(Agent):
         await run.pacing.checkpoint()
         if run.max_output_tokens is not None:
             model = model.bind(max_tokens=run.max_output_tokens)
-        # A condensed tool output is for the model, never for the user's screen.
-        shows_text = run.streaming and purpose != "pruning"
+        # A condensed tool output or a summary is for the model, never for the user's screen.
+        is_for_model = purpose in ("pruning", "compaction")
+        shows_text = run.streaming and not is_for_model
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
         streams = streams_to_caller or streams_inside_ainvoke(choice.model, model)
         fold = ReplyFold() if streams else None
@@ -796,7 +1006,7 @@ class LLMAgent(Agent):
             reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
             run.shown.add(run.round, reply.text)  # its deltas are out already
-        elif purpose != "pruning":
+        elif not is_for_model:
             run.show_text(reply.text)
         run.bill.record_reply(reply)
         await run.pacing.checkpoint()
@@ -910,14 +1120,13 @@ class LLMAgent(Agent):
                 run, "synthesis", *self._final_request(run, typed), may_call_tools=False
             )
             return await self._settle(run, reply)
-        messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
         reply = await self._model_turn(
             run,
             "synthesis",
             "declaring_tools" if declares_tools else "plain",
             may_call_tools=False,
-            messages=messages,
+            tail=(HumanMessage(prompt),),
         )
         return self._ignore_tool_calls(run, reply)
 

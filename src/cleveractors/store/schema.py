@@ -45,6 +45,7 @@ __all__ = [
     "migrate",
     "paused_runs",
     "runs",
+    "session_contexts",
     "sessions",
     "spend",
     "turns",
@@ -129,6 +130,26 @@ llm_calls = Table(
     # The run that called the agent whose run made the call (an agent called as a tool); NULL
     # for a call of a run nobody called.
     Column("parent_run_id", String(64), index=True),
+)
+
+session_contexts = Table(
+    # How far a session's history is compacted: what its runs send instead of the oldest turns
+    # (the turns themselves are kept whole in `cleveractors_turns`).
+    "cleveractors_session_contexts",
+    metadata,
+    Column("session_id", String(200), primary_key=True),
+    # The summary that stands for the turns up to `summary_through` (a turn position); NULL
+    # while only tool outputs are cleared.
+    Column("summary", Text),
+    Column("summary_through", Integer, nullable=False, default=0),
+    # The tool outputs of the turns up to this position are sent as a placeholder.
+    Column("cleared_through", Integer, nullable=False, default=0),
+    # The size of the history the next run is given (the summary and the turns after it, up
+    # to `history_through`, `history_turns` of them), as the last run measured it.
+    Column("history_tokens", Integer),
+    Column("history_through", Integer),
+    Column("history_turns", Integer),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 idempotency_keys = Table(
@@ -317,6 +338,11 @@ async def _v9_parent_runs(connection: AsyncConnection, _found: int) -> None:
     )
 
 
+async def _v10_session_contexts(connection: AsyncConnection, _found: int) -> None:
+    """Where a session keeps its compacted history (a summary, the cleared tool outputs)."""
+    await connection.run_sync(lambda sync: session_contexts.create(sync, checkfirst=True))
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
@@ -327,6 +353,7 @@ _STEPS: Sequence[_Step] = (
     _v7_active_actor,
     _v8_spend,
     _v9_parent_runs,
+    _v10_session_contexts,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""
