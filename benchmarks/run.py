@@ -1,6 +1,8 @@
-"""Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
-turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
-reader's memory), and what pausing for an approval and resuming add.
+"""Benchmarks of issues 3, 8, 18, 19, 27, 29 and 30 (`nox -s bench`): latency to the first
+token, CPU per turn, what a typed answer adds to it, what tracing adds to it, concurrency, what
+stops cost (a disconnect storm's CPU, a stalled reader's memory), what pausing for an approval
+and resuming add, what calling an agent as a tool costs, and what sizing each prompt against the
+context window costs.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -25,6 +27,7 @@ from typing import Any
 
 from approvals import measure_approvals
 from concurrency import measure_concurrency
+from context_sizing import measure_context_sizing
 from cpu import (
     MODES,
     all_turns,
@@ -34,14 +37,17 @@ from cpu import (
     server_process,
     task_rows,
 )
+from delegation import measure_delegation
 from latency import measure_latency
 from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
+from spend import measure_spend
 from stops import measure_stops
 from streams import measure_streams
 from tracing_cost import measure_tracing
+from typed import measure_typed
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -58,6 +64,9 @@ class Settings:
     stream_rounds: int
     ledger_writes: int
     approval_runs: int
+    spend_runs: int
+    delegation_runs: int
+    context_sizing_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -72,6 +81,9 @@ class Settings:
             stream_rounds=3,
             ledger_writes=500,
             approval_runs=200,
+            spend_runs=200,
+            delegation_runs=200,
+            context_sizing_runs=50,
         )
 
     @classmethod
@@ -87,6 +99,9 @@ class Settings:
             stream_rounds=2,
             ledger_writes=50,
             approval_runs=20,
+            spend_runs=20,
+            delegation_runs=20,
+            context_sizing_runs=5,
         )
 
 
@@ -126,6 +141,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
         outcome.rows.extend(latency_rows)
     with _section("CPU per turn (server in its own process, zero latency)"):
         await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section("typed answers (server in its own process, zero latency)"):
+        typed_rows, outcome.samples["typed_cpu_s"] = await measure_typed(
+            repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
+        )
+        outcome.rows.extend(typed_rows)
     with _section(f"{settings.streams} concurrent streamed turns (server in its own process)"):
         stream_rows, outcome.samples["streams"] = await measure_streams(
             streams=settings.streams, rounds=settings.stream_rounds
@@ -153,6 +173,19 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.approval_runs
         )
         outcome.rows.extend(approval_rows)
+    with _section("spend limits (PostgreSQL, stub model, three calls a run)"):
+        spend_rows, outcome.samples["spend"] = await measure_spend(settings.spend_runs)
+        outcome.rows.extend(spend_rows)
+    with _section("agents as tools (model in process)"):
+        delegation_rows, outcome.samples["delegation"] = await measure_delegation(
+            settings.delegation_runs
+        )
+        outcome.rows.extend(delegation_rows)
+    with _section("context sizing (100 and 1,000 turns of history)"):
+        sizing_rows, outcome.samples["context_sizing_s"] = measure_context_sizing(
+            settings.context_sizing_runs
+        )
+        outcome.rows.extend(sizing_rows)
     return outcome
 
 

@@ -25,11 +25,13 @@ from cleveractors.errors import (
     ExecutionError,
     GuardrailTripped,
     McpServerError,
+    OutputValidationError,
     StreamStalledError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
 from cleveractors.guardrails import GuardrailInput, GuardrailResult, InputGuardrail, OutputGuardrail
+from cleveractors.output import ModelRetry, OutputMode
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
@@ -58,8 +60,11 @@ __all__ = [
     "McpServer",
     "McpServerError",
     "ModelPrices",
+    "ModelRetry",
     "NewMessage",
     "OutputGuardrail",
+    "OutputMode",
+    "OutputValidationError",
     "ResultCallback",
     "Resumption",
     "RetryPolicy",

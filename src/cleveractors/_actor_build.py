@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from cleveractors._guardrail_build import build_guardrails
@@ -16,6 +17,7 @@ from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
     ActorConfig,
+    AgentToolConfig,
     LLMAgentConfig,
     StoreConfig,
     ToolConfig,
@@ -26,6 +28,7 @@ from cleveractors.config import (
 )
 from cleveractors.errors import ConfigurationError
 from cleveractors.providers import make_chat_model, make_fallback_models
+from cleveractors.spend_limits import SpendLimits
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 
@@ -42,33 +45,55 @@ class BuiltActor:
     name: str
     agent: LLMAgent
     store: SqlStore | None
+    spend_limits: SpendLimits | None = None
+
+
+class _AgentCycleError(ConfigurationError):
+    """Actor files that call each other as tools in a circle: refused as a whole."""
 
 
 def build_actor(
-    source: str | Path | Mapping[str, Any] | ActorConfig, *, origin: str, config_dir: Path | None
+    source: str | Path | Mapping[str, Any] | ActorConfig,
+    *,
+    origin: str,
+    config_dir: Path | None,
+    calling: tuple[Path, ...] = (),
 ) -> BuiltActor:
-    """The actor a config describes; its chat model client is built here, once.
+    """The actor a config describes; its chat model client is built here, once. The actors it
+    calls as tools (`agent: other.yaml`) are built too; `calling` are the files of the actors
+    whose tools this one is being built for.
 
     Raises:
-        ConfigurationError: every problem of the config at once (see `ActorExecutor.from_config`).
+        ConfigurationError: every problem of the config at once (see `ActorExecutor.from_config`),
+            or the files of a cycle of actors calling each other as tools.
     """
+    if isinstance(source, str | Path):
+        calling = (*calling, Path(source).resolve())
     if not isinstance(source, ActorConfig):
         source = _validated_config(source, origin, config_dir)
-    agent = _build_agent(source, origin=origin, config_dir=config_dir)
+    agent = _build_agent(source, origin=origin, config_dir=config_dir, calling=calling)
     link_handoffs(
         config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
     )
-    return BuiltActor(source.name, agent, _build_store(source.store, config_dir))
+    if source.spend_limits is not None and source.store is None:
+        problem = (
+            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
+        )
+        raise ConfigurationError(describe_problems(origin, [problem]))
+    store = _build_store(source.store, config_dir)
+    return BuiltActor(source.name, agent, store, source.spend_limits)
 
 
 def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
     """A handoff target's agent (its `store` is not used: the session is the first actor's)."""
-    return _build_agent(config, origin=str(path), config_dir=path.parent)
+    return _build_agent(config, origin=str(path), config_dir=path.parent, calling=(path.resolve(),))
 
 
-def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
+def _build_agent(
+    source: ActorConfig, *, origin: str, config_dir: Path | None, calling: tuple[Path, ...]
+) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
-    tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
+    tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir, calling)
     inputs, outputs, guardrail_problems = build_guardrails(
         config.agent, config_dir=config_dir, build=_handoff_agent
     )
@@ -81,6 +106,7 @@ def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -
             model=model,
             tools=tools,
             name=config.name,
+            compaction_model=_compaction_model(config.agent),
             fallback_models=make_fallback_models(config.agent),
             input_guardrails=inputs,
             output_guardrails=outputs,
@@ -92,18 +118,44 @@ def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -
     return agent
 
 
+def _compaction_model(agent: LLMAgentConfig) -> BaseChatModel | None:
+    """The model of `compaction_model` (the agent's provider and settings); None for the
+    agent's own model. A scripted (`stub`) agent summarises with its own script."""
+    name = agent.compaction_model
+    if name is None or name == agent.model or agent.provider == "stub":
+        return None
+    return make_chat_model(agent.model_copy(update={"model": name}))
+
+
 def _build_tools(
-    entries: Sequence[tuple[int, ToolConfig]], config_dir: Path | None
+    entries: Sequence[tuple[int, ToolConfig | AgentToolConfig]],
+    config_dir: Path | None,
+    calling: tuple[Path, ...] = (),
 ) -> tuple[list[Tool], list[str]]:
     """The config's tools, and every problem building them (by field), all at once."""
     tools: list[Tool] = []
     problems: list[str] = []
     for position, tool_config in entries:
         try:
-            tools.append(tool_from_config(tool_config, config_dir=config_dir))
+            if isinstance(tool_config, AgentToolConfig):
+                tools.append(_agent_tool(tool_config, config_dir, calling))
+            else:
+                tools.append(tool_from_config(tool_config, config_dir=config_dir))
+        except _AgentCycleError:
+            raise
         except ConfigurationError as exc:
             problems.append(f"agent.tools.{position}: {exc}")
     return tools, problems
+
+
+def _agent_tool(entry: AgentToolConfig, config_dir: Path | None, calling: tuple[Path, ...]) -> Tool:
+    """Another actor, built from its file (beside this one's), as a tool."""
+    path = ((config_dir or Path.cwd()) / entry.agent).resolve()
+    if path in calling:
+        cycle = " -> ".join(str(each) for each in (*calling[calling.index(path) :], path))
+        raise _AgentCycleError(f"actors call each other as tools in a cycle: {cycle}")
+    child = build_actor(path, origin=str(path), config_dir=path.parent, calling=calling)
+    return child.agent.as_tool(name=entry.name, description=entry.description)
 
 
 def _valid_tool_entries(raw: object) -> list[tuple[int, ToolConfig]]:

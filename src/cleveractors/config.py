@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -41,16 +44,21 @@ from cleveractors._config_rules import (
     validated_with_rules,
 )
 from cleveractors._config_tools import (
+    AgentToolConfig,
     McpServer,
     ToolConfig,
+    ToolEntry,
 )
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
+from cleveractors.output import OUTPUT_TOOL, OutputMode
 from cleveractors.pricing import ModelPrices
+from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
+    "AgentToolConfig",
     "FallbackModelConfig",
     "FallbackPolicy",
     "ImmediateFallback",
@@ -215,9 +223,22 @@ class LLMAgentConfig(Frozen):
     prompt_cache_ttl: PromptCacheTTL = "5m"
     """The lifetime of Anthropic's cache breakpoints: `5m` or `1h`."""
     tool_output_max_tokens: PositiveInt | None = None
+    context_window: PositiveInt | None = None
+    """The model's input limit in tokens; when omitted, its LangChain model profile's
+    `max_input_tokens` (unknown for both: the conversation is sent as it is, never compacted
+    ahead of time). See the context page of the docs."""
+    context_budget: PositiveInt | None = None
+    """Compact the conversation before a call whose prompt would pass this many tokens; by
+    default 75% of the context window, leaving the rest for the answer."""
+    compaction_model: str | None = None
+    """The model (same provider) that summarises the oldest turns; by default the agent's."""
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
-    tools: tuple[ToolConfig, ...] = ()
+    tools: tuple[ToolEntry, ...] = ()
+    """Python tools (`handler`), and other actors called as tools (`agent: other.yaml`)."""
+    max_agent_depth: PositiveInt = 3
+    """How deep actors called as tools may nest under this one's run; deeper calls are refused
+    with an error the model reads."""
     mcp_servers: tuple[McpServer, ...] = ()
     """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
     approval_timeout_s: PositiveFloat = 24 * 60 * 60.0
@@ -229,6 +250,13 @@ class LLMAgentConfig(Frozen):
     """Models that take over, in order, when the model fails (see `fallback`)."""
     fallback: FallbackPolicy = FallbackPolicy()
     """When the fallback models take over, and whether a session stays on the one that answered."""
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer must match: the run's `output` is then the parsed, validated
+    JSON (see `docs/output.md`)."""
+    output_mode: OutputMode = "auto"
+    """How the model is asked for the typed answer: `auto`, `native`, `tool` or `prompted`."""
+    output_retries: NonNegativeInt = 1
+    """How many times an answer that fails validation is sent back to the model."""
     input_guardrails: tuple[InputGuardrailConfig, ...] = ()
     """Checks of the user's message before (or beside) the first model call."""
     output_guardrails: tuple[OutputGuardrailConfig, ...] = ()
@@ -320,12 +348,35 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
                 }
             )
         ),
+        *_output_schema_problems(agent),
+        *_context_problems(agent),
     ]
+
+
+def _context_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
+    window, budget = agent.get("context_window"), agent.get("context_budget")
+    if type(window) is int and type(budget) is int and 0 < window <= budget:
+        yield Problem(
+            ("context_budget",),
+            f"must be below context_window ({window}), to leave room for the answer",
+            budget,
+        )
 
 
 def _with_agent_tools(fallback: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
     """A fallback's script checked against the agent's tools."""
     return {**fallback, "tools": agent.get("tools", ()), "mcp_servers": agent.get("mcp_servers")}
+
+
+def _output_schema_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
+    schema = agent.get("output_schema")
+    if not isinstance(schema, Mapping):
+        return  # absent, or not a mapping: the field's own problem
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        where = ".".join(str(part) for part in exc.path) or "the schema"
+        yield Problem(("output_schema",), f"not a valid JSON Schema ({where}: {exc.message})")
 
 
 def _script_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
@@ -355,7 +406,11 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
         return
     if not isinstance(agent.get("tools", ()), list | tuple):
         return  # what it declares is unknown: the field's own problem says why
+    if any("agent" in entry and "name" not in entry for _, entry in entries(agent, "tools")):
+        return  # an actor called as a tool is named by its own file, read later
     declared = list(dict.fromkeys(name for _, name in named(entries(agent, "tools"))))
+    if agent.get("output_schema") is not None:
+        declared.append(OUTPUT_TOOL)  # a typed actor answers by calling it in `tool` mode
     offered = f"declared: {', '.join(declared)}" if declared else "it declares no tools"
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):
@@ -398,6 +453,8 @@ class ActorConfig(Frozen):
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
     store: StoreConfig | None = None
+    spend_limits: SpendLimits | None = None
+    """What each caller may spend per day, month or rolling window (needs `store`)."""
     description: str | None = None
     """What the actor does, for the agents that may hand the conversation to it."""
     handoffs: tuple[Annotated[str, Field(min_length=1)], ...] = ()

@@ -11,11 +11,17 @@ CleverActorsError                 root of everything this library raises itself
       ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
       │                           TimeoutError, so retried like one before any text was shown)
       ├── GuardrailTripped        an input or output guardrail stopped the run (name, reason)
+      ├── OutputValidationError   a typed answer still failed validation after its retries
+      │                           (the errors, the last raw text and every attempt's usage)
+      ├── ContextWindowExceededError  the provider refused a prompt as too long for its window
+      │                           again, after one compaction and one retry
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
       │    ├── IdempotencyKeyInProgressError   the key's first run is still going (HTTP 409)
       │    └── IdempotencyKeyMismatchError     the key was first used for another request (422)
+      ├── SpendLimitExceeded      the caller's spend limit is reached (caller, window, when it
+      │                           resets): refused before any LLM call (HTTP 429)
       ├── ApprovalError           a decision on a paused run cannot be taken (run and call named)
       │    ├── RunNotFoundError           no paused run by that id for this caller (HTTP 404)
       │    ├── ApprovalConflictError      the call or run was already decided or resumed (409)
@@ -40,7 +46,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
+
+from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
     "ApprovalConflictError",
@@ -48,6 +57,7 @@ __all__ = [
     "ApprovalExpiredError",
     "CleverActorsError",
     "ConfigurationError",
+    "ContextWindowExceededError",
     "ExecutionError",
     "GuardrailTripped",
     "IdempotencyError",
@@ -55,10 +65,12 @@ __all__ = [
     "IdempotencyKeyMismatchError",
     "InvalidDecisionError",
     "McpServerError",
+    "OutputValidationError",
     "RunNotFoundError",
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "SpendLimitExceeded",
     "StoreError",
     "StreamStalledError",
     "ToolExecutionError",
@@ -147,6 +159,58 @@ class GuardrailTripped(ExecutionError):
         self.reason = reason
 
 
+class OutputValidationError(ExecutionError):
+    """The model's typed answer failed validation, and so did every retry `output_retries`
+    allowed (or the model never gave one).
+
+    Attributes:
+        errors: What was wrong with the last attempt, one line each.
+        raw_text: The last attempt as the model sent it (its text, or its output tool's
+            arguments).
+        usage_by_call: One record per LLM call of the run, every attempt included.
+    """
+
+    def __init__(
+        self,
+        *,
+        errors: tuple[str, ...],
+        raw_text: str,
+        attempts: int,
+        usage_by_call: tuple[LLMCallUsage, ...],
+    ) -> None:
+        super().__init__(
+            f"the typed answer failed validation after {attempts} attempts: " + "; ".join(errors)
+        )
+        self.errors = errors
+        self.raw_text = raw_text
+        self.usage_by_call = usage_by_call
+
+    @property
+    def usage(self) -> TokenUsage:
+        """The sum over every call of the run."""
+        return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+
+class ContextWindowExceededError(ExecutionError):
+    """The provider refused a prompt as too long for the model's context window a second time:
+    the loop compacted the conversation once and retried the call once, and the retry was
+    refused too. The provider's error is the `__cause__`.
+
+    Attributes:
+        model: The model that refused the prompt.
+        prompt_tokens: The loop's estimate of the retried prompt's size.
+    """
+
+    def __init__(self, *, model: str | None, prompt_tokens: int) -> None:
+        super().__init__(
+            f"model {model!r} refused the prompt as too long for its context window, again "
+            f"after one compaction and one retry (about {prompt_tokens} tokens); set the "
+            "agent's context_window (or a smaller context_budget) so the loop compacts in time"
+        )
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+
+
 class SessionBusyError(ExecutionError):
     """A run asked for a session that another run holds; raised at once, never queued."""
 
@@ -228,6 +292,28 @@ class InvalidDecisionError(ApprovalError):
     """A decision that does not fit the call it names: an unknown call id, a digest of other
     arguments (the decision was made on a stale view), edited arguments that fail the tool's
     schema, or no decision at all."""
+
+
+class SpendLimitExceeded(ExecutionError):
+    """The caller's spend limit leaves no room for the next LLM call: refused before it is
+    sent, nothing billed for it.
+
+    Attributes:
+        caller: Whose limit it is (None: the runs of no particular caller).
+        window: The limit's window: `day`, `month` or `rolling`.
+        resets_at: When that window starts again (UTC): the caller may come back then.
+    """
+
+    def __init__(self, *, caller: str | None, window: str, unit: str, resets_at: datetime) -> None:
+        who = "no particular caller" if caller is None else f"caller {caller!r}"
+        super().__init__(
+            f"the {window} spend limit ({unit}) of {who} is reached; it resets at "
+            f"{resets_at.isoformat(timespec='seconds')}"
+        )
+        self.caller = caller
+        self.window = window
+        self.unit = unit
+        self.resets_at = resets_at
 
 
 class StoreError(ExecutionError):

@@ -11,8 +11,9 @@ one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecor
 `CallRetrying` first; one a fallback model takes over adds its `UsageRecorded` and a
 `ModelFellBack`), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
-is hit; `HandoffOccurred` after a batch whose call handed the conversation to another actor;
-last `RunFinished` or `RunFailed`. A run that waits for a person emits
+is hit; `ContextCompacted` before a call whose prompt was made smaller to fit the model's
+context window; `HandoffOccurred` after a batch whose call handed the conversation to another
+actor; last `RunFinished` or `RunFailed`. A run that waits for a person emits
 `ToolApprovalRequested` for each gated call and ends with `RunPaused`; the segment that resumes
 it starts with `RunStarted(resumed_from=...)` and a `ToolCallDecided` per decided call.
 """
@@ -29,10 +30,13 @@ from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
+    "AgentEvent",
     "CallRetrying",
+    "ContextCompacted",
     "Event",
     "HandoffOccurred",
     "ModelFellBack",
+    "OutputDelta",
     "OutputPruned",
     "OutputRetracted",
     "RoundStarted",
@@ -83,6 +87,22 @@ class TextDelta(_Event):
     kind: Literal["text_delta"] = "text_delta"
     round: int
     text: str
+
+
+class OutputDelta(_Event):
+    """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
+    of the object (the answer's text, or the output tool's arguments) while it streams, each
+    one extending the one before within an attempt; the last is the validated object, equal to
+    `ExecutionResult.output` dumped as JSON. A retry of an invalid answer starts its object
+    again (`attempt`)."""
+
+    kind: Literal["output_delta"] = "output_delta"
+    round: int
+    attempt: int
+    """Which attempt at the typed answer this is, from 1."""
+    output: Any
+    is_final: bool = False
+    """True for the validated object."""
 
 
 class UsageRecorded(_Event):
@@ -178,6 +198,26 @@ class OutputPruned(_Event):
     original_tokens: int
 
 
+class ContextCompacted(_Event):
+    """The conversation sent to the model was made smaller before a call, to fit its context
+    budget (`reason="budget"`) or after the provider refused it as too long
+    (`"context_length_error"`): old tool outputs cleared, then, if that was not enough, the
+    oldest turns summarised (`summarized_turns`, by a `compaction` call billed like any other).
+    The stored session keeps every turn; only what is sent changes."""
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    round: int
+    reason: Literal["budget", "context_length_error"]
+    tokens_before: int
+    """The prompt's estimated size before compaction."""
+    tokens_after: int
+    """Its estimated size after."""
+    cleared_tool_outputs: int
+    """Tool outputs replaced by a placeholder (each call keeps its result message)."""
+    summarized_turns: int
+    """The oldest turns replaced by one summary (0 when clearing was enough)."""
+
+
 class SynthesisStarted(_Event):
     """A limit was reached; the model is asked to answer from what it has, without tools."""
 
@@ -260,10 +300,46 @@ class RunFailed(_Event):
     result: ExecutionResult
 
 
+_OwnEvent = Annotated[
+    RoundStarted
+    | TextDelta
+    | OutputDelta
+    | UsageRecorded
+    | CallRetrying
+    | ToolCallRequested
+    | ToolApprovalRequested
+    | ToolCallDecided
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallSkipped
+    | OutputPruned
+    | SynthesisStarted,
+    Field(discriminator="kind"),
+]
+"""The events a run emits of its own loop: what an agent called as a tool passes up."""
+
+
+class AgentEvent(_Event):
+    """An event of the run of an agent that this run called as a tool (at any depth): the
+    child's text, tool calls and usage, streamed inside the parent's events. Its usage is in
+    the parent's totals already; its text is not the parent's."""
+
+    kind: Literal["agent_event"] = "agent_event"
+    agent_path: tuple[str, ...]
+    """The agents from the root run's down to the one whose event this is, by name."""
+    run_id: str
+    """The run that emitted the event (the child's own)."""
+    call_id: str | None
+    """The tool call (of the calling agent's model) that ran the run emitting the event."""
+    event: _OwnEvent
+
+
 Event = Annotated[
     RunStarted
+    | AgentEvent
     | RoundStarted
     | TextDelta
+    | OutputDelta
     | UsageRecorded
     | CallRetrying
     | ModelFellBack
@@ -274,6 +350,7 @@ Event = Annotated[
     | ToolCallFinished
     | ToolCallSkipped
     | OutputPruned
+    | ContextCompacted
     | SynthesisStarted
     | OutputRetracted
     | HandoffOccurred

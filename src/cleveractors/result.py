@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from langchain_core.messages import BaseMessage
 from pydantic import (
@@ -24,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from cleveractors._compacted import CompactedHistory
 from cleveractors.approvals import PendingApproval
 from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
@@ -33,18 +35,20 @@ if TYPE_CHECKING:
 __all__ = [
     "ROUND_SEPARATOR",
     "SYNTHESIS_WITHOUT_ANSWER",
+    "ChildRun",
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
     "ResultStatus",
     "RunOutcome",
     "RunText",
+    "SpendLeft",
     "SynthesisReason",
     "ToolCallRecord",
     "ToolCallStatus",
 ]
 
-SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
+SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck", "spend_limit"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped", "declined", "responded"]
@@ -75,6 +79,27 @@ class ErrorInfo(BaseModel):
         return cls(type=type(exc).__name__, message=str(exc))
 
 
+class SpendLeft(BaseModel):
+    """One window of the caller's spend limits, in one unit, as the run left it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window: str
+    """`day`, `month` (calendar, UTC) or `rolling`."""
+    unit: Literal["usd", "tokens"]
+    limit: Decimal
+    spent: Decimal
+    """What the window's settled calls cost."""
+    reserved: Decimal
+    """What the caller's calls in flight reserved (in every window at once)."""
+    left: Decimal
+    """The limit less spent and reserved (never below 0)."""
+    resets_at: datetime | None
+    """When the window starts again; None for a rolling window not open now."""
+    refused: bool = False
+    """True for the window that refused the run's call."""
+
+
 class ToolCallRecord(BaseModel):
     """One tool call the model asked for, and what became of it."""
 
@@ -94,6 +119,25 @@ class ToolCallRecord(BaseModel):
     """How long the tool ran (0 for a call that did not run)."""
     round: int
     """The round whose reply asked for the call (1 for the reply to the user's message)."""
+
+
+class ChildRun(BaseModel):
+    """The run of an agent that a run called as a tool; its calls are among the caller's
+    `usage_by_call`, under its own `run_id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    parent_run_id: str
+    agent: str
+    """The called agent's name (the tool the model called may be named otherwise)."""
+    call_id: str | None
+    """The tool call of the parent's model that ran it."""
+    status: ResultStatus
+    answer: str
+    """The answer it gave, which the parent's model read as the tool's output."""
+    synthesis_reason: SynthesisReason | None = None
+    """Why it answered from what it had (its own limit reached), if it did."""
 
 
 class ExecutionResult(BaseModel):
@@ -127,6 +171,10 @@ class ExecutionResult(BaseModel):
     """True when the run was stopped (a consumer that left, a cancelled task)."""
     answer: str = ""
     """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
+    output: Any = None
+    """The validated object of an agent with an output type (`LLMAgent(output_type=...)`: an
+    instance of that type; an actor file's `output_schema`: the parsed JSON); None otherwise.
+    `text` keeps the raw text the model sent."""
     run_id: str | None = None
     """The run's one id: the ledger's rows, the store's `runs` row, the session's turn, the log
     lines, the `RunStarted` event and the `X-Run-Id` header carry the same. None only for a run
@@ -137,6 +185,9 @@ class ExecutionResult(BaseModel):
     pending_approvals: tuple[PendingApproval, ...] = ()
     """The gated tool calls this run paused for (`status == "paused"`), in the model's order;
     resume the run with decisions on them (`ActorExecutor.resume`)."""
+    spend_left: tuple[SpendLeft, ...] = ()
+    """The caller's spend limits after the run (`spend_limits`): spent, reserved and left per
+    window; empty when the caller has none."""
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
@@ -149,6 +200,11 @@ class ExecutionResult(BaseModel):
     """The actor whose agent the run ended on: its own, or the one a handoff passed the
     conversation to (a stored session's next turn runs there). None for an agent that is not
     an `LLMAgent`."""
+    parent_run_id: str | None = None
+    """The run that called this run's agent as a tool; None for a run nobody called."""
+    child_runs: tuple[ChildRun, ...] = ()
+    """The runs of the agents this run called as tools (theirs nested in their own result
+    only); their calls are in `usage_by_call` and every total."""
 
     @property
     def status(self) -> ResultStatus:
@@ -316,6 +372,8 @@ class RunOutcome:
     pause: PausedRun | None = None
     """Set when the run waits for a person (`result.status == "paused"`): what resuming it
     starts from, for the executor to keep."""
+    compacted: CompactedHistory | None = None
+    """How the run compacted the history it was given, for its session to keep."""
 
 
 ROUND_SEPARATOR = "\n\n"

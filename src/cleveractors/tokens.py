@@ -4,8 +4,9 @@ tiktoken's `o200k_base` encoding is used when it is in tiktoken's cache (`TIKTOK
 or tiktoken's default cache folder; fill it once with `cleveractors.tokens.download_encoding()`).
 It is never downloaded during a run: tiktoken fetches without a timeout, and a run must not hang
 on a network it does not need. Without it, estimates count about four characters a token. Either
-way the figures are flagged `estimated=True` wherever they are reported. Pruning decisions use
-the same counter.
+way the figures are flagged `estimated=True` wherever they are reported. Pruning decisions and
+the sizing of the next prompt against the context window (`count_message_tokens`, one message
+at a time, each counted once) use the same counter.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from tiktoken import Encoding
 
 __all__ = [
+    "count_message_tokens",
     "count_tokens",
     "download_encoding",
     "estimate_prompt_tokens",
@@ -123,9 +125,13 @@ def count_tokens(text: str) -> int:
 
 def estimate_prompt_tokens(messages: Sequence[BaseMessage]) -> int:
     """Tokens a request with these messages costs, counted the way OpenAI documents it."""
-    total = _TOKENS_PER_REPLY
-    for message in messages:
-        total += _TOKENS_PER_MESSAGE + count_tokens(message.text)
-        if isinstance(message, AIMessage):
-            total += sum(count_tokens(str(call["args"])) for call in message.tool_calls)
+    return _TOKENS_PER_REPLY + sum(count_message_tokens(message) for message in messages)
+
+
+def count_message_tokens(message: BaseMessage) -> int:
+    """Tokens one message adds to a request: its text, its tool calls' arguments and OpenAI's
+    documented framing of a message."""
+    total = _TOKENS_PER_MESSAGE + count_tokens(message.text)
+    if isinstance(message, AIMessage):
+        total += sum(count_tokens(str(call["args"])) for call in message.tool_calls)
     return total

@@ -10,17 +10,21 @@ it when it is cut off (`bill_interrupted_call`), and hands the records to the re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from cleveractors._spend_gate import current_call_spend
 from cleveractors.agents._failures import may_have_been_billed
 from cleveractors.agents.base import discard_event
 from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
@@ -35,7 +39,7 @@ from cleveractors.usage import (
     UsageLedger,
 )
 
-__all__ = ["Bill", "InFlightCall"]
+__all__ = ["Bill", "CallOwner", "InFlightCall", "call_reservation"]
 
 # The agent's logger, whichever of its modules writes: users filter on it.
 logger = logging.getLogger("cleveractors.agents.llm")
@@ -92,11 +96,13 @@ class Bill:
 
     __slots__ = (
         "_flushing",
+        "_owner",
+        "_parent",
         "_recorded",
         "_recorder",
         "_sink",
+        "_spend",
         "_trace",
-        "agent",
         "in_flight",
         "ledger",
         "pricer",
@@ -108,23 +114,59 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
-        agent: str | None = None,
+        owner: CallOwner | None = None,
+        parent: Bill | None = None,
     ) -> None:
         self.pricer = pricer
-        self.agent = agent
-        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
+        self._owner = owner or CallOwner()
+        """Who the run's own records name: the agent, the run and the run that called it."""
+        self._parent = parent
+        """The bill of the run that called this one as a tool: every record is its too."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
         """None when nobody reads the run's events: no `UsageRecorded` is made."""
         self._recorder = recorder
         self._recorded = 0
+        """How many of the ledger's calls the recorder has been given."""
         self._flushing = asyncio.Lock()
         """Held while handing calls to the recorder: a guardrail's judge flushes its calls
         beside the model call's flush, and each call must be handed over once."""
-        """How many of the ledger's calls the recorder has been given."""
         self._trace: RunTrace | None = current_trace()
         """The run's trace, when an executor traces it: each attempt is a span of it."""
+        self._spend = current_call_spend.get()
+        """The caller's spend limits, when it has any: each attempt reserves before it is sent."""
+
+    @property
+    def agent(self) -> str | None:
+        """The actor whose agent makes the calls now, named on each record."""
+        return self._owner.agent
+
+    @agent.setter
+    def agent(self, name: str | None) -> None:
+        """A handoff passes the run to another actor: its calls from now on name that one."""
+        self._owner = dataclasses.replace(self._owner, agent=name)
+
+    async def reserve(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        output_cap: int | None,
+        pricer: CallPricer | None = None,
+    ) -> None:
+        """Reserve what the next call may cost against the caller's spend limits, if any, at the
+        prices of the model it goes to (`pricer`: a fallback's own; by default the agent's).
+
+        Raises:
+            SpendLimitExceeded: no room is left for it; nothing is sent or billed.
+        """
+        spend = self._spend
+        if spend is None:
+            return
+        tokens, cost = call_reservation(
+            pricer or self.pricer, messages, output_cap=output_cap, is_strict=spend.is_strict
+        )
+        await spend.reserve(len(self.ledger.calls) + 1, tokens=tokens, cost_usd=cost)
 
     def begin_call(self, call: InFlightCall) -> None:
         """A call is about to be sent: from now on it is billed, whatever becomes of it (and
@@ -177,6 +219,13 @@ class Bill:
         else:
             self._record(call, TokenUsage(), None, status=status, cause=cause)
 
+    def adopt(self, call: LLMCallUsage) -> None:
+        """A call of a run this run called (its own bill hands it to the recorder): part of
+        this run's totals and budgets, and of its caller's."""
+        self.ledger.adopt(call)
+        if self._parent is not None:
+            self._parent.adopt(call)
+
     def record_judged_call(self, call: LLMCallUsage, *, round: int) -> None:
         """Bill a call another agent made for this run (a guardrail's judge), as it recorded
         it: its usage, model and price, under purpose `guardrail`."""
@@ -193,17 +242,24 @@ class Bill:
             trace_id=call.trace_id,
             span_id=call.span_id,
             agent=call.agent,
+            run_id=self._owner.run_id,
+            parent_run_id=self._owner.parent_run_id,
         )
+        if self._parent is not None:
+            self._parent.adopt(record)
         if self._sink is not None:
             self._sink(UsageRecorded(call=record, total=self.ledger.total))
 
     async def flush_calls(self) -> None:
-        """Hand the recorder every call recorded since the last flush."""
+        """Hand the recorder every call recorded since the last flush (a called run's calls
+        were handed over by its own bill)."""
         if self._recorder is None:
             return
+        own = self._owner.run_id
         async with self._flushing:
             for call in self.ledger.calls[self._recorded :]:
-                await self._recorder(call)
+                if call.run_id == own:
+                    await self._recorder(call)
                 self._recorded += 1
 
     async def flush_calls_on_failure(self) -> None:
@@ -255,8 +311,12 @@ class Bill:
             cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
-            agent=self.agent,
+            agent=self._owner.agent,
+            run_id=self._owner.run_id,
+            parent_run_id=self._owner.parent_run_id,
         )
+        if self._parent is not None:
+            self._parent.adopt(record)
         self.in_flight = None
         if span is not None:
             if call.fold is not None:
@@ -265,6 +325,43 @@ class Bill:
             span.end(record, reply, cause)
         if self._sink is not None:
             self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def call_reservation(
+    pricer: CallPricer,
+    messages: Sequence[BaseMessage],
+    *,
+    output_cap: int | None,
+    is_strict: bool,
+) -> tuple[int, Decimal | None]:
+    """What a call reserves, in tokens and USD: its prompt as estimated, plus (strict) its
+    output cap, at the model's price.
+
+    Raises:
+        ConfigurationError: strict limits for a model with no cap on its output.
+    """
+    output = 0
+    if is_strict:
+        if output_cap is None:
+            raise ConfigurationError(
+                "spend_limits.strict: each call reserves its output cap, and the model has "
+                "none; set agent.model_options.max_tokens"
+            )
+        output = output_cap
+    usage = TokenUsage(
+        prompt_tokens=estimate_prompt_tokens(messages), completion_tokens=output, estimated=True
+    )
+    cost = pricer.cost(usage, pricer.model) if pricer.can_price else None
+    return usage.total_tokens, cost
+
+
+@dataclass(frozen=True, slots=True)
+class CallOwner:
+    """Who a run's records name: its agent, its run and the run that called it, if any."""
+
+    agent: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

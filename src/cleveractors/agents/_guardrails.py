@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from cleveractors.agents._loop import EventSink, _Run, _Step, _ToolLoopResult
 from cleveractors.agents.base import Agent, discard_event
 from cleveractors.errors import ConfigurationError, GuardrailTripped
-from cleveractors.events import Event, OutputRetracted, TextDelta
+from cleveractors.events import Event, OutputDelta, OutputRetracted, TextDelta
 from cleveractors.guardrails import (
     Guardrail,
     GuardrailCheck,
@@ -105,7 +105,7 @@ class RunGuards:
         self.sink: EventSink = self._pass if has_guards and sink is not discard_event else sink
 
     def _pass(self, event: Event) -> None:
-        if isinstance(event, TextDelta):
+        if isinstance(event, TextDelta | OutputDelta):  # the answer's text, or its object
             if self._is_holding:
                 self._held.append(event)
                 return
@@ -161,7 +161,8 @@ class RunGuards:
                 sent is retracted by an `OutputRetracted` event).
         """
         for guard in self._guards.outputs:
-            self._raise_if_tripped(guard, await self._verdict(run, guard, "output", answer.text))
+            verdict = await self._verdict(run, guard, "output", answer.text, output=run.output)
+            self._raise_if_tripped(guard, verdict)
         self.release()
         return run.result(answer)
 
@@ -176,7 +177,13 @@ class RunGuards:
         raise GuardrailTripped(guard.name, stage=stage, reason=verdict.reason)
 
     async def _verdict(
-        self, run: _Run, guard: Guardrail, stage: GuardrailStage, text: str
+        self,
+        run: _Run,
+        guard: Guardrail,
+        stage: GuardrailStage,
+        text: str,
+        *,
+        output: object = None,
     ) -> GuardrailResult:
         """The guardrail's verdict on TEXT, as a span of the run's trace and a log line."""
         trace = current_trace()
@@ -186,7 +193,11 @@ class RunGuards:
                 verdict = await _ask_judge(run, guard.judge, stage, text)
             else:
                 checked = GuardrailInput(
-                    stage=stage, text=text, actor=self._guards.agent_name, run_id=run.run_id
+                    stage=stage,
+                    text=text,
+                    actor=self._guards.agent_name,
+                    run_id=run.run_id,
+                    output=output,
                 )
                 # A guardrail without a judge has a check (`Guardrail` makes sure of it).
                 check = cast(GuardrailCheck, guard.check)
@@ -231,7 +242,9 @@ async def _ask_judge(run: _Run, judge: Agent, stage: GuardrailStage, text: str) 
         sink=discard_event,
         streaming=False,
         on_call=bill_call,
-        run_id=run.run_id,
+        # A run of its own (its logs name it), never taken for a child run of an agent tool:
+        # its calls are this run's, billed here alone.
+        run_id=None,
         can_pause=False,
     )
     if outcome.error is not None:

@@ -29,15 +29,26 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 
+from cleveractors._compacted import CompactedHistory
 from cleveractors.agents._bill import Bill
+from cleveractors.agents._context_window import ContextView
+from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
+from cleveractors.result import (
+    ChildRun,
+    ErrorInfo,
+    ExecutionResult,
+    RunText,
+    SynthesisReason,
+    ToolCallRecord,
+)
 
 if TYPE_CHECKING:
+    from cleveractors.agents._output import PartialOutputs, TypedAnswers
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
@@ -69,6 +80,14 @@ class _Synthesize:
 
 
 @dataclass(frozen=True, slots=True)
+class _TypedAnswer:
+    """The reply is meant as the typed answer (its text, or its call of the output tool): check
+    it before it is the answer (`agents._output`)."""
+
+    reply: AIMessage
+
+
+@dataclass(frozen=True, slots=True)
 class _ResumeBatch:
     """A resumed run's first step: carry out the decisions on its paused batch."""
 
@@ -76,19 +95,30 @@ class _ResumeBatch:
     checked: CheckedDecisions
 
 
-_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch
+_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch | _TypedAnswer
 
 
-def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
-    """The next step after a model reply (the budget is checked before each further round)."""
+def decide(
+    reply: AIMessage,
+    *,
+    tool_rounds_done: int,
+    max_tool_rounds: int,
+    is_typed: bool = False,
+    output_tool: str | None = None,
+) -> _Step:
+    """The next step after a model reply (the budget is checked before each further round). A
+    typed agent's answer (`is_typed`) is a `_TypedAnswer`, and so is any reply calling its
+    output tool, whatever else it calls."""
     calls = tool_call_requests(reply)
+    if output_tool is not None and any(call.name == output_tool for call in calls):
+        return _TypedAnswer(reply)
     if calls:
         if tool_rounds_done >= max_tool_rounds:
             return _Synthesize("max_rounds")
         return _CallTools(_with_call_ids(reply, calls), calls)
     if not reply.text.strip():
         return _Synthesize("stuck")
-    return _Finish(reply)
+    return _TypedAnswer(reply) if is_typed else _Finish(reply)
 
 
 def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
@@ -285,8 +315,22 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    context: ContextView | None = None
+    """What the model is sent and its size, once the run manages its context window."""
+    history_tokens: int | None = None
+    """The size of the history the run was given, when the run that left it measured it."""
     models: ModelTrail = field(default_factory=ModelTrail)
     """Which model the run asks, and which answered (fallback models)."""
+    lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
+    """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
+    child_runs: list[ChildRun] = field(default_factory=list)
+    """The runs of the agents this run called as tools, in the order they ended."""
+    typed: TypedAnswers | None = None
+    """How this run's answer is typed: the agent's output type, or the request's schema."""
+    partials: PartialOutputs | None = None
+    """A streamed typed run's sink, adding the partial objects (`OutputDelta`)."""
+    output: object = None
+    """The typed answer, once validated."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -314,6 +358,11 @@ class _Run:
             message=message,
             result=self._execution_result(text=self.shown.text, answer=message.text),
             turn=self.transcript.turn(message),
+            compacted=(
+                None
+                if self.context is None
+                else self.context.compacted(self.transcript.messages, message)
+            ),
         )
 
     def paused(self, pause: PausedRun) -> _ToolLoopResult:
@@ -338,6 +387,7 @@ class _Run:
             run_id=self.run_id,
             text=text,
             answer=answer,
+            output=self.output if error is None else None,
             usage_by_call=self.bill.ledger.calls,
             tool_calls=tuple(self.tool_records),
             rounds=self.round,
@@ -350,6 +400,8 @@ class _Run:
             model=self.models.answered_by,
             fell_back_from=self.models.fell_back_from,
             active_agent=self.agent_name,
+            parent_run_id=self.lineage.parent_run_id,
+            child_runs=tuple(self.child_runs),
         )
 
 
@@ -372,6 +424,8 @@ class _ToolLoopResult:
     """The turn as the transcript holds it: the user's message, tool calls and results, answer."""
     paused: PausedRun | None = None
     """Set when the run waits for a person: what its resumption starts from."""
+    compacted: CompactedHistory | None = None
+    """How the run compacted the history it was given, for its session to keep."""
 
 
 class _ToolLoopError(Exception):

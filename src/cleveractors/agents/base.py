@@ -8,9 +8,9 @@ the decisions on it checked) to an outcome, its events into a sink. `process_mes
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
@@ -54,6 +54,7 @@ class Agent(ABC):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Run once as run `run_id` (a new id when None), its events into `sink`. Never raises
         for a failed run: the outcome carries the result (with the run's id) and the error.
@@ -73,6 +74,8 @@ class Agent(ABC):
                 pausing the run for them.
             session_id: The session the run answers in, if any (an LLM agent's prompt-cache
                 key).
+            output_schema: A JSON Schema this run's answer must match (`ExecutionResult.output`
+                is then the parsed JSON), instead of the agent's own output type.
         """
 
     async def process_message(

@@ -91,6 +91,8 @@ class EventRenderer:
                 self._line(_tool_line(self._labels.get(call_id, name), *_STATES["skipped"]))
             case ev.OutputPruned(name=name, method=method, original_tokens=tokens):
                 self._line(Text(f"output of {name} {method} ({tokens} tokens)", style="dim"))
+            case ev.ContextCompacted(tokens_before=before, tokens_after=after):
+                self._line(Text(f"context compacted ({before} -> {after} tokens)", style="dim"))
             case ev.SynthesisStarted(reason=reason):
                 self._line(Text(f"limit reached ({reason}): answering without tools", "yellow"))
             case ev.ToolApprovalRequested(name=name, arguments=arguments):

@@ -15,6 +15,7 @@ from rich.table import Table
 from cleveractors.cli.actor import in_store, open_store
 from cleveractors.cli.command import ACTOR_ARGUMENT, STORE_URL_OPTION, Command, app, fail, out
 from cleveractors.cli.render import cache_caption, money, print_unsqueezed
+from cleveractors.cli.spend import print_spend
 from cleveractors.errors import CleverActorsError
 
 if TYPE_CHECKING:  # the store and web extras are imported when a command needs them
@@ -49,8 +50,18 @@ def usage(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     store_url: Annotated[str | None, STORE_URL_OPTION] = None,
+    caller: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead, what this caller spent, reserved and has left per spend-limit window.",
+            metavar="NAME",
+        ),
+    ] = None,
 ) -> None:
     """Print the usage ledger of ACTOR's store: one row per LLM call, then the totals."""
+    if caller is not None:
+        print_spend(actor, store_url, caller, as_json=as_json)
+        return
     window = {"since": _moment("--since", since), "until": _moment("--until", until)}
     store = open_store(actor, store_url)
     try:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,6 +21,9 @@ from cleveractors.store.dialects import as_utc, insert_for, utc_now
 from cleveractors.store.records import LedgerRow, RunStatus
 from cleveractors.store.schema import llm_calls, runs
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = [
     "ended_by",
@@ -53,12 +56,20 @@ async def write_calls(
     run_id: str,
     session_id: str | None,
     caller: str,
-) -> None:
-    """One row per call; rows already written are left as they are."""
+    spend: SpendAccount | None = None,
+) -> list[int]:
+    """One row per call; rows already written are left as they are. With `spend`, the calls'
+    reservations are settled in the same statement (PostgreSQL) or transaction: returns the
+    indices of the calls settled."""
     rows = [_call_values(call, run_id, session_id, caller) for call in calls]
-    await connection.execute(
-        insert_for(connection)(llm_calls).values(rows).on_conflict_do_nothing()
-    )
+    # One row as a mapping: SQLAlchemy caches that statement's compiled form (a list of rows,
+    # never), and a run writes its calls one at a time.
+    values = rows[0] if len(rows) == 1 else rows
+    insert = insert_for(connection)(llm_calls).values(values).on_conflict_do_nothing()
+    if spend is None:
+        await connection.execute(insert)
+        return []
+    return await spend.write_settled(connection, insert, calls)
 
 
 async def finish_run(
@@ -106,7 +117,8 @@ def _call_values(
     call: LLMCallUsage, run_id: str, session_id: str | None, caller: str
 ) -> dict[str, object]:
     return {
-        "run_id": run_id,
+        "run_id": call.run_id or run_id,
+        "parent_run_id": call.parent_run_id,
         "call_index": call.index,
         "session_id": session_id,
         "caller": caller,
@@ -167,4 +179,5 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         cache_savings_usd=_savings(row),
         trace_id=row.trace_id,
         span_id=row.span_id,
+        parent_run_id=row.parent_run_id,
     )

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from cleveractors._compacted import CompactedHistory
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.errors import StoreError
 from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
@@ -28,15 +29,24 @@ from cleveractors.store.ledger import ended_by, finish_run, open_run, run_totals
 from cleveractors.store.pauses import claim_pause, keep_pause, pause_of_session, supersede_pause
 from cleveractors.store.records import RunStatus
 from cleveractors.store.sessions import (
+    HistoryLayout,
+    SessionContext,
     active_actor,
     append_turn,
     claim_session,
+    compacted_context,
+    history_sent,
+    keep_context,
+    read_context,
     read_turns,
     release_session,
     renew_session,
     set_active_actor,
 )
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = ["RunHost", "StoreRun", "SupersededAnswers", "store_error", "with_store_error"]
 
@@ -68,13 +78,19 @@ class StoreRun:
         self.session_id = session_id
         self.caller = caller
         self.history: list[BaseMessage] = []
-        """The session's latest `history_turns` turns, flattened, as the run found them."""
+        """The session's latest `history_turns` turns, flattened, as the run found them (those
+        a summary stands for replaced by it, old tool outputs cleared, as the session's
+        compaction left them)."""
         self.active_actor: str | None = None
         """The actor a handoff left the session with, as the run found it (None: its own)."""
+        self._context = SessionContext()
+        self._layout: HistoryLayout = []
         self.is_committed = False
         self.failure: tuple[RunStatus, ExecutionResult] | None = None
         """How the run failed, when it ended without an answer (set by `settle`)."""
         self._lease: Lease | None = None
+        self.spend: SpendAccount | None = None
+        """The run's hold on its caller's spend limits: each ledger row settles its call."""
 
     async def start(self) -> None:
         async with self.store.engine.begin() as connection:
@@ -86,10 +102,15 @@ class StoreRun:
                     self.run_id,
                     lease_s=self.store.lease_s,
                 )
+                self._context = context = await read_context(connection, self.session_id)
                 found = await read_turns(
-                    connection, self.session_id, self.caller, limit=self.store.history_turns
+                    connection,
+                    self.session_id,
+                    self.caller,
+                    limit=self.store.history_turns,
+                    after=context.summary_through,
                 )
-                self.history = [message for turn in found for message in turn.messages]
+                self.history, self._layout = history_sent(found, self._context)
                 self.active_actor = await active_actor(connection, self.session_id)
             await open_run(connection, self.run_id, self.session_id, self.caller)
         if self.session_id is not None:
@@ -121,18 +142,21 @@ class StoreRun:
             return
         try:
             async with self.store.engine.begin() as connection:
-                await write_calls(
+                settled = await write_calls(
                     connection,
                     calls,
                     run_id=self.run_id,
                     session_id=self.session_id,
                     caller=self.caller,
+                    spend=self.spend,
                 )
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"store: the ledger rows of run {self.run_id} could not be written "
                 f"({type(exc).__name__})"
             ) from exc
+        if self.spend is not None:
+            self.spend.settled(settled)
 
     async def close(self, outcome: RunOutcome) -> RunOutcome:
         """Settle the run and end it: the ledger whole, the turn appended if it answered, the
@@ -153,7 +177,7 @@ class StoreRun:
             if outcome.pause is not None:
                 await self.commit_pause(outcome.pause, result)
             elif outcome.error is None:
-                await self.commit_turn(outcome.turn, result)
+                await self.commit_turn(outcome.turn, result, outcome.compacted)
             else:
                 self.failure = ("cancelled" if result.cancelled else "failed", result)
                 if outcome.turn and self.session_id is not None:  # what of it is whole
@@ -219,17 +243,28 @@ class StoreRun:
             await release_session(connection, self.run_id)
         self.is_committed = True
 
-    async def commit_turn(self, messages: Sequence[BaseMessage], result: ExecutionResult) -> None:
-        """Append the run's whole turn to its session and close the run, in one transaction."""
+    async def commit_turn(
+        self,
+        messages: Sequence[BaseMessage],
+        result: ExecutionResult,
+        compacted: CompactedHistory | None = None,
+    ) -> None:
+        """Append the run's whole turn to its session (and keep how far the run compacted its
+        history) and close the run, in one transaction."""
         async with self.store.engine.begin() as connection:
             if self.session_id is not None:
-                await append_turn(
+                position = await append_turn(
                     connection,
                     self.session_id,
                     run_id=self.run_id,
                     messages=messages,
                     held_by=self.run_id,
                 )
+                if compacted is not None:
+                    kept = compacted_context(
+                        self._layout, self._context, compacted, appended=position
+                    )
+                    await keep_context(connection, self.session_id, kept)
                 await self._keep_active_actor(connection, result)
             await finish_run(connection, self.run_id, "ok", run_totals(result))
             await release_session(connection, self.run_id)

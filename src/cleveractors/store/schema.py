@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -44,7 +45,9 @@ __all__ = [
     "migrate",
     "paused_runs",
     "runs",
+    "session_contexts",
     "sessions",
+    "spend",
     "turns",
 ]
 
@@ -124,6 +127,29 @@ llm_calls = Table(
     # The call's `chat` span (hex), when a tracer recorded it: the line links to its trace.
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
+    # The run that called the agent whose run made the call (an agent called as a tool); NULL
+    # for a call of a run nobody called.
+    Column("parent_run_id", String(64), index=True),
+)
+
+session_contexts = Table(
+    # How far a session's history is compacted: what its runs send instead of the oldest turns
+    # (the turns themselves are kept whole in `cleveractors_turns`).
+    "cleveractors_session_contexts",
+    metadata,
+    Column("session_id", String(200), primary_key=True),
+    # The summary that stands for the turns up to `summary_through` (a turn position); NULL
+    # while only tool outputs are cleared.
+    Column("summary", Text),
+    Column("summary_through", Integer, nullable=False, default=0),
+    # The tool outputs of the turns up to this position are sent as a placeholder.
+    Column("cleared_through", Integer, nullable=False, default=0),
+    # The size of the history the next run is given (the summary and the turns after it, up
+    # to `history_through`, `history_turns` of them), as the last run measured it.
+    Column("history_tokens", Integer),
+    Column("history_through", Integer),
+    Column("history_turns", Integer),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 idempotency_keys = Table(
@@ -183,6 +209,29 @@ approvals = Table(
     Column("reason", Text),
     Column("output", Text),
     Column("resumed_in", String(64)),
+)
+
+spend = Table(
+    # One row per caller: what its calls in flight reserved, and what each window's calls
+    # spent. Money in nano-dollars (whole numbers, so one conditional UPDATE can compare and
+    # add). A window's amounts count from its start (seconds since the epoch, UTC); a row whose
+    # start is not the current window's counts 0 there.
+    "cleveractors_spend",
+    metadata,
+    Column("caller", String(200), primary_key=True),
+    Column("reserved_nusd", BigInteger, nullable=False, default=0),
+    Column("reserved_tokens", BigInteger, nullable=False, default=0),
+    # Reservations of a worker that died mid-call are let go this long after the last one.
+    Column("reserved_until", BigInteger, nullable=False, default=0),
+    Column("day_start", BigInteger, nullable=False, default=0),
+    Column("day_nusd", BigInteger, nullable=False, default=0),
+    Column("day_tokens", BigInteger, nullable=False, default=0),
+    Column("month_start", BigInteger, nullable=False, default=0),
+    Column("month_nusd", BigInteger, nullable=False, default=0),
+    Column("month_tokens", BigInteger, nullable=False, default=0),
+    Column("rolling_start", BigInteger, nullable=False, default=0),
+    Column("rolling_nusd", BigInteger, nullable=False, default=0),
+    Column("rolling_tokens", BigInteger, nullable=False, default=0),
 )
 
 _Step = Callable[[AsyncConnection, int], Awaitable[None]]
@@ -253,6 +302,11 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v8_spend(connection: AsyncConnection, _found: int) -> None:
+    """The spend limits' counters, one row per caller."""
+    await connection.run_sync(lambda sync: spend.create(sync, checkfirst=True))
+
+
 async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
     """The actor a session's conversation was handed to. A database made at this version or
     later has the column from `_v1_tables` already (it creates the table as it is now)."""
@@ -267,6 +321,28 @@ async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
         )
 
 
+async def _v9_parent_runs(connection: AsyncConnection, _found: int) -> None:
+    """The parent run of each ledger row (agents called as tools). A database made at this
+    version or later has it from `_v1_tables` already."""
+
+    def existing(sync: Connection) -> set[str]:
+        return {column["name"] for column in inspect(sync).get_columns(llm_calls.name)}
+
+    if "parent_run_id" in await connection.run_sync(existing):
+        return
+    column = llm_calls.c.parent_run_id
+    kind = column.type.compile(dialect=connection.dialect)
+    await connection.execute(text(f"ALTER TABLE {llm_calls.name} ADD COLUMN {column.name} {kind}"))
+    await connection.execute(
+        text(f"CREATE INDEX ix_{llm_calls.name}_parent_run_id ON {llm_calls.name} (parent_run_id)")
+    )
+
+
+async def _v10_session_contexts(connection: AsyncConnection, _found: int) -> None:
+    """Where a session keeps its compacted history (a summary, the cleared tool outputs)."""
+    await connection.run_sync(lambda sync: session_contexts.create(sync, checkfirst=True))
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
@@ -275,6 +351,9 @@ _STEPS: Sequence[_Step] = (
     _v5_prefixed_names,
     _v6_cache_savings,
     _v7_active_actor,
+    _v8_spend,
+    _v9_parent_runs,
+    _v10_session_contexts,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""

@@ -28,11 +28,28 @@ def conversation_of(body: Mapping[str, Any]) -> str:
 
 def _history(body: Mapping[str, Any]) -> tuple[str, ...]:
     """A request's conversation so far, every message before the reply (a top-level `system`
-    first, as the Messages API sends it), one canonical JSON text per message."""
+    first, as the Messages API sends it), one canonical JSON text per message. Prompt-cache
+    marks are not the conversation: a message marked in one request and not in the next (the
+    mark moves to the newest message) is the same message."""
     system = (body["system"],) if body.get("system") else ()
     return tuple(
-        json.dumps(message, sort_keys=True) for message in (*system, *body.get("messages", []))
+        json.dumps(_unmarked(message), sort_keys=True)
+        for message in (*system, *body.get("messages", []))
     )
+
+
+def _unmarked(value: Any) -> Any:
+    """`value` without `cache_control`, and a lone text block as the text it holds (how a
+    client sends a message's text once it marks it for caching)."""
+    if isinstance(value, Mapping):
+        return {key: _unmarked(item) for key, item in value.items() if key != "cache_control"}
+    if isinstance(value, list):
+        items = [_unmarked(item) for item in value]
+        lone = items[0] if len(items) == 1 else None
+        if isinstance(lone, dict) and lone.keys() == {"type", "text"} and lone["type"] == "text":
+            return lone["text"]
+        return items
+    return value
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from cleveractors._script import ScriptedReply
+from cleveractors._script import ScriptedReply, prompt_words
 from cleveractors.testing._openai_refusals import messages_rejection
 from cleveractors.testing._openai_wire import (
     Exchange,
@@ -37,7 +37,16 @@ from cleveractors.testing.wire import (
     conversation_of,
 )
 
-__all__ = ["BilledCall", "BilledTotal", "ScriptedOpenAIServer", "conversation_of"]
+__all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
+    "BilledCall",
+    "BilledTotal",
+    "ScriptedOpenAIServer",
+    "conversation_of",
+]
+
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The `code` of OpenAI's error for a prompt longer than the model's context window."""
 
 
 class _Handler(WireHandler["ScriptedOpenAIServer"]):
@@ -48,6 +57,15 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
         return is_chat_request(body)
 
     def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        if kind == CONTEXT_LENGTH_EXCEEDED:  # OpenAI's shape: the reason is the `code`
+            return {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": CONTEXT_LENGTH_EXCEEDED,
+                }
+            }
         # A scripted error type is also the code, as OpenAI sends `insufficient_quota`.
         code = None if kind in (None, SCRIPT_EXHAUSTED) else kind
         kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
@@ -123,6 +141,10 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     deltas, tool-call fragments (index, id and name on the first fragment only, arguments split
     into `args_chunk_size` pieces) and, when the request asks for it, the usage chunk.
 
+    With `context_window`, a request whose prompt (counted as the server bills it: the words of
+    its messages) is longer is refused as OpenAI refuses it: HTTP 400, `invalid_request_error`
+    with the code `context_length_exceeded` (it takes no reply and bills nothing).
+
     `first_token_delay_s` is waited before the first content or tool-call chunk and
     `token_interval_s` between the next ones, each plus the reply's `chunk_delay_s`. A blocking
     reply waits as long as its stream would have taken in total.
@@ -150,6 +172,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         per_conversation: With a single list: every conversation walks its own copy.
         first_token_delay_s: Server-wide wait before the first streamed content chunk.
         token_interval_s: Server-wide wait between later streamed content chunks.
+        context_window: Refuse prompts longer than this many tokens; None accepts any.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
         checks_messages: Refuse messages the API refuses (see above); off by default.
@@ -169,6 +192,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         per_conversation: bool = False,
         first_token_delay_s: float = 0.0,
         token_interval_s: float = 0.0,
+        context_window: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         checks_messages: bool = False,
@@ -181,10 +205,21 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
             host=host,
             port=port,
         )
+        self.context_window = context_window
         self.checks_messages = checks_messages
 
     def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
-        """The API's 400 for messages it refuses, when `checks_messages` is on."""
+        """The API's 400 for a prompt longer than `context_window`, and for messages it refuses
+        when `checks_messages` is on."""
+        window = self.context_window
+        size = None if window is None else prompt_words(body["messages"])
+        if window is not None and size is not None and size > window:
+            return Rejection(
+                HTTPStatus.BAD_REQUEST,
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {size} tokens. Please reduce the length of the messages.",
+                CONTEXT_LENGTH_EXCEEDED,
+            )
         return messages_rejection(body) if self.checks_messages else None
 
     @property
