@@ -17,9 +17,11 @@ from cleveractors.config import (
     ToolConfig,
     load_actor_config,
 )
+from cleveractors.context import RunContext, RunUsage
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
+    DepsMissingError,
     ExecutionError,
     McpServerError,
     StreamStalledError,
@@ -37,6 +39,7 @@ __all__ = [
     "ActorExecutor",
     "CleverActorsError",
     "ConfigurationError",
+    "DepsMissingError",
     "ErrorInfo",
     "EventStream",
     "ExecutionError",
@@ -52,6 +55,8 @@ __all__ = [
     "ResultCallback",
     "Resumption",
     "RetryPolicy",
+    "RunContext",
+    "RunUsage",
     "StreamStalledError",
     "TextStream",
     "TokenUsage",

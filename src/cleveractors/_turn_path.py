@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cleveractors._pause import MemoryPauses
 from cleveractors._turn_books import Book, MemoryBook, Refused, StoredBook, refused_result
 from cleveractors.agents.base import Agent
+from cleveractors.context import RunContext
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import finish_despite_cancellation
@@ -48,10 +49,11 @@ async def run_turn(
     sink: Callable[[Event], None],
     streaming: bool,
     telemetry: Telemetry | None = None,
+    deps: object = None,
 ) -> RunOutcome:
-    """Run `turn` through `agent` as run `run_id`. Never raises for a failed run: the outcome
-    carries the result (every token spent, the run's id) and the error; only a cancellation
-    that came before the run began gets through.
+    """Run `turn` through `agent` as run `run_id`, its tools given `deps` (in memory only).
+    Never raises for a failed run: the outcome carries the result (every token spent, the run's
+    id) and the error; only a cancellation that came before the run began gets through.
 
     With `telemetry`, the run is an `invoke_agent` span, the parent of its calls' spans; it
     ends here on every path. Runs paused without a store are kept in `pauses`."""
@@ -60,7 +62,7 @@ async def run_turn(
         if store is None
         else StoredBook(agent, store, turn, run_id)
     )
-    running = _run_turn(agent, book, turn, run_id=run_id, sink=sink, streaming=streaming)
+    running = _run_turn(agent, book, turn, run_id=run_id, sink=sink, streaming=streaming, deps=deps)
     if telemetry is None:
         return await running
     run_trace = telemetry.start_run(run_id, _session_of(turn))
@@ -85,6 +87,7 @@ async def _run_turn(
     run_id: str,
     sink: Callable[[Event], None],
     streaming: bool,
+    deps: object,
 ) -> RunOutcome:
     """Begin, run the held turn, settle: the same steps for every turn."""
     try:
@@ -110,6 +113,13 @@ async def _run_turn(
                     run_id=run_id,
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
+                    context=RunContext(
+                        run_id=run_id,
+                        actor=agent.name,
+                        deps=deps,
+                        session_id=held.session_id,
+                        caller=turn.caller,
+                    ),
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that

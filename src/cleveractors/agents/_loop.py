@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -33,6 +33,7 @@ from cleveractors.agents._bill import Bill
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
@@ -230,6 +231,9 @@ class _Run:
     streaming: bool
     bill: Bill
     """The usage records of the run's LLM calls, and their flushing to the recorder."""
+    context: RunContext[Any]
+    """Who the run is for and the application's deps: what its tools' `RunContext` parameters
+    receive (its usage reads `bill` live), and what a run the run starts inherits."""
     transcript: Transcript = field(default_factory=Transcript)
     """What the model reads; filled in by the run's first step."""
     pacing: Pacing = field(default_factory=Pacing)

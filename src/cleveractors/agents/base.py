@@ -10,11 +10,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream
+from cleveractors.context import RunContext
 from cleveractors.errors import RunNotFoundError
 from cleveractors.events import Event
 from cleveractors.result import ExecutionResult, ResultCallback, RunOutcome
@@ -53,6 +54,7 @@ class Agent(ABC):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any] | None = None,
     ) -> RunOutcome:
         """Run once as run `run_id` (a new id when None), its events into `sink`. Never raises
         for a failed run: the outcome carries the result (with the run's id) and the error.
@@ -70,6 +72,8 @@ class Agent(ABC):
                 the model's own cap); None leaves the model's.
             can_pause: False declines the calls that need a person's approval instead of
                 pausing the run for them.
+            context: Who the run is for and the application's `deps`, for the tools' `RunContext`
+                parameters (its `run_id` is the run's); None for a context of the run's id alone.
         """
 
     async def process_message(

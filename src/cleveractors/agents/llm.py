@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, assert_never
@@ -56,6 +56,7 @@ from cleveractors.approvals import (
     PausedRun,
 )
 from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
 from cleveractors.pricing import CallPricer, ModelPrices
@@ -280,6 +281,7 @@ class LLMAgent(Agent):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any] | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -296,6 +298,7 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
+                    context=context or RunContext(run_id=scope.id, actor=self.name, deps=None),
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -324,6 +327,7 @@ class LLMAgent(Agent):
         run_id: str,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any],
     ) -> _ToolLoopResult:
         bill = Bill(self.pricer, sink=sink, recorder=on_call)
         run = _Run(
@@ -331,6 +335,7 @@ class LLMAgent(Agent):
             sink=sink,
             streaming=streaming,
             bill=bill,
+            context=replace(context, _ledger=bill.ledger),
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
         )
