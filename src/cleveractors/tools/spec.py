@@ -22,7 +22,7 @@ from langchain_core.utils.function_calling import convert_to_openai_function
 from cleveractors.config import ToolConfig
 from cleveractors.context import ContextParameters, annotated_context, context_parameters
 from cleveractors.errors import ConfigurationError
-from cleveractors.tools._handlers import import_handler_target
+from cleveractors.tools._handlers import import_callable
 
 ToolHandler = Callable[..., Any]
 """A sync or async callable taking the tool's arguments as keyword arguments."""
@@ -188,10 +188,7 @@ def as_tool(candidate: Tool | BaseTool | ToolHandler) -> Tool:
 
 def _import_handler(config: ToolConfig, search_dir: Path | None) -> ToolHandler:
     where = f"tool {config.name!r}: handler {config.handler!r}"
-    target = import_handler_target(config.handler, where=where, search_dir=search_dir)
-    if not callable(target):
-        raise ConfigurationError(f"{where} is not callable")
-    return target
+    return import_callable(config.handler, where=where, search_dir=search_dir)
 
 
 def _derive_parameters(

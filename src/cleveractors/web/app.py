@@ -29,7 +29,7 @@ from cleveractors.web.router import (
     DEFAULT_SEND_TIMEOUT_S,
     create_chat_router,
 )
-from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate
+from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate, DepsFactory, serve_deps
 
 __all__ = ["create_app"]
 
@@ -59,6 +59,7 @@ def create_app(
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
+    deps: DepsFactory | None = None,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
 
@@ -81,6 +82,9 @@ def create_app(
         send_timeout_s: See `create_chat_router`.
         max_history_turns: See `create_chat_router`.
         max_turn_chars: See `create_chat_router`.
+        deps: Builds each request's deps (`RunContext.deps` for the actor's tools) from the
+            request and the authenticated caller: `(request, caller) -> deps`, sync or async,
+            called per request that runs the actor. None gives runs no deps.
     """
 
     @asynccontextmanager
@@ -96,6 +100,7 @@ def create_app(
         redoc_url=None,
         openapi_url=_OPENAPI_URL if docs else None,
     )
+    serve_deps(app.state, deps)
     app.include_router(
         create_chat_router(
             lambda: executor,
