@@ -101,3 +101,13 @@ Feature: Tools that know who is asking: the run's context and its deps
     And the MCP server "files" has caller_headers "support.context_tools:caller_headers"
     When the actor's MCP servers are opened and closed
     Then opening failed with ConfigurationError "'caller_headers' are for a 'url' server"
+
+  Scenario: The web app builds each request's deps from the request and its caller
+    Given the web app serves an actor answering "unused"
+    And the web app requires the API keys "k-first,k-second"
+    And the web app's actor calls my_orders, its deps built per request from the X-Shop header
+    When the web app is sent a message to /chat with the key "k-first" and the X-Shop "north"
+    And the web app is sent a message to /v1/chat/completions with the key "k-second" and the X-Shop "south"
+    Then the web app answered 200
+    And the web app's run for the caller "key-1" read the deps "north for key-1"
+    And the web app's run for the caller "key-2" read the deps "south for key-2"
