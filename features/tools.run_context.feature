@@ -96,6 +96,14 @@ Feature: Tools that know who is asking: the run's context and its deps
     And the schema the model sees for whose_call has no properties
     And the secret appears in no result, tool output or log line
 
+  Scenario: A caller_headers function that fails is an error the model reads
+    Given the MCP test server "shop" over streamable HTTP, its token from $SHOP_TOKEN
+    And the MCP server "shop" has caller_headers "support.context_tools:broken_headers"
+    And the model calls [whose_call#c1 {}], then answers "Done."
+    When "alice" with the deps of "Ada" and "bob" with the deps of "Grace" ask at once, with the MCP servers open
+    Then alice's call whose_call failed with "mcp server 'shop': caller_headers failed: LookupError: no token on file for Ada"
+    And bob's call whose_call failed with "mcp server 'shop': caller_headers failed: LookupError: no token on file for Grace"
+
   Scenario: A caller_headers entry on a command server is refused
     Given the MCP test server "files" over stdio
     And the MCP server "files" has caller_headers "support.context_tools:caller_headers"

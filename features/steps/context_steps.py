@@ -325,6 +325,14 @@ def _then_caller_output(context: Context, caller: str, tool: str, expected: str)
     assert record.output == expected, record.output
 
 
+@then('{caller}\'s call {tool} failed with "{text}"')
+def _then_caller_failed(context: Context, caller: str, tool: str, text: str) -> None:
+    result = context.by_caller[caller]
+    record = next(r for r in result.tool_calls if r.name == tool)
+    assert record.status == "error", record
+    assert text in record.output, record.output
+
+
 @then("the schema the model sees for {tool} has no properties")
 def _then_mcp_schema(context: Context, tool: str) -> None:
     found = next(t for t in context.executor_tools if t.name == tool)

@@ -66,3 +66,8 @@ def caller_headers(ctx: RunContext) -> dict[str, str]:
     """An MCP server's per-caller headers: the caller's own name and the deps' owner."""
     owner = ctx.deps.owner if isinstance(ctx.deps, Shop) else "nobody"
     return {"X-Caller": ctx.caller or "anonymous", "X-Owner": owner}
+
+
+async def broken_headers(ctx: RunContext[Shop]) -> dict[str, str]:
+    """Per-caller headers that cannot be built: the deps lack what they need."""
+    raise LookupError(f"no token on file for {ctx.deps.owner}")

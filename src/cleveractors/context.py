@@ -151,7 +151,7 @@ _BARE = object()
 def _type_hints(handler: object) -> dict[str, Any]:
     try:
         return typing.get_type_hints(handler, include_extras=True)
-    except Exception:  # names the module cannot resolve: the raw annotations are read instead
+    except Exception:  # a name the module cannot resolve: its tool fails to derive a schema
         return {}
 
 
@@ -165,11 +165,4 @@ def _context_deps_type(annotation: object) -> object | None:
     if get_origin(annotation) is RunContext:
         deps_type: object = get_args(annotation)[0]
         return deps_type
-    if isinstance(annotation, str):  # a postponed annotation that could not be resolved
-        bare = annotation.strip()
-        if bare == "RunContext" or bare.endswith(".RunContext"):
-            return _BARE
-        if bare.startswith("RunContext[") or ".RunContext[" in bare:
-            inner = bare.split("[", 1)[1].rstrip("]").strip()
-            return type(None) if inner == "None" else Any if inner == "Any" else inner
     return None

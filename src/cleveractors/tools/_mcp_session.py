@@ -332,26 +332,13 @@ class McpSession:
         """Call one tool with the headers `caller_headers` builds from the run's context."""
         arguments = dict(arguments)
         context: RunContext[Any] = arguments.pop(CONTEXT_ARGUMENT)
-        headers = await self._headers_for(context)
+        headers = await _headers_for(self._caller_headers, context, self.source)
         token = secrets.token_urlsafe(16)
         self._headers_by_token[token] = headers
         try:
             return await self.call(tool_name, arguments, token=token)
         finally:
             del self._headers_by_token[token]
-
-    async def _headers_for(self, context: RunContext[Any]) -> dict[str, str]:
-        build = self._caller_headers
-        assert build is not None  # only a server with caller_headers makes such a call
-        try:
-            built = build(context)
-            if inspect.isawaitable(built):
-                built = await built
-            return {str(name): str(value) for name, value in dict(built).items()}
-        except Exception as exc:  # the application's function: its failure is the call's
-            raise McpCallError(
-                f"{self.source}: caller_headers failed: {type(exc).__name__}: {exc}"
-            ) from exc
 
     async def _add_caller_headers(self, request: httpx2.Request) -> None:
         """The request hook: a call's own headers on the one request that carries its token."""
@@ -401,6 +388,23 @@ class McpSession:
 
     def _describe(self, error: BaseException) -> str:
         return describe_failure(error, hidden=self._secrets.values)
+
+
+async def _headers_for(
+    build: CallerHeaders | None, context: RunContext[Any], source: str
+) -> dict[str, str]:
+    """The headers `build` (a server's `caller_headers`) makes of the run's context.
+
+    Raises:
+        McpCallError: the function failed; the model reads why.
+    """
+    try:
+        built = {} if build is None else build(context)
+        if inspect.isawaitable(built):
+            built = await built
+        return {str(name): str(value) for name, value in dict(built).items()}
+    except Exception as exc:  # the application's function: its failure is the call's
+        raise McpCallError(f"{source}: caller_headers failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _caller_headers(server: McpServer) -> CallerHeaders | None:
