@@ -39,6 +39,7 @@ from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
 from report import Row, missed, render_markdown, write_results
 from scenario import use_dummy_api_key
+from spend import measure_spend
 from stops import measure_stops
 from streams import measure_streams
 from tracing_cost import measure_tracing
@@ -58,6 +59,7 @@ class Settings:
     stream_rounds: int
     ledger_writes: int
     approval_runs: int
+    spend_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -72,6 +74,7 @@ class Settings:
             stream_rounds=3,
             ledger_writes=500,
             approval_runs=200,
+            spend_runs=200,
         )
 
     @classmethod
@@ -87,6 +90,7 @@ class Settings:
             stream_rounds=2,
             ledger_writes=50,
             approval_runs=20,
+            spend_runs=20,
         )
 
 
@@ -153,6 +157,9 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
             settings.approval_runs
         )
         outcome.rows.extend(approval_rows)
+    with _section("spend limits (PostgreSQL, stub model, three calls a run)"):
+        spend_rows, outcome.samples["spend"] = await measure_spend(settings.spend_runs)
+        outcome.rows.extend(spend_rows)
     return outcome
 
 

@@ -219,6 +219,15 @@ The Chat Page Keeps Its Session Across A Reload And Starts A New One
     Page Should Contain Element    css:.turn    limit=1
 
 
+Two Servers On One PostgreSQL Hold One Caller's Spend Limit Under 50 Requests At Once
+    [Documentation]    A limit of a few calls' cost a day: whichever worker a request reaches,
+    ...    the ledger bills at most the limit plus what the calls in flight cost beyond their
+    ...    estimates (nothing beyond it when strict), and every other request is a 429 with
+    ...    `Retry-After`, no run and no ledger row. `usage --caller` tells what is left.
+    [Template]    Spend Limit Holds Across Two Servers
+    strict=${False}    route=/chat
+    strict=${True}     route=/v1/chat/completions
+
 *** Keywords ***
 Send From The Chat Page
     [Arguments]    ${message}
@@ -263,3 +272,37 @@ Stop Everything
     Remove Browser Profiles
     Stop Servers
     Stop Postgres
+
+Spend Limit Holds Across Two Servers
+    [Arguments]    ${strict}    ${route}
+    ${database}=    New Postgres Database
+    # One answer costs $0.000011 (5 + 3 x 2 tokens at $1 per million); it reserves $0.000008
+    # (its prompt as estimated), or $0.000014 strict (with its output cap of 3 tokens).
+    ${actor}=    Write Spend Limited Actor    spend-strict-${strict}    0.0001    ${strict}
+    ${servers}=    Start Stored Servers    ${actor}    ${database}    2    k-alice
+    ${responses}=    Send At Once To Both    ${servers}    50    k-alice    ${route}
+    ${answered}=    Evaluate    [r for r in $responses if r["status"] == 200]
+    ${refused}=    Evaluate    [r for r in $responses if r["status"] != 200]
+    Should Not Be Empty    ${answered}
+    Should Not Be Empty    ${refused}
+    FOR    ${response}    IN    @{refused}
+        Should Be Equal As Integers    ${response}[status]    429    ${response}[body]
+        Should Be True    int(${response}[retry_after]) > 0
+        Should Be Equal    ${response}[run_id]    ${None}
+        Should Contain    ${response}[body]    day spend limit
+    END
+    ${ledger}=    Stored Ledger    ${database}
+    ${run_ids}=    Evaluate    sorted(row["run_id"] for row in $ledger["rows"])
+    ${answered_ids}=    Evaluate    sorted(r["run_id"] for r in $answered)
+    Lists Should Be Equal    ${run_ids}    ${answered_ids}    only the answered runs are billed
+    ${billed}=    Evaluate    decimal.Decimal($ledger["cost_usd"])    modules=decimal
+    ${bound}=    Evaluate
+    ...    decimal.Decimal("0.0001") + (0 if ${strict} else len($answered) * decimal.Decimal("0.000003"))
+    ...    modules=decimal
+    Should Be True    ${billed} <= ${bound}    billed ${billed}, bound ${bound}
+    ${usage}=    Run Store CLI    usage    ${actor}    --store    ${database}    --caller    key-1
+    ...    --json
+    ${windows}=    Evaluate    json.loads($usage.stdout)["windows"]    modules=json
+    Should Be Equal    ${windows}[0][window]    day
+    Should Be Equal As Numbers    ${windows}[0][spent]    ${billed}
+    Should Be Equal As Numbers    ${windows}[0][reserved]    0

@@ -9,6 +9,7 @@ the provider's billing record: what the ledger must hold is read from that scrip
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # The Behave suite's PostgreSQL helper, from the test tree's root.
 from features.support.postgres import TemporaryPostgres
 
+from cleveractors.store import SqlStore
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 _API_KEY_ENV = "CLEVERACTORS_STORE_SUITE_KEY"
@@ -53,6 +55,10 @@ _SLOW_ANSWER = {
     "completion_tokens": 70,
 }
 _QUICK_ANSWER = {"text": "Noted.", "prompt_tokens": 11, "completion_tokens": 3}
+_CHEAP_ANSWER = {"text": "Noted.", "prompt_tokens": 5, "completion_tokens": 3}
+"""Its prompt as the provider counts it is below what the loop estimates (8 tokens for a message
+"Hello" alone), so a strict limit is never passed."""
+_PRICES = {"input_per_mtok": 1, "output_per_mtok": 2}
 _TOOLS = [
     {
         "name": "get_weather",
@@ -149,6 +155,55 @@ class StoreLibrary(WebLibrary):
         path = self._folder / f"{name}.yaml"
         path.write_text(json.dumps(actor), encoding="utf-8")  # JSON is YAML, and quick to parse
         return str(path)
+
+    @keyword
+    def write_spend_limited_actor(self, name: str, usd_per_day: str, strict: bool) -> str:
+        """A stub actor answering in one cheap call (5 prompt and 3 completion tokens, at $1
+        and $2 per million), each caller limited to USD_PER_DAY a day; with STRICT each call
+        reserves its prompt plus its output cap. Returns its path."""
+        actor = {
+            "name": name,
+            "agent": {"provider": "stub", "script": [_CHEAP_ANSWER], "pricing": _PRICES},
+            "store": {"lease_s": 30.0},
+            "spend_limits": {"limits": [{"window": "day", "usd": usd_per_day}], "strict": strict},
+        }
+        path = self._folder / f"{name}.yaml"
+        path.write_text(json.dumps(actor), encoding="utf-8")
+        return str(path)
+
+    @keyword
+    def start_stored_servers(
+        self, actor: str, store_url: str, count: int, api_keys: str
+    ) -> list[str]:
+        """COUNT `Start Stored Server`s at once (they start in parallel); their base URLs."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+            starting = [
+                pool.submit(self.start_stored_server, actor, store_url, api_keys)
+                for _ in range(count)
+            ]
+            return [future.result() for future in starting]
+
+    @keyword
+    def stored_ledger(self, store_url: str) -> dict[str, Any]:
+        """The ledger of the store at STORE_URL, read in this process, as `usage --json` prints
+        it."""
+
+        async def read() -> dict[str, Any]:
+            async with SqlStore(store_url, should_create=False) as store:
+                report = await store.usage()
+            found: dict[str, Any] = json.loads(report.model_dump_json())
+            return found
+
+        return asyncio.run(read())
+
+    @keyword
+    def send_at_once_to_both(
+        self, urls: list[str], count: int, key: str, route: str
+    ) -> list[dict[str, Any]]:
+        """COUNT requests "Hello" at once, alternating between the servers at URLS, as the
+        caller of API KEY, to ROUTE (`/chat`, or `/v1/chat/completions` capping each call's
+        output at 3 tokens); each one's status, `Retry-After`, `X-Run-Id` and body."""
+        return asyncio.run(_send_at_once(urls, count, key, route))
 
     @keyword
     def scripted_call(self, which: str) -> dict[str, int]:
@@ -399,6 +454,28 @@ def _chat_under_key(base_url: str, key: str, message: str) -> KeyedChat:
         for name, data in _sse_messages(response.iter_lines()):
             stream.frames.append((name, json.loads(data)))
         return KeyedChat(response.status_code, run_id, stream, None)
+
+
+async def _send_at_once(urls: list[str], count: int, key: str, route: str) -> list[dict[str, Any]]:
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+    async with httpx.AsyncClient(
+        timeout=_CLIENT_TIMEOUT_S * 4, limits=limits, headers=_bearer(key)
+    ) as client:
+
+        async def send(number: int) -> dict[str, Any]:
+            body: dict[str, Any] = {"message": "Hello"}
+            if route != "/chat":
+                body = {"model": "m", "messages": [{"role": "user", "content": "Hello"}]}
+                body["max_tokens"] = 3
+            response = await client.post(f"{urls[number % len(urls)]}{route}", json=body)
+            return {
+                "status": response.status_code,
+                "retry_after": response.headers.get("retry-after"),
+                "run_id": response.headers.get("x-run-id"),
+                "body": response.text,
+            }
+
+        return list(await asyncio.gather(*(send(number) for number in range(count))))
 
 
 def _environment() -> dict[str, str]:

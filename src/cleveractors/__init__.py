@@ -4,6 +4,7 @@ import logging
 
 from cleveractors.agents import (
     EventStream,
+    FallbackModel,
     LLMAgent,
     LoopLimits,
     RetryPolicy,
@@ -12,6 +13,7 @@ from cleveractors.agents import (
 )
 from cleveractors.config import (
     ActorConfig,
+    FallbackPolicy,
     LLMAgentConfig,
     McpServer,
     ToolConfig,
@@ -44,6 +46,8 @@ __all__ = [
     "EventStream",
     "ExecutionError",
     "ExecutionResult",
+    "FallbackModel",
+    "FallbackPolicy",
     "LLMAgent",
     "LLMAgentConfig",
     "LLMCallUsage",

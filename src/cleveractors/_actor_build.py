@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
     ActorConfig,
@@ -23,7 +24,8 @@ from cleveractors.config import (
     valid_part_of_agent,
 )
 from cleveractors.errors import ConfigurationError
-from cleveractors.providers import make_chat_model
+from cleveractors.providers import make_chat_model, make_fallback_models
+from cleveractors.spend_limits import SpendLimits
 from cleveractors.tools import Tool, tool_from_config
 from cleveractors.tools.mcp import with_server_paths_beside
 
@@ -40,6 +42,7 @@ class BuiltActor:
     name: str
     agent: LLMAgent
     store: SqlStore | None
+    spend_limits: SpendLimits | None = None
 
 
 def build_actor(
@@ -52,17 +55,42 @@ def build_actor(
     """
     if not isinstance(source, ActorConfig):
         source = _validated_config(source, origin, config_dir)
+    agent = _build_agent(source, origin=origin, config_dir=config_dir)
+    link_handoffs(
+        config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
+    )
+    if source.spend_limits is not None and source.store is None:
+        problem = (
+            "spend_limits: needs a store (its counters are shared by every worker); add `store:`"
+        )
+        raise ConfigurationError(describe_problems(origin, [problem]))
+    store = _build_store(source.store, config_dir)
+    return BuiltActor(source.name, agent, store, source.spend_limits)
+
+
+def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
+    """A handoff target's agent (its `store` is not used: the session is the first actor's)."""
+    return _build_agent(config, origin=str(path), config_dir=path.parent)
+
+
+def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
     tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
-        agent = LLMAgent.from_config(config.agent, model=model, tools=tools, name=config.name)
+        agent = LLMAgent.from_config(
+            config.agent,
+            model=model,
+            tools=tools,
+            name=config.name,
+            fallback_models=make_fallback_models(config.agent),
+        )
     except ConfigurationError as exc:
         problems.append(str(exc))
     if problems or agent is None:
         raise ConfigurationError(describe_problems(origin, problems)) from None
-    return BuiltActor(config.name, agent, _build_store(config.store, config_dir))
+    return agent
 
 
 def _build_tools(
@@ -113,6 +141,7 @@ def _model_problems(agent: LLMAgentConfig | None) -> list[str]:
         return []
     try:
         make_chat_model(agent)
+        make_fallback_models(agent)
     except ConfigurationError as exc:
         return [str(exc)]
     return []

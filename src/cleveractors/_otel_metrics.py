@@ -25,7 +25,7 @@ _TOKEN_BUCKETS = (
 class CallMetrics:
     """The instruments every LLM call records on."""
 
-    __slots__ = ("_cost", "_duration", "_first_chunk", "_per_chunk", "_tokens")
+    __slots__ = ("_cost", "_duration", "_first_chunk", "_per_chunk", "_spend_refusals", "_tokens")
 
     def __init__(self, meter: Meter) -> None:
         self._duration = _seconds(meter, "operation.duration", "GenAI operation duration")
@@ -48,6 +48,16 @@ class CallMetrics:
         self._cost = meter.create_counter(
             "cleveractors.client.cost", unit="USD", description="Cost of the LLM calls"
         )
+        self._spend_refusals = meter.create_counter(
+            "cleveractors.spend_limit.refusals",
+            unit="{run}",
+            description="Runs a caller's spend limit refused or stopped",
+        )
+
+    def count_spend_refusal(self, actor_name: str) -> None:
+        """One run refused or stopped by a spend limit, by actor (never by caller: a caller id
+        is neither low-cardinality nor free of personal data)."""
+        self._spend_refusals.add(1, {"gen_ai.agent.name": actor_name})
 
     def record(
         self,

@@ -79,6 +79,9 @@ class ScriptedReply(BaseModel):
     `ModelAPIError` and the scripted server answers 500."""
     retry_after: str | None = None
     """The `Retry-After` header sent with `error`: seconds, or an HTTP date."""
+    error_type: str | None = None
+    """The error body's type (and OpenAI's `code`) sent with `error`, e.g. `insufficient_quota`;
+    by default the protocol's usual one for the status."""
     cut_off_after_chunks: NonNegativeInt | None = None
     omit_usage: bool = False
     cache_read_tokens: NonNegativeInt = 0

@@ -11,9 +11,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from cleveractors._pause import MemoryPauses
+from cleveractors._spend_gate import CallSpend
+from cleveractors.agents import LLMAgent
 from cleveractors.agents._decisions import SUPERSEDED, not_run
 from cleveractors.agents.base import Agent, History
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
@@ -25,10 +28,12 @@ from cleveractors.errors import (
     McpServerError,
     SessionBusyError,
     SessionNotFoundError,
+    SpendLimitExceeded,
     StoreError,
 )
-from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome
+from cleveractors.result import ErrorInfo, ExecutionResult, RunOutcome, SpendLeft
 from cleveractors.runs import finish_despite_cancellation
+from cleveractors.spend_limits import SpendPolicy
 from cleveractors.turns import NewMessage, Resumption, Turn
 from cleveractors.usage import CallRecorder
 
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cleveractors.store import SqlStore, StoreRun
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = ["Book", "Held", "MemoryBook", "Refused", "StoredBook", "finished", "refused_result"]
 
@@ -53,6 +59,9 @@ class Held:
     max_output_tokens: int | None
     can_pause: bool
     resumed_from: str | None = None
+    active_agent: str | None = None
+    """The actor the turn runs on, when a handoff left the session (or the pause) with one;
+    None: the executor's own. Only a stored session remembers a handoff across turns."""
 
     @classmethod
     def resuming(cls, checked: CheckedDecisions) -> Held:
@@ -64,21 +73,28 @@ class Held:
             max_output_tokens=paused.max_output_tokens,
             can_pause=True,
             resumed_from=paused.run_id,
+            active_agent=paused.agent,
         )
 
 
 class Refused(Exception):
     """The turn cannot begin: nothing was spent; `error` is the run's error."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, *, spend_left: tuple[SpendLeft, ...] = ()) -> None:
         super().__init__(str(error))
         self.error = error
+        self.spend_left = spend_left
+        """The caller's spend limits, when they refused the turn."""
 
 
 class Book(Protocol):
     """Where a turn's claims are kept: the store, or this process's memory."""
 
     record_call: CallRecorder | None
+
+    @property
+    def call_spend(self) -> CallSpend | None:
+        """The run's hold on its caller's spend limits, when it has any."""
 
     async def begin(self) -> Held | ExecutionResult:
         """Claim what the turn needs; a stored answer to replay instead of running.
@@ -101,6 +117,7 @@ class MemoryBook:
     """An executor without a store: no session, no key; pauses are kept in `pauses`."""
 
     record_call: CallRecorder | None = None
+    call_spend: CallSpend | None = None
 
     def __init__(self, agent: Agent, pauses: MemoryPauses, turn: Turn, run_id: str) -> None:
         self._agent, self._pauses, self._turn, self._run_id = agent, pauses, turn, run_id
@@ -136,12 +153,22 @@ class StoredBook:
     kept again). A busy, foreign or unwritable store refuses the turn before anything is
     spent; a request answered before under its idempotency key is replayed."""
 
-    def __init__(self, agent: Agent, store: SqlStore, turn: Turn, run_id: str) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        store: SqlStore,
+        turn: Turn,
+        run_id: str,
+        *,
+        spend: SpendPolicy | None = None,
+    ) -> None:
         self._agent, self._store, self._turn, self._run_id = agent, store, turn, run_id
         self._key: str | None = None
         """The idempotency key this turn claimed, once it did."""
         self._held: StoreRun | None = None
         self.record_call: CallRecorder | None = None
+        self._spend = spend
+        self.call_spend: SpendAccount | None = None
 
     async def begin(self) -> Held | ExecutionResult:
         try:
@@ -152,8 +179,10 @@ class StoredBook:
         if isinstance(turn, Resumption):
             checked = await self._checked(turn)
             held = await self._hold_session(checked.paused.session_id, checked.paused)
+            resuming = Held.resuming(checked)
+            await self._admit(held, resuming)
             await finished(held.claim_pause(checked.paused, checked), ApprovalError, StoreError)
-            return Held.resuming(checked)
+            return resuming
         replay = await self._claim_key(turn)
         if replay is not None:
             return replay
@@ -162,7 +191,41 @@ class StoredBook:
             held.supersede_waiting_run(_declined_for_new_message), StoreError
         )
         history = turn.history if turn.session_id is None else [*held.history, *superseded]
-        return Held(turn.message, history, turn.session_id, turn.max_output_tokens, turn.can_pause)
+        begun = Held(
+            turn.message,
+            history,
+            turn.session_id,
+            turn.max_output_tokens,
+            turn.can_pause,
+            active_agent=held.active_actor,
+        )
+        await self._admit(held, begun)
+        return begun
+
+    async def _admit(self, held: StoreRun, begun: Held) -> None:
+        """Reserve the run's first call against the caller's spend limits, if it has any: a
+        caller with no room left is refused here, before any LLM call."""
+        if self._spend is None:
+            return
+        # The store extra is installed: this executor has a store.
+        from cleveractors.store.spend import SpendAccount
+
+        caller = self._turn.caller
+        limits = await self._spend.limits_for(caller)
+        if limits is None:
+            return
+        account = SpendAccount(self._store.engine, caller, limits, self._spend.clock)
+        tokens, cost = _first_call_reservation(self._agent, begun, is_strict=limits.strict)
+        try:
+            await finished(
+                account.admit(tokens=tokens, cost_usd=cost),
+                SpendLimitExceeded,
+                ConfigurationError,
+                StoreError,
+            )
+        except Refused as refused:
+            raise Refused(refused.error, spend_left=account.refused) from refused.error
+        held.spend = self.call_spend = account
 
     async def _checked(self, turn: Resumption) -> CheckedDecisions:
         try:
@@ -229,6 +292,8 @@ class StoredBook:
             yield
 
     async def abort(self, error: BaseException) -> None:
+        if self.call_spend is not None:
+            await finish_despite_cancellation(self.call_spend.release())
         if self._held is not None:
             await finish_despite_cancellation(self._held.abort(error))
         if self._key is not None:
@@ -237,6 +302,11 @@ class StoredBook:
     async def settle(self, outcome: RunOutcome) -> RunOutcome:
         held = cast("StoreRun", self._held)  # a turn is settled only once it began
         settled, is_cancelled = await finish_despite_cancellation(held.close(outcome))
+        if self.call_spend is not None:
+            settled, is_late = await finish_despite_cancellation(
+                _with_spend_left(settled, self.call_spend)
+            )
+            is_cancelled = is_cancelled or is_late
         if self._key is not None:
             _, is_late = await finish_despite_cancellation(self._settle_key(settled.result))
             is_cancelled = is_cancelled or is_late
@@ -256,6 +326,36 @@ class StoredBook:
             return
         if not is_settled:
             logger.warning("run %s no longer held idempotency key %r when it settled", run_id, key)
+
+
+def _first_call_reservation(
+    agent: Agent, begun: Held, *, is_strict: bool
+) -> tuple[int, Decimal | None]:
+    """What the run's first call reserves (an agent of another kind reserves nothing, and is
+    refused only at the limit)."""
+    if not isinstance(agent, LLMAgent):
+        return 0, Decimal(0)
+    try:
+        return agent.first_call_reservation(
+            begun.start,
+            begun.history,
+            max_output_tokens=begun.max_output_tokens,
+            is_strict=is_strict,
+        )
+    except ConfigurationError as exc:
+        raise Refused(exc) from exc
+
+
+async def _with_spend_left(outcome: RunOutcome, account: SpendAccount) -> RunOutcome:
+    """The outcome with what the caller has left, once the run let go what it still held."""
+    await account.release()
+    try:
+        left = await account.left()
+    except StoreError as exc:
+        logger.warning("reading what %r has left to spend failed: %s", account.caller, exc)
+        return outcome
+    result = outcome.result.model_copy(update={"spend_left": left})
+    return RunOutcome(result, outcome.error, outcome.turn, outcome.pause)
 
 
 def _declined_for_new_message(paused: PausedRun) -> dict[str, ToolAnswer]:
@@ -304,9 +404,13 @@ async def _holding_key(
         yield
 
 
-def refused_result(run_id: str, error: BaseException) -> ExecutionResult:
+def refused_result(
+    run_id: str, error: BaseException, spend_left: tuple[SpendLeft, ...] = ()
+) -> ExecutionResult:
     """The result of a run refused before it began: nothing spent."""
-    return ExecutionResult(text="", error=ErrorInfo.from_exception(error), run_id=run_id)
+    return ExecutionResult(
+        text="", error=ErrorInfo.from_exception(error), run_id=run_id, spend_left=spend_left
+    )
 
 
 async def finished(

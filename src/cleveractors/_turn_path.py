@@ -20,12 +20,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cleveractors._pause import MemoryPauses
+from cleveractors._spend_gate import current_call_spend
 from cleveractors._turn_books import Book, MemoryBook, Refused, StoredBook, refused_result
+from cleveractors.agents import LLMAgent
 from cleveractors.agents.base import Agent
 from cleveractors.context import RunContext
+from cleveractors.errors import SpendLimitExceeded
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import finish_despite_cancellation
+from cleveractors.spend_limits import SpendPolicy
 from cleveractors.tracing import RunTrace, Telemetry, current_trace_var
 from cleveractors.turns import NewMessage, Turn
 
@@ -50,17 +54,19 @@ async def run_turn(
     streaming: bool,
     telemetry: Telemetry | None = None,
     deps: object = None,
+    spend: SpendPolicy | None = None,
 ) -> RunOutcome:
     """Run `turn` through `agent` as run `run_id`, its tools given `deps` (in memory only).
     Never raises for a failed run: the outcome carries the result (every token spent, the run's
     id) and the error; only a cancellation that came before the run began gets through.
 
     With `telemetry`, the run is an `invoke_agent` span, the parent of its calls' spans; it
-    ends here on every path. Runs paused without a store are kept in `pauses`."""
+    ends here on every path. Runs paused without a store are kept in `pauses`. With `spend`,
+    the caller's spend limits hold for every LLM call (they need a store)."""
     book: Book = (
         MemoryBook(agent, pauses, turn, run_id)
         if store is None
-        else StoredBook(agent, store, turn, run_id)
+        else StoredBook(agent, store, turn, run_id, spend=spend)
     )
     running = _run_turn(agent, book, turn, run_id=run_id, sink=sink, streaming=streaming, deps=deps)
     if telemetry is None:
@@ -76,6 +82,8 @@ async def run_turn(
     finally:
         current_trace_var.reset(token)
     _end_trace(run_trace, outcome)
+    if _was_stopped_by_spend_limit(outcome):
+        telemetry.count_spend_refusal()
     return outcome
 
 
@@ -94,7 +102,8 @@ async def _run_turn(
         held = await book.begin()
     except Refused as refused:
         await finish_despite_cancellation(book.abort(refused.error))
-        return RunOutcome(refused_result(run_id, refused.error), refused.error)
+        result = refused_result(run_id, refused.error, refused.spend_left)
+        return RunOutcome(result, refused.error)
     except BaseException as exc:  # cancelled as it began: whatever it claimed is free again
         await finish_despite_cancellation(book.abort(exc))
         raise
@@ -102,9 +111,11 @@ async def _run_turn(
         outcome = _replay(held, _session_of(turn), sink)
     else:
         _open(run_id, held.session_id, sink, resumed_from=held.resumed_from)
+        token = current_call_spend.set(book.call_spend)
         try:
             async with book.holding():
-                ran = await agent.run(
+                running_agent = _active(agent, held.active_agent)
+                ran = await running_agent.run(
                     held.start,
                     history=held.history,
                     sink=sink,
@@ -115,11 +126,12 @@ async def _run_turn(
                     can_pause=held.can_pause,
                     context=RunContext(
                         run_id=run_id,
-                        actor=agent.name,
+                        actor=running_agent.name,
                         deps=deps,
                         session_id=held.session_id,
                         caller=turn.caller,
                     ),
+                    session_id=held.session_id,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that
@@ -127,9 +139,37 @@ async def _run_turn(
             # turn holds, then let it through.
             await finish_despite_cancellation(book.abort(exc))
             raise
+        finally:
+            current_call_spend.reset(token)
         outcome = await book.settle(_owned(ran, held.session_id, turn.caller))
     _log_end(outcome)
     return outcome
+
+
+def _was_stopped_by_spend_limit(outcome: RunOutcome) -> bool:
+    """Whether the caller's spend limit refused the turn or one of its calls."""
+    return (
+        isinstance(outcome.error, SpendLimitExceeded)
+        or outcome.result.synthesis_reason == "spend_limit"
+    )
+
+
+def _active(agent: Agent, name: str | None) -> Agent:
+    """The agent the turn runs on: the one a handoff left the session (or the paused run)
+    with, found among those the executor's agent can hand off to; else the executor's own."""
+    if name is None or name == agent.name or not isinstance(agent, LLMAgent):
+        return agent
+    found = agent.handoff_agent(name)
+    if found is None:
+        logger.warning(
+            "actor %r, to which a handoff passed the conversation, is no longer among the "
+            "handoffs of %r; the turn runs on %r",
+            name,
+            agent.name,
+            agent.name,
+        )
+        return agent
+    return found
 
 
 def _session_of(turn: Turn) -> str | None:

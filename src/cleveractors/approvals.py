@@ -183,6 +183,8 @@ class PausedRun:
     """Tokens of every segment of the run so far: the token budget spans the whole run."""
     spent_cost_usd: Decimal = field(default=Decimal(0))
     max_output_tokens: int | None = None
+    agent: str | None = None
+    """The actor whose agent paused (after a handoff, the one it went to): it resumes there."""
 
     def pending_call(self, call_id: str) -> PendingApproval | None:
         return next((call for call in self.pending if call.call_id == call_id), None)
@@ -216,6 +218,7 @@ class PausedRun:
                 "spent_tokens": self.spent_tokens,
                 "spent_cost_usd": str(self.spent_cost_usd),
                 "max_output_tokens": self.max_output_tokens,
+                "agent": self.agent,
             }
         )
 
@@ -236,6 +239,7 @@ class PausedRun:
             spent_tokens=data["spent_tokens"],
             spent_cost_usd=Decimal(data["spent_cost_usd"]),
             max_output_tokens=data["max_output_tokens"],
+            agent=data.get("agent"),  # a pause kept before handoffs names none
         )
 
 

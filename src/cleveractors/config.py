@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -46,11 +46,18 @@ from cleveractors._config_tools import (
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
 from cleveractors.pricing import ModelPrices
+from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
+    "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
+    "FallbackModelConfig",
+    "FallbackPolicy",
+    "ImmediateFallback",
     "LLMAgentConfig",
     "McpServer",
+    "PromptCacheMode",
+    "PromptCacheTTL",
     "ProviderName",
     "StoreConfig",
     "ToolConfig",
@@ -80,11 +87,89 @@ ProviderName = Literal[
 ]
 """`openai`, `stub`, and the providers of LangChain's `init_chat_model`, by the same names."""
 
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+"""How the tool that hands the conversation to an actor of `handoffs` is named: this, then the
+actor's name."""
+
 _PROVIDERS: frozenset[str] = frozenset(get_args(ProviderName))
 # An agent's keys that were renamed: old name -> new name. The old one loads, with a warning.
+PromptCacheMode = Literal["auto", "off"]
+"""`auto`: the agent asks the provider to cache its requests' stable prefix (see
+docs/caching.md); `off`: nothing extra is sent."""
+
+PromptCacheTTL = Literal["5m", "1h"]
+"""How long Anthropic keeps a cached prefix (a 1-hour write costs more than a 5-minute one)."""
+
 _RENAMED_AGENT_KEYS = {"tool_max_rounds": "max_tool_rounds"}
 _REMOVAL_VERSION = "1.0"
 _STUB_MODEL = "scripted"
+
+
+class ImmediateFallback(Frozen):
+    """An error on which the next model takes over at once, without retrying this one: its HTTP
+    `status`, its `code` (the error body's `code` or `type`, e.g. `insufficient_quota`,
+    `overloaded_error`), or both."""
+
+    status: int | None = Field(default=None, ge=400, le=599)
+    code: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _check_given(self) -> ImmediateFallback:
+        if self.status is None and self.code is None:
+            raise ValueError("give a status, a code or both")
+        return self
+
+
+DEFAULT_IMMEDIATE_FALLBACKS = (
+    ImmediateFallback(status=529),
+    ImmediateFallback(code="overloaded_error"),
+    ImmediateFallback(status=429, code="insufficient_quota"),
+)
+"""Anthropic's overloaded (HTTP 529, or its `overloaded_error` inside a stream) and OpenAI's
+spent quota (HTTP 429 `insufficient_quota`): retrying the same model does not help."""
+
+
+class FallbackPolicy(Frozen):
+    """When an agent's fallback models take over (`agent.fallback`)."""
+
+    immediate: tuple[ImmediateFallback, ...] = DEFAULT_IMMEDIATE_FALLBACKS
+    """Errors on which the next model takes over at once; any other error a retry may fix
+    (HTTP 408, 409, 429, 5xx, timeouts, cut-off streams) moves on once the retries are spent."""
+    sticky: Literal["run", "session"] = "run"
+    """`run`: a run stays on the model that answered; each new message starts on the first
+    model. `session`: a session's next messages start on the model that last answered it, until
+    that model fails."""
+
+
+class FallbackModelConfig(Frozen):
+    """A model that takes over when the agent's model (or the fallback before it) fails: its
+    provider, model and options, as the agent's own."""
+
+    provider: ProviderName
+    model: str = Field(default="", validate_default=True)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    temperature: NonNegativeFloat | None = None
+    request_timeout_s: PositiveFloat | None = None
+    max_retries: int | None = Field(default=None, ge=0, le=10)
+    """The loop's retries of this model's calls; by default the agent's `max_retries`."""
+    pricing: ModelPrices | None = None
+    script: tuple[ScriptedReply, ...] | None = None
+    """For provider `stub`: the replies it plays back."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_rules(
+        cls, data: object, handler: ModelWrapValidatorHandler[FallbackModelConfig]
+    ) -> FallbackModelConfig:
+        problems = list(_script_problems(data)) if isinstance(data, Mapping) else []
+        return validated_with_rules(data, handler, problems)
+
+    @field_validator("model")
+    @classmethod
+    def _check_model_given(cls, model: str, info: ValidationInfo) -> str:
+        return _model_or_default(model, info)
 
 
 class LLMAgentConfig(Frozen):
@@ -123,6 +208,10 @@ class LLMAgentConfig(Frozen):
     """Stop using tools once a message's calls cost this much (US dollars); needs a known price."""
     pricing: ModelPrices | None = None
     """Your own prices (USD per million tokens), instead of genai-prices' table."""
+    prompt_cache: PromptCacheMode = "auto"
+    """Cache breakpoints on Anthropic, `prompt_cache_key` on OpenAI; `off` sends neither."""
+    prompt_cache_ttl: PromptCacheTTL = "5m"
+    """The lifetime of Anthropic's cache breakpoints: `5m` or `1h`."""
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
@@ -134,6 +223,10 @@ class LLMAgentConfig(Frozen):
     read by the model as declined, and never runs)."""
     script: tuple[ScriptedReply, ...] | None = None
     """For provider `stub`: the replies it plays back, one per LLM call."""
+    fallback_models: tuple[FallbackModelConfig, ...] = ()
+    """Models that take over, in order, when the model fails (see `fallback`)."""
+    fallback: FallbackPolicy = FallbackPolicy()
+    """When the fallback models take over, and whether a session stays on the one that answered."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -151,16 +244,31 @@ class LLMAgentConfig(Frozen):
     def _check_model_given(cls, model: str, info: ValidationInfo) -> str:
         """A field validator, not an after-model one, so that pydantic reports it in the same
         pass as the other fields' problems."""
-        if model:
-            return model
-        provider = info.data.get("provider")
-        if provider is None or provider == "stub":  # None: the provider's own problem is reported
-            return _STUB_MODEL
-        raise PydanticCustomError(
-            "missing",
-            "Field required for provider '{provider}' (only provider 'stub' has a default model)",
-            {"provider": provider},
-        )
+        return _model_or_default(model, info)
+
+    def with_fallback(self, fallback: FallbackModelConfig) -> LLMAgentConfig:
+        """This agent's settings with the model of `fallback` in place of its own (what its
+        provider builds; its retries are the fallback's own, or the agent's)."""
+        fields = {
+            name: getattr(fallback, name)
+            for name in type(fallback).model_fields
+            if name != "max_retries"
+        }
+        retries = self.max_retries if fallback.max_retries is None else fallback.max_retries
+        return self.model_copy(update={**fields, "max_retries": retries, "fallback_models": ()})
+
+
+def _model_or_default(model: str, info: ValidationInfo) -> str:
+    if model:
+        return model
+    provider = info.data.get("provider")
+    if provider is None or provider == "stub":  # None: the provider's own problem is reported
+        return _STUB_MODEL
+    raise PydanticCustomError(
+        "missing",
+        "Field required for provider '{provider}' (only provider 'stub' has a default model)",
+        {"provider": provider},
+    )
 
 
 def _renamed_keys(agent: Mapping[str, Any], problems: list[Problem]) -> dict[str, Any]:
@@ -195,7 +303,23 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
         *_repeated_names(agent, "tools", "tool"),
         *_repeated_names(agent, "mcp_servers", "mcp server"),
         *_undeclared_tool_calls(agent),
+        *(
+            Problem(("fallback_models", position, *problem.loc), problem.message, problem.value)
+            for position, fallback in entries(agent, "fallback_models")
+            for problem in _undeclared_tool_calls(
+                {
+                    **fallback,
+                    "tools": agent.get("tools", ()),
+                    "mcp_servers": agent.get("mcp_servers"),
+                }
+            )
+        ),
     ]
+
+
+def _with_agent_tools(fallback: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
+    """A fallback's script checked against the agent's tools."""
+    return {**fallback, "tools": agent.get("tools", ()), "mcp_servers": agent.get("mcp_servers")}
 
 
 def _script_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
@@ -230,7 +354,12 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):
             name = call.get("name")
-            if isinstance(name, str) and name not in declared:
+            # A handoff's tool is named after an actor known only once `handoffs` are loaded.
+            if (
+                isinstance(name, str)
+                and name not in declared
+                and not name.startswith(HANDOFF_TOOL_PREFIX)
+            ):
                 yield Problem(
                     ("script", reply_position, "tool_calls", call_position, "name"),
                     f"calls {name!r}, which the actor does not declare ({offered})",
@@ -263,6 +392,13 @@ class ActorConfig(Frozen):
     name: str = Field(min_length=1)
     agent: LLMAgentConfig
     store: StoreConfig | None = None
+    spend_limits: SpendLimits | None = None
+    """What each caller may spend per day, month or rolling window (needs `store`)."""
+    description: str | None = None
+    """What the actor does, for the agents that may hand the conversation to it."""
+    handoffs: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    """Actor config files (paths relative to this file) the model may hand the conversation to,
+    each offered as a tool `transfer_to_<name>`; see Handoffs in the docs."""
 
 
 def load_actor_config(source: str | Path | Mapping[str, Any]) -> ActorConfig:

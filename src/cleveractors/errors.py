@@ -16,6 +16,8 @@ CleverActorsError                 root of everything this library raises itself
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
       │    ├── IdempotencyKeyInProgressError   the key's first run is still going (HTTP 409)
       │    └── IdempotencyKeyMismatchError     the key was first used for another request (422)
+      ├── SpendLimitExceeded      the caller's spend limit is reached (caller, window, when it
+      │                           resets): refused before any LLM call (HTTP 429)
       ├── ApprovalError           a decision on a paused run cannot be taken (run and call named)
       │    ├── RunNotFoundError           no paused run by that id for this caller (HTTP 404)
       │    ├── ApprovalConflictError      the call or run was already decided or resumed (409)
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusyError",
     "SessionNotFoundError",
+    "SpendLimitExceeded",
     "StoreError",
     "StreamStalledError",
     "ToolExecutionError",
@@ -220,6 +224,28 @@ class InvalidDecisionError(ApprovalError):
     """A decision that does not fit the call it names: an unknown call id, a digest of other
     arguments (the decision was made on a stale view), edited arguments that fail the tool's
     schema, or no decision at all."""
+
+
+class SpendLimitExceeded(ExecutionError):
+    """The caller's spend limit leaves no room for the next LLM call: refused before it is
+    sent, nothing billed for it.
+
+    Attributes:
+        caller: Whose limit it is (None: the runs of no particular caller).
+        window: The limit's window: `day`, `month` or `rolling`.
+        resets_at: When that window starts again (UTC): the caller may come back then.
+    """
+
+    def __init__(self, *, caller: str | None, window: str, unit: str, resets_at: datetime) -> None:
+        who = "no particular caller" if caller is None else f"caller {caller!r}"
+        super().__init__(
+            f"the {window} spend limit ({unit}) of {who} is reached; it resets at "
+            f"{resets_at.isoformat(timespec='seconds')}"
+        )
+        self.caller = caller
+        self.window = window
+        self.unit = unit
+        self.resets_at = resets_at
 
 
 class StoreError(ExecutionError):

@@ -8,9 +8,11 @@
 A run an executor drives emits, in order: `RunStarted` (its id, once the run is open: the
 session claimed, the idempotency key checked), `RoundStarted`, then per round the `TextDelta`s and
 one `UsageRecorded` (a failed attempt that the loop retries adds its `UsageRecorded` and a
-`CallRetrying` first), `ToolCallRequested` for each call, then `ToolCallStarted` /
+`CallRetrying` first; one a fallback model takes over adds its `UsageRecorded` and a
+`ModelFellBack`), `ToolCallRequested` for each call, then `ToolCallStarted` /
 `ToolCallFinished` (or `ToolCallSkipped`, `OutputPruned`) per call; `SynthesisStarted` when a limit
-is hit; last `RunFinished` or `RunFailed`. A run that waits for a person emits
+is hit; `HandoffOccurred` after a batch whose call handed the conversation to another actor;
+last `RunFinished` or `RunFailed`. A run that waits for a person emits
 `ToolApprovalRequested` for each gated call and ends with `RunPaused`; the segment that resumes
 it starts with `RunStarted(resumed_from=...)` and a `ToolCallDecided` per decided call.
 """
@@ -29,6 +31,8 @@ from cleveractors.usage import LLMCallUsage, TokenUsage
 __all__ = [
     "CallRetrying",
     "Event",
+    "HandoffOccurred",
+    "ModelFellBack",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -102,6 +106,23 @@ class CallRetrying(_Event):
     one, otherwise exponential backoff with jitter."""
 
 
+class ModelFellBack(_Event):
+    """A model gave up on a call (its retries spent, or at once on an error listed as
+    immediate) before any of the call's text reached you; the next fallback model takes over
+    the same call. The failed attempts' `usage_recorded` came just before."""
+
+    kind: Literal["model_fell_back"] = "model_fell_back"
+    round: int
+    from_provider: str | None
+    from_model: str | None
+    to_provider: str | None
+    to_model: str | None
+    reason: str
+    """Why the model gave up, e.g. `HTTP 503`."""
+    immediate: bool
+    """True when the error moves on at once (no retry of the failed model)."""
+
+
 class ToolCallRequested(_Event):
     """The model asked for a tool call in round `round`: its `call_id`, the tool's `name` and
     `arguments` (raw text when not a JSON object); the call then starts, waits for a person
@@ -163,6 +184,22 @@ class SynthesisStarted(_Event):
     reason: SynthesisReason
 
 
+class HandoffOccurred(_Event):
+    """The model handed the conversation to another actor (its `transfer_to_<name>` call
+    `call_id` in round `round`): the rest of the run, and a stored session's next turns, run on
+    `to_agent` (its system prompt, tools and model) until it hands the conversation on."""
+
+    kind: Literal["handoff"] = "handoff"
+    round: int
+    call_id: str
+    from_agent: str
+    """The actor that handed the conversation over."""
+    to_agent: str
+    """The actor that took it over."""
+    reason: str
+    """Why, in the model's words."""
+
+
 class ToolApprovalRequested(_Event):
     """A call the model asked for waits for a person's decision; it has not run. The run ends
     paused once its other calls have run (`RunPaused`)."""
@@ -219,6 +256,7 @@ Event = Annotated[
     | TextDelta
     | UsageRecorded
     | CallRetrying
+    | ModelFellBack
     | ToolCallRequested
     | ToolApprovalRequested
     | ToolCallDecided
@@ -227,6 +265,7 @@ Event = Annotated[
     | ToolCallSkipped
     | OutputPruned
     | SynthesisStarted
+    | HandoffOccurred
     | RunFinished
     | RunPaused
     | RunFailed,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -44,6 +45,7 @@ from cleveractors.errors import ConfigurationError, DepsMissingError
 from cleveractors.events import Event
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
+from cleveractors.spend_limits import SpendLimits, SpendLimitsHook, SpendPolicy
 from cleveractors.tools import Tool
 from cleveractors.tracing import Telemetry
 from cleveractors.turns import NewMessage, Resumption, Turn
@@ -71,6 +73,12 @@ class ActorExecutor:
         tracer_provider: Where the runs' OpenTelemetry spans go (`cleveractors.tracing`); the
             global provider when None (a no-op unless an SDK is configured).
         meter_provider: Where the runs' OpenTelemetry metrics go; the global one when None.
+        spend_limits: What each caller may spend (`cleveractors.spend_limits`): the same
+            `SpendLimits` for every caller, or a hook `(caller) -> SpendLimits | None` (sync or
+            async) asked at the start of each turn, so a plan that changes applies at once.
+            Needs a store, which keeps the counters for every worker.
+        clock: What time it is (an aware datetime), by which the spend limits' windows are
+            read; the system's clock in UTC when None.
     """
 
     def __init__(
@@ -81,10 +89,15 @@ class ActorExecutor:
         store: SqlStore | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        spend_limits: SpendLimits | SpendLimitsHook | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.agent = agent
         self.name = name or agent.name
         self.store = store
+        self.spend_limits = spend_limits
+        """What each caller may spend: set it (or pass it) before the first run."""
+        self._clock = clock
         self._telemetry = Telemetry(
             self.name,
             tracer_provider=tracer_provider,
@@ -204,6 +217,7 @@ class ActorExecutor:
             store=actor.store,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            spend_limits=actor.spend_limits,
         )
 
     async def execute(
@@ -402,7 +416,26 @@ class ActorExecutor:
         if deps is None:
             _check_no_deps_needed(self.tools)
         telemetry = self._telemetry if self._telemetry.is_live else None
-        return _BoundTurn(self.agent, self.store, turn, new_run_id(), telemetry, self._pauses, deps)
+        return _BoundTurn(
+            self.agent, self.store, turn, new_run_id(), telemetry, self._pauses, self._spend(), deps
+        )
+
+    def _spend(self) -> SpendPolicy | None:
+        """Where the runs' spend limits come from, if any.
+
+        Raises:
+            ConfigurationError: spend limits without a store.
+        """
+        if self.spend_limits is None:
+            return None
+        if self.store is None:
+            raise ConfigurationError(
+                "spend_limits need a store (their counters are shared by every worker): "
+                "configure `store:` or pass ActorExecutor(store=...)"
+            )
+        if self._clock is None:
+            return SpendPolicy(self.spend_limits)
+        return SpendPolicy(self.spend_limits, self._clock)
 
     def _remember(self, result: ExecutionResult) -> None:
         self.last_result = result
@@ -419,6 +452,7 @@ class _BoundTurn:
     telemetry: Telemetry | None
     """None when nothing would record the run's spans and metrics."""
     pauses: MemoryPauses
+    spend: SpendPolicy | None
     deps: object = field(default=None, repr=False)
     """The run's deps: in memory only."""
 
@@ -433,6 +467,7 @@ class _BoundTurn:
             telemetry=self.telemetry,
             pauses=self.pauses,
             deps=self.deps,
+            spend=self.spend,
         )
 
 

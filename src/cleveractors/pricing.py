@@ -164,6 +164,10 @@ def is_priceable(
     return cost is not None
 
 
+_UNCACHED = {"cache_read_tokens": 0, "cache_write_tokens": 0, "cache_write_1h_tokens": 0}
+"""A call's usage as if nothing were cached: every prompt token at the input price."""
+
+
 @dataclass(frozen=True, slots=True)
 class CallPricer:
     """Names and prices the calls of one agent's model."""
@@ -209,6 +213,19 @@ class CallPricer:
             models=(answering_model, self.model),
             override=self.override,
         )
+
+    def cache_savings(
+        self, usage: TokenUsage, answering_model: str | None, cost: Decimal | None
+    ) -> Decimal | None:
+        """What the prompt cache saved on a call that cost `cost`: the price of the same tokens
+        with no cached part, less `cost` (below zero when cache writes, priced above input, cost
+        more than the reads saved); 0 with nothing cached; None when the call has no price."""
+        if cost is None:
+            return None
+        if not (usage.cache_read_tokens or usage.cache_write_tokens):
+            return Decimal(0)
+        uncached = self.cost(usage.model_copy(update=_UNCACHED), answering_model)
+        return None if uncached is None else uncached - cost
 
     @property
     def is_priceable(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal, Self
 
@@ -25,7 +26,7 @@ from pydantic import (
 )
 
 from cleveractors.approvals import PendingApproval
-from cleveractors.usage import LLMCallUsage, TokenUsage
+from cleveractors.usage import AgentUsage, LLMCallUsage, TokenUsage
 
 if TYPE_CHECKING:
     from cleveractors.approvals import PausedRun
@@ -39,12 +40,13 @@ __all__ = [
     "ResultStatus",
     "RunOutcome",
     "RunText",
+    "SpendLeft",
     "SynthesisReason",
     "ToolCallRecord",
     "ToolCallStatus",
 ]
 
-SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck"]
+SynthesisReason = Literal["max_rounds", "budget", "cost_budget", "stuck", "spend_limit"]
 """Why the loop stopped using tools and asked the model to answer from what it had."""
 
 ToolCallStatus = Literal["ok", "error", "skipped", "declined", "responded"]
@@ -73,6 +75,27 @@ class ErrorInfo(BaseModel):
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
         """The `type` and `message` of `exc`, as a result or a `run_failed` event carries them."""
         return cls(type=type(exc).__name__, message=str(exc))
+
+
+class SpendLeft(BaseModel):
+    """One window of the caller's spend limits, in one unit, as the run left it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window: str
+    """`day`, `month` (calendar, UTC) or `rolling`."""
+    unit: Literal["usd", "tokens"]
+    limit: Decimal
+    spent: Decimal
+    """What the window's settled calls cost."""
+    reserved: Decimal
+    """What the caller's calls in flight reserved (in every window at once)."""
+    left: Decimal
+    """The limit less spent and reserved (never below 0)."""
+    resets_at: datetime | None
+    """When the window starts again; None for a rolling window not open now."""
+    refused: bool = False
+    """True for the window that refused the run's call."""
 
 
 class ToolCallRecord(BaseModel):
@@ -137,9 +160,21 @@ class ExecutionResult(BaseModel):
     pending_approvals: tuple[PendingApproval, ...] = ()
     """The gated tool calls this run paused for (`status == "paused"`), in the model's order;
     resume the run with decisions on them (`ActorExecutor.resume`)."""
+    spend_left: tuple[SpendLeft, ...] = ()
+    """The caller's spend limits after the run (`spend_limits`): spent, reserved and left per
+    window; empty when the caller has none."""
     resumed_from: str | None = None
     """The id of the paused run segment this one resumed; its own records are this segment's
     alone (no token is counted in two segments)."""
+    model: str | None = None
+    """The model (as configured) that answered the run's last LLM call; None when none did."""
+    fell_back_from: tuple[str, ...] = ()
+    """The models that failed before another took over, in the order they failed (see
+    `fallback_models`); empty when no model fell back."""
+    active_agent: str | None = None
+    """The actor whose agent the run ended on: its own, or the one a handoff passed the
+    conversation to (a stored session's next turn runs there). None for an agent that is not
+    an `LLMAgent`."""
 
     @property
     def status(self) -> ResultStatus:
@@ -155,6 +190,15 @@ class ExecutionResult(BaseModel):
     def usage(self) -> TokenUsage:
         """The sum over every call."""
         return sum((call.usage for call in self.usage_by_call), TokenUsage())
+
+    @property
+    def usage_by_agent(self) -> dict[str, AgentUsage]:
+        """The run's calls summed per agent (`LLMCallUsage.agent`; "" for calls that name none),
+        in the order each agent first called: they add up to the run's totals."""
+        calls_by_agent: dict[str, list[LLMCallUsage]] = {}
+        for call in self.usage_by_call:
+            calls_by_agent.setdefault(call.agent or "", []).append(call)
+        return {agent: _agent_usage(calls) for agent, calls in calls_by_agent.items()}
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property
@@ -185,6 +229,26 @@ class ExecutionResult(BaseModel):
     def cache_write_tokens(self) -> int:
         """Prompt tokens written to the provider's cache (part of `prompt_tokens`)."""
         return self.usage.cache_write_tokens
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
+    def cache_hit_rate(self) -> float:
+        """The share of `prompt_tokens` read from the provider's cache (0 to 1; 0 without any
+        prompt tokens)."""
+        usage = self.usage
+        return usage.cache_read_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
+    @property
+    def cache_savings_usd(self) -> Decimal | None:
+        """What the prompt cache saved, in US dollars, against the uncached price of the same
+        tokens (cache writes, priced above input, count against it); None unless every call
+        was priced, as `cost_usd`."""
+        if self.unpriced_calls:
+            return None
+        return sum(
+            (call.cache_savings_usd or Decimal(0) for call in self.usage_by_call), Decimal(0)
+        )
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's computed_field idiom
     @property
@@ -250,6 +314,15 @@ class ExecutionResult(BaseModel):
                     f"not given ({data[key]!r})"
                 )
         return result
+
+
+def _agent_usage(calls: list[LLMCallUsage]) -> AgentUsage:
+    costs = [call.cost_usd for call in calls]
+    return AgentUsage(
+        usage=sum((call.usage for call in calls), TokenUsage()),
+        cost_usd=None if None in costs else sum((cost or Decimal(0) for cost in costs), Decimal(0)),
+        llm_calls=len(calls),
+    )
 
 
 ResultCallback = Callable[[ExecutionResult], None]

@@ -114,6 +114,10 @@ class Telemetry:
             return True
         return not _records_nothing(trace.get_tracer_provider(), metrics.get_meter_provider())
 
+    def count_spend_refusal(self) -> None:
+        """A run of this actor refused or stopped by a caller's spend limit."""
+        self._metrics.count_spend_refusal(self.actor_name)
+
     def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
         """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""
         attributes: dict[str, AttributeValue] = {
@@ -173,10 +177,13 @@ class RunTrace:
         attempt: int,
         stream: bool,
         messages: Sequence[BaseMessage],
+        fell_back_from: str | None = None,
+        server: tuple[str, int] | None = None,
     ) -> ChatSpan:
         """Start the span of one LLM call attempt, as it is sent. The attributes the conventions
         call relevant to sampling (operation, provider, model, server) are given at creation, so
-        a sampler can decide by them."""
+        a sampler can decide by them. `server` is where a fallback model's call goes, when not
+        to the agent's model's server."""
         name = "chat" if request_model is None else f"chat {request_model}"
         provider_name = None if provider is None else gen_ai_provider(provider)
         attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
@@ -184,12 +191,14 @@ class RunTrace:
             attributes["gen_ai.provider.name"] = provider_name
         if request_model is not None:
             attributes["gen_ai.request.model"] = request_model
-        if (server := self.telemetry.server) is not None:
+        if (server := server or self.telemetry.server) is not None:
             attributes["server.address"], attributes["server.port"] = server
         attributes["gen_ai.request.stream"] = stream
         attributes["cleveractors.call.purpose"] = purpose
         attributes["cleveractors.call.round"] = round
         attributes["cleveractors.call.attempt"] = attempt
+        if fell_back_from is not None:
+            attributes["cleveractors.call.fell_back_from"] = fell_back_from
         span = self._child(name, SpanKind.CLIENT, attributes)
         if span.is_recording() and self.telemetry.content.enabled:
             set_input_content(span, messages, self.telemetry.content)

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, computed_field
 
 __all__ = [
+    "AgentUsage",
     "AttemptStatus",
     "CallPurpose",
     "CallRecorder",
@@ -127,6 +128,9 @@ class LLMCallUsage(BaseModel):
     """The model the provider says answered (e.g. a dated snapshot), else the one configured."""
     cost_usd: Decimal | None = None
     """The call's price in US dollars, or None when the model's prices are unknown."""
+    cache_savings_usd: Decimal | None = None
+    """What the prompt cache saved against the uncached price of the same tokens (below zero
+    when cache writes cost more than the reads saved); None when the call has no price."""
     attempt: int = 1
     """Which attempt at this call the record is, from 1: the loop's retries are records too."""
     status: AttemptStatus = "ok"
@@ -137,6 +141,20 @@ class LLMCallUsage(BaseModel):
     """The trace of the call's `chat` span (32 hex digits), when a tracer recorded one."""
     span_id: str | None = None
     """The call's `chat` span (16 hex digits), so a line of the bill links to its trace."""
+    agent: str | None = None
+    """The name of the actor whose agent made the call (after a handoff, the one it went to)."""
+
+
+class AgentUsage(BaseModel):
+    """What one agent's LLM calls in a run cost: a part of the run's totals
+    (`ExecutionResult.usage_by_agent`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    usage: TokenUsage
+    cost_usd: Decimal | None
+    """None unless every one of the agent's calls was priced."""
+    llm_calls: int
 
 
 class UsageLedger:
@@ -162,6 +180,8 @@ class UsageLedger:
         status: AttemptStatus = "ok",
         trace_id: str | None = None,
         span_id: str | None = None,
+        cache_savings_usd: Decimal | None = None,
+        agent: str | None = None,
     ) -> LLMCallUsage:
         call = LLMCallUsage(
             index=len(self._calls) + 1,
@@ -171,10 +191,12 @@ class UsageLedger:
             provider=provider,
             model=model,
             cost_usd=cost_usd,
+            cache_savings_usd=cache_savings_usd,
             attempt=attempt,
             status=status,
             trace_id=trace_id,
             span_id=span_id,
+            agent=agent,
         )
         self._calls.append(call)
         self._total += usage

@@ -2,7 +2,7 @@
 
 from cleveractors.agents._approval import ApprovalPolicy
 from cleveractors.agents.base import Agent, History, ResultCallback
-from cleveractors.agents.llm import LLMAgent, LoopLimits, RetryPolicy
+from cleveractors.agents.llm import FallbackModel, LLMAgent, LoopLimits, RetryPolicy
 from cleveractors.agents.stream import EventStream, TextStream
 from cleveractors.agents.tool import ToolAgent, ToolCallRequest, ToolOutcome
 
@@ -10,6 +10,7 @@ __all__ = [
     "Agent",
     "ApprovalPolicy",
     "EventStream",
+    "FallbackModel",
     "History",
     "LLMAgent",
     "LoopLimits",

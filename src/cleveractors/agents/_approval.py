@@ -311,6 +311,7 @@ class ToolBatches:
             spent_tokens=run.spent_tokens,
             spent_cost_usd=run.spent_cost_usd,
             max_output_tokens=run.max_output_tokens,
+            agent=run.agent_name,
         )
 
     @staticmethod

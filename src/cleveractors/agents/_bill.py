@@ -14,13 +14,16 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from cleveractors._spend_gate import current_call_spend
 from cleveractors.agents._failures import may_have_been_billed
 from cleveractors.agents.base import discard_event
 from cleveractors.agents.fold import ReplyFold, output_text
 from cleveractors.agents.stream import wait_through_cancellation
+from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, UsageRecorded
 from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
@@ -28,7 +31,7 @@ from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tracing import ChatSpan, RunTrace, current_trace
 from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
 
-__all__ = ["Bill", "InFlightCall"]
+__all__ = ["Bill", "InFlightCall", "call_reservation"]
 
 # The agent's logger, whichever of its modules writes: users filter on it.
 logger = logging.getLogger("cleveractors.agents.llm")
@@ -49,6 +52,13 @@ class InFlightCall:
     """Whether the fold's text goes to the caller as it arrives, a delta per chunk."""
     span: ChatSpan | None = None
     """The attempt's `chat` span, from its sending to its record (the bill starts and ends it)."""
+    pricer: CallPricer | None = None
+    """The model the call went to, when not the agent's own (a fallback model): it names and
+    prices the call."""
+    fell_back_from: str | None = None
+    """The model this call's model took over from, when it is a fallback's."""
+    server: tuple[str, int] | None = None
+    """The host and port a fallback model's call goes to (its span says so)."""
 
     @property
     def has_shown_text(self) -> bool:
@@ -71,11 +81,22 @@ class Bill:
 
     Attributes:
         pricer: Names and prices the calls.
+        agent: The actor whose agent makes the calls now, on each record.
         ledger: The records so far (read, never written, by anyone else).
         in_flight: The call sent and not yet recorded, if any.
     """
 
-    __slots__ = ("_recorded", "_recorder", "_sink", "_trace", "in_flight", "ledger", "pricer")
+    __slots__ = (
+        "_recorded",
+        "_recorder",
+        "_sink",
+        "_spend",
+        "_trace",
+        "agent",
+        "in_flight",
+        "ledger",
+        "pricer",
+    )
 
     def __init__(
         self,
@@ -83,8 +104,11 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
+        agent: str | None = None,
     ) -> None:
         self.pricer = pricer
+        self.agent = agent
+        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -94,6 +118,29 @@ class Bill:
         """How many of the ledger's calls the recorder has been given."""
         self._trace: RunTrace | None = current_trace()
         """The run's trace, when an executor traces it: each attempt is a span of it."""
+        self._spend = current_call_spend.get()
+        """The caller's spend limits, when it has any: each attempt reserves before it is sent."""
+
+    async def reserve(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        output_cap: int | None,
+        pricer: CallPricer | None = None,
+    ) -> None:
+        """Reserve what the next call may cost against the caller's spend limits, if any, at the
+        prices of the model it goes to (`pricer`: a fallback's own; by default the agent's).
+
+        Raises:
+            SpendLimitExceeded: no room is left for it; nothing is sent or billed.
+        """
+        spend = self._spend
+        if spend is None:
+            return
+        tokens, cost = call_reservation(
+            pricer or self.pricer, messages, output_cap=output_cap, is_strict=spend.is_strict
+        )
+        await spend.reserve(len(self.ledger.calls) + 1, tokens=tokens, cost_usd=cost)
 
     def begin_call(self, call: InFlightCall) -> None:
         """A call is about to be sent: from now on it is billed, whatever becomes of it (and
@@ -103,14 +150,17 @@ class Bill:
         self.in_flight = call
 
     def _start_span(self, run_trace: RunTrace, call: InFlightCall) -> ChatSpan:
+        pricer = call.pricer or self.pricer
         return run_trace.start_chat(
-            provider=self.pricer.provider,
-            request_model=self.pricer.model,
+            provider=pricer.provider,
+            request_model=pricer.model,
             purpose=call.purpose,
             round=call.round,
             attempt=call.attempt,
             stream=call.fold is not None,
             messages=call.messages,
+            fell_back_from=call.fell_back_from,
+            server=call.server,
         )
 
     def record_reply(self, reply: AIMessage) -> None:
@@ -171,7 +221,7 @@ class Bill:
         if reported is not None and reported.prompt_tokens != 0:
             return reported
         estimate = _estimate(call.messages, reply)
-        _warn_implausible(self.pricer, reply, reported)
+        _warn_implausible(call.pricer or self.pricer, reply, reported)
         return estimate if reported is None else _with_estimated_prompt(reported, estimate)
 
     def _record(
@@ -183,10 +233,11 @@ class Bill:
         status: AttemptStatus,
         cause: BaseException | None,
     ) -> None:
-        pricer = self.pricer
+        pricer = call.pricer or self.pricer
         model = answering_model(reply, pricer.model)
         span = call.span
         trace_id, span_id = (None, None) if span is None else span.ids
+        cost = pricer.cost(usage, model) if pricer.can_price else None
         record = self.ledger.record(
             purpose=call.purpose,
             round=call.round,
@@ -195,9 +246,11 @@ class Bill:
             status=status,
             provider=pricer.provider,
             model=model,
-            cost_usd=pricer.cost(usage, model) if pricer.can_price else None,
+            cost_usd=cost,
+            cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
+            agent=self.agent,
         )
         self.in_flight = None
         if span is not None:
@@ -207,6 +260,34 @@ class Bill:
             span.end(record, reply, cause)
         if self._sink is not None:
             self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
+
+def call_reservation(
+    pricer: CallPricer,
+    messages: Sequence[BaseMessage],
+    *,
+    output_cap: int | None,
+    is_strict: bool,
+) -> tuple[int, Decimal | None]:
+    """What a call reserves, in tokens and USD: its prompt as estimated, plus (strict) its
+    output cap, at the model's price.
+
+    Raises:
+        ConfigurationError: strict limits for a model with no cap on its output.
+    """
+    output = 0
+    if is_strict:
+        if output_cap is None:
+            raise ConfigurationError(
+                "spend_limits.strict: each call reserves its output cap, and the model has "
+                "none; set agent.model_options.max_tokens"
+            )
+        output = output_cap
+    usage = TokenUsage(
+        prompt_tokens=estimate_prompt_tokens(messages), completion_tokens=output, estimated=True
+    )
+    cost = pricer.cost(usage, pricer.model) if pricer.can_price else None
+    return usage.total_tokens, cost
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

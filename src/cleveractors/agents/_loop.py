@@ -205,6 +205,17 @@ class Transcript:
     def append(self, message: BaseMessage) -> None:
         self.messages.append(message)
 
+    def replace_system_prompt(self, old: str | None, new: str | None) -> None:
+        """Put `new` where the transcript's system prompt `old` stood (a handoff: the agent
+        that takes the conversation over speaks in its own voice); the turn stays as it is."""
+        messages = self.messages
+        if old and messages and isinstance(messages[0], SystemMessage):
+            del messages[0]
+            self._turn_start -= 1
+        if new:
+            messages.insert(0, SystemMessage(new))
+            self._turn_start += 1
+
     def answered_turn(self) -> tuple[BaseMessage, ...]:
         """The turn so far, up to the first reply whose calls are not all answered: valid
         history for any provider, though the turn has no answer."""
@@ -220,6 +231,24 @@ class Transcript:
     def turn(self, answer: AIMessage) -> tuple[BaseMessage, ...]:
         """The turn as a session stores it: the user's message, tool calls and results, answer."""
         return (*self.messages[self._turn_start :], answer)
+
+
+@dataclass(slots=True)
+class ModelTrail:
+    """Which of the agent's models a run asks (0 its own, then its fallbacks), which answered
+    last, and the models it fell back from, in order."""
+
+    position: int = 0
+    answered_by: str | None = None
+    fell_back_from: tuple[str, ...] = ()
+
+    def fell_back(self, model: str | None, *, to: int) -> None:
+        if model is not None and model not in self.fell_back_from:
+            self.fell_back_from += (model,)
+        self.position = to
+
+    def answered(self, position: int, model: str | None) -> None:
+        self.position, self.answered_by = position, model
 
 
 @dataclass(slots=True)
@@ -251,11 +280,17 @@ class _Run:
     """False where nobody can approve a call (the OpenAI endpoint): gated calls are declined."""
     resumed_from: str | None = None
     """The paused segment this run resumes."""
+    agent_name: str | None = None
+    """The actor whose agent runs the loop now (a handoff changes it)."""
+    session_id: str | None = None
+    """The session the run answers in, if any (its prompt-cache key on OpenAI)."""
     pending: tuple[PendingApproval, ...] = ()
     """The calls this run paused for, once it pauses."""
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
+    models: ModelTrail = field(default_factory=ModelTrail)
+    """Which model the run asks, and which answered (fallback models)."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -316,6 +351,9 @@ class _Run:
             cancelled=isinstance(error, asyncio.CancelledError),
             pending_approvals=self.pending if error is None else (),
             resumed_from=self.resumed_from,
+            model=self.models.answered_by,
+            fell_back_from=self.models.fell_back_from,
+            active_agent=self.agent_name,
         )
 
 

@@ -3,7 +3,8 @@
 Retries live here, not in the provider's client, so that every attempt is seen (a
 `CallRetrying` event), billed (an attempt cut off after sending is an estimate; one refused with
 an HTTP error status costs 0) and never repeats text the caller was already shown. What a failure
-means (retryable, possibly billed) is read by `cleveractors.agents._failures`.
+means (retryable, possibly billed) is read by `cleveractors.agents._failures`. When another model
+can take over (`cleveractors.agents._fallback`), a model that gives up says so with `MovingOn`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from cleveractors.agents._loop import _Run
 from cleveractors.errors import ConfigurationError, describe_failure
 from cleveractors.events import CallRetrying
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["MovingOn", "RetryPolicy", "call_with_retries"]
 
 _JITTER = 0.25
 """Each backoff is shortened by up to this fraction, at random, so that clients refused at the
@@ -66,6 +67,17 @@ class RetryPolicy:
             raise ConfigurationError(f"RetryPolicy: {', '.join(negative)} must not be negative")
 
 
+class MovingOn(Exception):
+    """The model gave up on a call another model may still answer: its retries are spent on an
+    error a retry may fix, or it failed with an error that moves on at once (`immediate`); none
+    of the call's text reached the caller. Raised only when the caller asked for it."""
+
+    def __init__(self, error: Exception, *, immediate: bool) -> None:
+        super().__init__(describe_failure(error))
+        self.error = error
+        self.immediate = immediate
+
+
 @dataclass(frozen=True, slots=True)
 class _Retry:
     reason: str
@@ -73,11 +85,19 @@ class _Retry:
 
 
 async def call_with_retries(
-    run: _Run, policy: RetryPolicy, attempt: Callable[[int], Awaitable[AIMessage]]
+    run: _Run,
+    policy: RetryPolicy,
+    attempt: Callable[[int], Awaitable[AIMessage]],
+    *,
+    moves_on: Callable[[BaseException], bool] | None = None,
 ) -> AIMessage:
     """Make `attempt` (one model call, given its number from 1, which records its own reply)
     until it answers, or fails in a way not worth retrying, or the retries are spent. Every
-    failed attempt is billed here."""
+    failed attempt is billed here.
+
+    With `moves_on` (another model can take over), a failure that showed the caller no text
+    raises `MovingOn` instead of itself: at once for an error `moves_on` names, or once a
+    retryable error has spent the retries."""
     number = 1
     while True:
         try:
@@ -91,6 +111,11 @@ async def call_with_retries(
                 # A stop that a library swallowed must not turn into a retry and its wait.
                 raise asyncio.CancelledError from exc
             retry = _plan_retry(exc, number, policy, has_shown_text=has_shown_text)
+            if moves_on is not None and isinstance(exc, Exception) and not has_shown_text:
+                if moves_on(exc):
+                    raise MovingOn(exc, immediate=True) from exc
+                if retry is None and is_retryable(exc):
+                    raise MovingOn(exc, immediate=False) from exc
             if retry is None:
                 raise
         number += 1

@@ -83,6 +83,7 @@ class ToolSet:
         "_model",
         "_own_tools",
         "_provider",
+        "_tool_schemas",
         "dispatcher",
         "model_declaring_tools",
         "model_with_tools",
@@ -97,8 +98,11 @@ class ToolSet:
         agent_name: str,
         provider: str | None,
         mcp_servers: Sequence[McpServer] = (),
+        tool_schemas: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = list,
     ) -> None:
         self._model = model
+        self._tool_schemas = tool_schemas
+        """The schemas as bound: where prompt caching marks the last one."""
         self._agent_name = agent_name
         self._provider = provider
         self._own_tools: dict[str, Tool] = {}
@@ -130,6 +134,13 @@ class ToolSet:
         self._bind(self._own_tools | {tool.name: tool for tool in mcp_tools})
         self._mcp_version = version
 
+    def add(self, tool: Tool) -> None:
+        """Offer one more of the agent's own tools (a handoff added after the agent was made),
+        whose name no tool has."""
+        others = {name: each for name, each in self.tools.items() if name not in self._own_tools}
+        self._own_tools[tool.name] = tool
+        self._bind(self._own_tools | others)
+
     @property
     def open_mcp_servers(self) -> tuple[str, ...]:
         """The names of the MCP servers connected (or connecting) now."""
@@ -143,7 +154,7 @@ class ToolSet:
     def _bind(self, tools: dict[str, Tool]) -> None:
         self.tools = tools
         self.dispatcher = ToolDispatcher(tools, agent_name=self._agent_name)
-        schemas = [tool.openai_schema() for tool in tools.values()]
+        schemas = self._tool_schemas([tool.openai_schema() for tool in tools.values()])
         model = self._model
         self.model_with_tools: Runnable[LanguageModelInput, Any] = (
             model.bind_tools(schemas) if tools else model

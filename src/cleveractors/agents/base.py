@@ -55,6 +55,7 @@ class Agent(ABC):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         context: RunContext[Any] | None = None,
+        session_id: str | None = None,
     ) -> RunOutcome:
         """Run once as run `run_id` (a new id when None), its events into `sink`. Never raises
         for a failed run: the outcome carries the result (with the run's id) and the error.
@@ -74,6 +75,8 @@ class Agent(ABC):
                 pausing the run for them.
             context: Who the run is for and the application's `deps`, for the tools' `RunContext`
                 parameters (its `run_id` is the run's); None for a context of the run's id alone.
+            session_id: The session the run answers in, if any (an LLM agent's prompt-cache
+                key).
         """
 
     async def process_message(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -25,9 +25,16 @@ from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
-from cleveractors.agents._bill import Bill, InFlightCall
-from cleveractors.agents._checks import check_chat_model
+from cleveractors.agents._bill import Bill, InFlightCall, call_reservation
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._fallback import (
+    Binding,
+    FallbackModel,
+    ModelChain,
+    ModelChoice,
+    call_with_fallbacks,
+)
+from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -42,8 +49,7 @@ from cleveractors.agents._loop import (
     decide,
     tool_call_requests,
 )
-from cleveractors.agents._model import prepared_model
-from cleveractors.agents._retry import RetryPolicy, call_with_retries
+from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
 from cleveractors.agents.base import Agent, History
 from cleveractors.agents.fold import ReplyFold
@@ -55,11 +61,22 @@ from cleveractors.approvals import (
     CheckedDecisions,
     PausedRun,
 )
-from cleveractors.config import LLMAgentConfig, McpServer
+from cleveractors.config import (
+    FallbackPolicy,
+    LLMAgentConfig,
+    McpServer,
+    PromptCacheMode,
+    PromptCacheTTL,
+)
 from cleveractors.context import RunContext
-from cleveractors.errors import ConfigurationError, StoreError, StreamStalledError
+from cleveractors.errors import (
+    ConfigurationError,
+    SpendLimitExceeded,
+    StoreError,
+    StreamStalledError,
+)
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
-from cleveractors.pricing import CallPricer, ModelPrices
+from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
     RunOutcome,
@@ -70,7 +87,7 @@ from cleveractors.tokens import count_tokens
 from cleveractors.tools import Tool, ToolHandler, tool_from_config
 from cleveractors.usage import CallPurpose, CallRecorder
 
-__all__ = ["LLMAgent", "LoopLimits", "RetryPolicy"]
+__all__ = ["FallbackModel", "LLMAgent", "LoopLimits", "RetryPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +101,10 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "budget": "the token budget for this message is spent",
     "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
+    "spend_limit": "the spend limit leaves no room for more tool rounds",
 }
 _NO_RETRIES = RetryPolicy()
+_FALLBACK_POLICY = FallbackPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
     "Condense the following output of the tool {tool!r} to what matters for answering the "
@@ -149,15 +168,26 @@ class LLMAgent(Agent):
         model_name: The model's name for usage records and prices; read from the model when
             omitted.
         pricing: Your own prices, instead of genai-prices' table.
+        prompt_cache: `auto` places prompt-cache breakpoints (Anthropic) or sends a
+            `prompt_cache_key` (OpenAI), see docs/caching.md; `off` sends neither.
+        prompt_cache_ttl: The lifetime of Anthropic's breakpoints, `5m` or `1h`.
         approval: Which tool calls wait for a person (`cleveractors.approvals`), on top of the
             tools declared `needs_approval`: tool names, or a policy callable
             `(ToolCallRequest) -> bool | Awaitable[bool]` returning True for a call that needs
             one (a policy that raises, or gets arguments it cannot read, means it does).
         approval_timeout_s: How long a gated call waits for a decision before it expires.
+        fallback_models: Models that take over, in order, when the model fails: chat models,
+            or `FallbackModel`s naming their provider, prices or retries. See `fallback`.
+        fallback: When the fallback models take over (at once on the errors it lists as
+            immediate, else once a model's retries are spent) and whether a session stays on
+            the model that answered (`sticky="session"`).
+        handoffs: Agents the model may hand the conversation to, each offered as a tool
+            `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
-            model whose price is unknown, or `approval` names a tool the agent does not have.
+            model whose price is unknown, `approval` names a tool the agent does not have, or
+            a handoff goes to the agent itself or to two agents of one name.
     """
 
     def __init__(
@@ -176,31 +206,41 @@ class LLMAgent(Agent):
         mcp_servers: Sequence[McpServer] = (),
         approval: Sequence[str] | ApprovalPolicy | None = None,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        fallback_models: Sequence[BaseChatModel | FallbackModel] = (),
+        fallback: FallbackPolicy = _FALLBACK_POLICY,
+        prompt_cache: PromptCacheMode = "auto",
+        prompt_cache_ttl: PromptCacheTTL = "5m",
+        handoffs: Sequence[LLMAgent] = (),
     ) -> None:
-        check_chat_model(model, agent_name=name)
         self.name = name
-        self.model = model = prepared_model(
-            model, has_stall_limit=limits.stream_stall_timeout_s is not None
+        # Each model's provider is resolved here, once: it names and prices the calls, and it
+        # chooses the words of the synthesis request's tool_choice.
+        self._models = ModelChain.of(
+            [FallbackModel(model, provider, model_name, pricing), *fallback_models],
+            fallback,
+            agent_name=name,
+            retry=retry,
+            has_stall_limit=limits.stream_stall_timeout_s is not None,
+            needs_price=limits.cost_budget_usd is not None,
+            prompt_cache=prompt_cache,
+            prompt_cache_ttl=prompt_cache_ttl,
         )
-        # The provider is resolved here, once: it names and prices the calls, and it chooses the
-        # words of the synthesis request's tool_choice.
-        self.pricer = CallPricer.of(model, provider=provider, model=model_name, override=pricing)
-        if limits.cost_budget_usd is not None and not self.pricer.is_priceable:
-            raise ConfigurationError(
-                f"agent.cost_budget_usd: agent {name!r} has a cost budget, but model "
-                f"{self.pricer.model!r} of provider {self.pricer.provider!r} has no known price; "
-                "set agent.pricing (input_per_mtok, output_per_mtok)"
-            )
+        own = self._models.choices[0]
+        self.model, self.pricer = own.model, own.pricer
+        caching = own.caching
         self.system_prompt = system_prompt
         self.limits = limits
         self.stream_tool_rounds = stream_tool_rounds
         self.retry = retry
+        self.handoffs: Handoffs[LLMAgent] = Handoffs(name)
+        """The agents this one may hand the conversation to."""
         self._toolset = ToolSet(
-            model,
-            tools,
+            self.model,
+            [*tools, *(self.handoffs.add(target) for target in handoffs)],
             agent_name=name,
             provider=self.pricer.provider,
             mcp_servers=mcp_servers,
+            tool_schemas=caching.tool_schemas,
         )
         self._gate = gate = ApprovalGate(
             approval,
@@ -210,6 +250,37 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+
+    def add_handoff(self, target: LLMAgent, *, description: str | None = None) -> None:
+        """Let the model hand the conversation to `target` (a tool `transfer_to_<name>`, whose
+        description ends with `description`): the rest of the run, and a stored session's
+        later turns, run on `target` until it hands the conversation on. Two agents may hand
+        back to each other.
+
+        Raises:
+            ConfigurationError: `target` is this agent, or has the name of a target offered
+                already, or its tool's name is taken by another tool.
+        """
+        name = handoff_tool_name(target.name)
+        if name in self.tools:
+            raise ConfigurationError(f"agent {self.name!r}: two tools are named {name!r}")
+        self._toolset.add(self.handoffs.add(target, description=description))
+
+    def handoff_agent(self, name: str) -> LLMAgent | None:
+        """The agent named `name` among those the conversation can reach from this one by
+        handoffs (this one included), or None."""
+        return next((agent for agent in self._reachable() if agent.name == name), None)
+
+    def _reachable(self) -> Iterator[LLMAgent]:
+        """This agent, then every agent its handoffs reach, each once."""
+        seen: set[str] = set()
+        waiting: list[LLMAgent] = [self]
+        while waiting:
+            agent = waiting.pop(0)
+            if agent.name not in seen:
+                seen.add(agent.name)
+                yield agent
+                waiting.extend(agent.handoffs.agents)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -223,16 +294,21 @@ class LLMAgent(Agent):
             McpServerError: a server cannot be reached or does not offer an allowed tool.
             ConfigurationError: an MCP tool's name collides with another tool's.
         """
-        await self._toolset.sync()
+        for agent in self._reachable():  # the agents of its handoffs too
+            await agent._toolset.sync()
 
     @property
     def open_mcp_servers(self) -> tuple[str, ...]:
-        """The names of the MCP servers connected (or connecting) now."""
-        return self._toolset.open_mcp_servers
+        """The names of the MCP servers connected (or connecting) now, its handoffs' too."""
+        return tuple(
+            name for agent in self._reachable() for name in agent._toolset.open_mcp_servers
+        )
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated); a later run reopens them."""
-        await self._toolset.aclose()
+        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' too; a
+        later run reopens them."""
+        for agent in self._reachable():
+            await agent._toolset.aclose()
 
     @classmethod
     def from_config(
@@ -242,10 +318,12 @@ class LLMAgent(Agent):
         model: BaseChatModel,
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
+        fallback_models: Sequence[BaseChatModel] = (),
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
+        `fallback_models` are the chat models of `config.fallback_models`, in order.
         """
         return cls(
             model,
@@ -266,6 +344,24 @@ class LLMAgent(Agent):
             retry=RetryPolicy(max_retries=config.max_retries, backoff_s=config.retry_backoff_s),
             mcp_servers=config.mcp_servers,
             approval_timeout_s=config.approval_timeout_s,
+            fallback_models=[
+                FallbackModel(
+                    chat_model,
+                    provider=entry.provider,
+                    model_name=entry.model,
+                    pricing=entry.pricing,
+                    retry=RetryPolicy(
+                        max_retries=config.max_retries
+                        if entry.max_retries is None
+                        else entry.max_retries,
+                        backoff_s=config.retry_backoff_s,
+                    ),
+                )
+                for entry, chat_model in zip(config.fallback_models, fallback_models, strict=True)
+            ],
+            fallback=config.fallback,
+            prompt_cache=config.prompt_cache,
+            prompt_cache_ttl=config.prompt_cache_ttl,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -282,6 +378,7 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         context: RunContext[Any] | None = None,
+        session_id: str | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -298,7 +395,11 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
-                    context=context or RunContext(run_id=scope.id, actor=self.name, deps=None),
+                    context=context
+                    or RunContext(
+                        run_id=scope.id, actor=self.name, deps=None, session_id=session_id
+                    ),
+                    session_id=session_id,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -312,7 +413,9 @@ class LLMAgent(Agent):
         Raises:
             ApprovalError: the subclass naming the decision that does not fit.
         """
-        return check_decisions(paused, decisions, self.tools, now=now)
+        paused_on = self.handoff_agent(paused.agent) if paused.agent is not None else None
+        tools = (paused_on or self).tools  # a run paused after a handoff waits on its target
+        return check_decisions(paused, decisions, tools, now=now)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -328,8 +431,9 @@ class LLMAgent(Agent):
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         context: RunContext[Any],
+        session_id: str | None = None,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call)
+        bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -338,38 +442,49 @@ class LLMAgent(Agent):
             context=replace(context, _ledger=bill.ledger),
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
+            session_id=session_id,
+            agent_name=self.name,
         )
+        agent = self  # a handoff passes the run on to another agent: the rounds are its own
         try:
             step = self._first_step(run, start, history)
+            transcript = run.transcript
+            run.models.position = self._models.first_position(
+                transcript.messages, transcript.turn_start
+            )
             while True:
                 if step is None:
-                    step = await self._round(run)
+                    step = await agent._next_round(run)
                 match step:
                     case _Finish(message=answer):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
-                        return run.result(await self._synthesize(run, reason))
-                    case _CallTools(reply=tool_reply, calls=calls) if self._may_wait(calls):
-                        batch = await self._batches.run(run, tool_reply, calls)
+                        return run.result(await agent._synthesize(run, reason))
+                    case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
+                        batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
                         batch = await run_batch(
                             run,
                             tool_reply,
                             calls,
-                            toolset=self._toolset,
-                            prune=self._prune,
-                            agent_name=self.name,
+                            toolset=agent._toolset,
+                            prune=agent._prune,
+                            agent_name=agent.name,
                         )
                     case _ResumeBatch(checked=checked):
-                        batch = await self._batches.resume(run, checked)
+                        batch = await agent._batches.resume(run, checked)
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
                     return run.result(AIMessage(content=batch.answer))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
-                if spent := self._budget_spent(run):
-                    return run.result(await self._synthesize(run, spent))
+                ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
+                if handoff := agent.handoffs.taken(run, ran_before):
+                    agent = hand_over(run, agent, *handoff)
+                    run.models.position = 0  # the target starts on its own model
+                if spent := agent._budget_spent(run):
+                    return run.result(await agent._synthesize(run, spent))
                 step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)
@@ -402,15 +517,53 @@ class LLMAgent(Agent):
         run.spent_cost_before = paused.spent_cost_usd
         return _ResumeBatch(paused, start)
 
+    async def _next_round(self, run: _Run) -> _Step:
+        """The next round; a caller's spend limit reached after tool rounds asks for a
+        synthesis answer instead (a run refused before any tool round stops with the error)."""
+        try:
+            return await self._round(run)
+        except SpendLimitExceeded:
+            if run.tool_rounds == 0:
+                raise
+            return _Synthesize(reason="spend_limit")
+
+    def first_call_reservation(
+        self,
+        start: str | CheckedDecisions,
+        history: History | None,
+        *,
+        max_output_tokens: int | None,
+        is_strict: bool,
+    ) -> tuple[int, Decimal | None]:
+        """What a run's first call will reserve against spend limits, in tokens and USD, for
+        the turn's admission (a paused run's, from the messages it paused with).
+
+        Raises:
+            ConfigurationError: strict limits for a model with no cap on its output.
+        """
+        if isinstance(start, CheckedDecisions):
+            messages: Sequence[BaseMessage] = start.paused.messages
+        else:
+            messages = Transcript.of(start, history, system_prompt=self.system_prompt).messages
+        return call_reservation(
+            self.pricer,
+            messages,
+            output_cap=self._call_output_cap(_output_cap(self.model, max_output_tokens)),
+            is_strict=is_strict,
+        )
+
+    def _call_output_cap(self, run_cap: int | None) -> int | None:
+        """The most output tokens one call of a run may take: the run's cap, else the model's."""
+        own = getattr(self.model, "max_tokens", None)
+        return run_cap or (own if isinstance(own, int) and own > 0 else None)
+
     async def _round(self, run: _Run) -> _Step:
         """Ask the model (with the tools bound) and decide what its reply asks for."""
         await self._toolset.sync()
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        reply = await self._model_turn(
-            run, "round", self._toolset.model_with_tools, may_call_tools=bool(self.tools)
-        )
+        reply = await self._model_turn(run, "round", "tools", may_call_tools=bool(self.tools))
         return decide(
             reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
         )
@@ -421,20 +574,41 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
-        model: Runnable[LanguageModelInput, Any],
+        binding: Binding,
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
-        """Ask the model, retrying as `self.retry` allows; every attempt's usage is recorded."""
-        sent = run.transcript.messages if messages is None else messages
+        """Ask the model, retrying as its retry policy allows and falling back to the next
+        model as `self._models` says; every attempt's usage is recorded."""
+        transcript = run.transcript
+        sent = transcript.messages if messages is None else messages
+        models = self._models
+        key = run.session_id or self.name
 
-        def attempt(number: int) -> Awaitable[AIMessage]:
+        def attempt(
+            choice: ModelChoice, number: int, fell_back_from: str | None
+        ) -> Awaitable[AIMessage]:
+            model, request = choice.caching.request(
+                choice.bound(binding, self._toolset),
+                models.messages_for(choice, sent),
+                purpose=purpose,
+                kept=transcript.messages,
+                history_end=transcript.turn_start,
+                key=key,
+            )
             return self._model_attempt(
-                run, purpose, model, sent, may_call_tools=may_call_tools, attempt=number
+                run,
+                purpose,
+                choice,
+                model,
+                request,
+                may_call_tools=may_call_tools,
+                attempt=number,
+                fell_back_from=fell_back_from,
             )
 
-        reply = await call_with_retries(run, self.retry, attempt)
+        reply = await call_with_fallbacks(run, models, attempt)
         await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
         return reply
 
@@ -442,11 +616,13 @@ class LLMAgent(Agent):
         self,
         run: _Run,
         purpose: CallPurpose,
+        choice: ModelChoice,
         model: Runnable[LanguageModelInput, Any],
         sent: Sequence[BaseMessage],
         *,
         may_call_tools: bool,
         attempt: int,
+        fell_back_from: str | None = None,
     ) -> AIMessage:
         """Ask the model once and record the usage. Streams when the run streams (text deltas
         as they come) and whenever `ainvoke` would stream anyway: then our own fold, not
@@ -458,13 +634,28 @@ class LLMAgent(Agent):
         # A condensed tool output is for the model, never for the user's screen.
         shows_text = run.streaming and purpose != "pruning"
         streams_to_caller = shows_text and (self.stream_tool_rounds or not may_call_tools)
-        streams = streams_to_caller or streams_inside_ainvoke(self.model, model)
+        streams = streams_to_caller or streams_inside_ainvoke(choice.model, model)
         fold = ReplyFold() if streams else None
+        await run.bill.reserve(
+            sent, output_cap=self._call_output_cap(run.max_output_tokens), pricer=choice.pricer
+        )
         run.bill.begin_call(
-            InFlightCall(purpose, run.round, attempt, sent, fold, streams_text=streams_to_caller)
+            InFlightCall(
+                purpose,
+                run.round,
+                attempt,
+                sent,
+                fold,
+                streams_text=streams_to_caller,
+                pricer=choice.pricer,
+                fell_back_from=fell_back_from,
+                server=choice.server,
+            )
         )
         if fold is not None:
-            reply = await self._stream_reply(model, sent, fold, run, shows_text=streams_to_caller)
+            reply = await self._stream_reply(
+                model, sent, fold, run, shows_text=streams_to_caller, model_name=choice.pricer.model
+            )
         else:
             reply = _as_ai_message(await invoke_reply(model, sent))
         if streams_to_caller:
@@ -483,6 +674,7 @@ class LLMAgent(Agent):
         run: _Run,
         *,
         shows_text: bool,
+        model_name: str | None,
     ) -> AIMessage:
         """Read the stream, a text delta per chunk, under the stall limit (one timer per call:
         a chunk only stamps the time the reader goes back to waiting)."""
@@ -500,7 +692,7 @@ class LLMAgent(Agent):
         except asyncio.CancelledError as exc:
             if watch.close() and not pacing.is_stop_requested and limit_s is not None:
                 raise StreamStalledError(
-                    limit_s, model=self.pricer.model, chunks_received=fold.chunks_received
+                    limit_s, model=model_name, chunks_received=fold.chunks_received
                 ) from exc
             raise
         finally:
@@ -523,7 +715,7 @@ class LLMAgent(Agent):
         )
         try:
             condensed = await self._model_turn(
-                run, "pruning", self.model, may_call_tools=False, messages=[HumanMessage(prompt)]
+                run, "pruning", "plain", may_call_tools=False, messages=[HumanMessage(prompt)]
             )
         except StoreError:
             raise  # the ledger failed, not the condensing: the run must fail, loudly
@@ -574,9 +766,12 @@ class LLMAgent(Agent):
         )
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
-        model = self._toolset.model_declaring_tools if declares_tools else self.model
         reply = await self._model_turn(
-            run, "synthesis", model, may_call_tools=False, messages=messages
+            run,
+            "synthesis",
+            "declaring_tools" if declares_tools else "plain",
+            may_call_tools=False,
+            messages=messages,
         )
         return self._ignore_tool_calls(run, reply)
 

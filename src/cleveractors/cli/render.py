@@ -172,23 +172,36 @@ _DETAIL_COLUMNS = (
 
 def usage_table(result: ExecutionResult) -> Table:
     """The tokens and cost of a run: one row per LLM call, then the total; estimated counts
-    marked; cached / cache-write / reasoning columns where the run has any; cost "n/a" for a
-    call whose model has no known price, and for a total that would be partial."""
+    marked; cached / cache-write / reasoning columns where the run has any, and then what the
+    cache saved and its hit rate; cost "n/a" for a call whose model has no known price, and for
+    a total that would be partial."""
     details = [(title, key) for title, key in _DETAIL_COLUMNS if getattr(result.usage, key)]
+    cached = result.cache_read_tokens or result.cache_write_tokens
     table = Table(title="Token usage", box=box.SIMPLE_HEAD, title_justify="left")
     columns = ["call", "purpose", "round", "prompt", "completion"]
-    columns += [title for title, _ in details] + ["total", "USD", "estimated"]
-    for column in columns:
+    columns += [title for title, _ in details] + ["total", "USD"]
+    columns += ["saved USD"] if cached else []
+    for column in [*columns, "estimated"]:
         table.add_column(column, justify="left" if column in ("purpose", "estimated") else "right")
     for call in result.usage_by_call:
         row = [str(call.index), call.purpose, str(call.round), *_counts(call.usage, details)]
-        table.add_row(*row, money(call.cost_usd), "estimated" if call.usage.estimated else "")
+        row += [money(call.cost_usd)] + ([money(call.cache_savings_usd)] if cached else [])
+        table.add_row(*row, "estimated" if call.usage.estimated else "")
     table.add_section()
     calls = f"{result.llm_calls} call{'' if result.llm_calls == 1 else 's'}"
+    totals = ["total", calls, "", *_counts(result.usage, details), money(result.cost_usd)]
+    totals += [money(result.cache_savings_usd)] if cached else []
     marker = "estimated" if result.usage_estimated else ""
-    totals = _counts(result.usage, details)
-    table.add_row("total", calls, "", *totals, money(result.cost_usd), marker, style="bold")
+    table.add_row(*totals, marker, style="bold")
+    if cached:
+        table.caption = cache_caption(result.cache_hit_rate, result.cache_savings_usd)
+        table.caption_justify = "left"
     return table
+
+
+def cache_caption(hit_rate: float, saved: Decimal | None) -> str:
+    """The prompt cache's line under a usage table: `cache hit rate 58.8%, saved USD 0.000027`."""
+    return f"cache hit rate {hit_rate:.1%}, saved USD {money(saved)}"
 
 
 def print_unsqueezed(console: Console, table: Table) -> None:

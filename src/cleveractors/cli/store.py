@@ -14,7 +14,8 @@ from rich.table import Table
 
 from cleveractors.cli.actor import in_store, open_store
 from cleveractors.cli.command import ACTOR_ARGUMENT, STORE_URL_OPTION, Command, app, fail, out
-from cleveractors.cli.render import money, print_unsqueezed
+from cleveractors.cli.render import cache_caption, money, print_unsqueezed
+from cleveractors.cli.spend import print_spend
 from cleveractors.errors import CleverActorsError
 
 if TYPE_CHECKING:  # the store and web extras are imported when a command needs them
@@ -49,8 +50,18 @@ def usage(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     store_url: Annotated[str | None, STORE_URL_OPTION] = None,
+    caller: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead, what this caller spent, reserved and has left per spend-limit window.",
+            metavar="NAME",
+        ),
+    ] = None,
 ) -> None:
     """Print the usage ledger of ACTOR's store: one row per LLM call, then the totals."""
+    if caller is not None:
+        print_spend(actor, store_url, caller, as_json=as_json)
+        return
     window = {"since": _moment("--since", since), "until": _moment("--until", until)}
     store = open_store(actor, store_url)
     try:
@@ -64,11 +75,14 @@ def usage(
 
 
 def ledger_table(report: UsageReport) -> Table:
-    """The ledger's rows and their totals; a cost column when any row was priced."""
+    """The ledger's rows and their totals; a cost column when any row was priced; the cached
+    tokens and what the cache saved (its hit rate under the table) when any row has some."""
     priced = any(row.cost_usd is not None for row in report.rows)
+    cached = bool(report.cache_read_tokens or report.cache_write_tokens)
     table = Table(title="Usage ledger", box=box.SIMPLE_HEAD, title_justify="left")
     columns = ["recorded (UTC)", "session", "run", "call", "purpose", "attempt", "status"]
     columns += ["prompt", "completion", "total", "estimated"] + (["USD"] if priced else [])
+    columns += ["cached", "saved USD"] if cached else []
     for column in columns:
         table.add_column(column, justify="right" if column in _NUMBER_COLUMNS else "left")
     for row in report.rows:
@@ -85,17 +99,23 @@ def ledger_table(report: UsageReport) -> Table:
             str(row.total_tokens),
             "estimated" if row.estimated else "",
         ]
-        table.add_row(*cells, *([money(row.cost_usd)] if priced else []))
+        cells += [money(row.cost_usd)] if priced else []
+        cells += [str(row.cache_read_tokens), money(row.cache_savings_usd)] if cached else []
+        table.add_row(*cells)
     table.add_section()
     calls = f"{len(report.rows)} call{'' if len(report.rows) == 1 else 's'}"
     totals = [str(report.prompt_tokens), str(report.completion_tokens), str(report.total_tokens)]
     marker = "estimated" if report.estimated else ""
     cost = [money(report.cost_usd)] if priced else []
+    cost += [str(report.cache_read_tokens), money(report.cache_savings_usd)] if cached else []
     table.add_row("total", "", "", calls, "", "", "", *totals, marker, *cost, style="bold")
+    if cached:
+        table.caption = cache_caption(report.cache_hit_rate, report.cache_savings_usd)
+        table.caption_justify = "left"
     return table
 
 
-_NUMBER_COLUMNS = {"call", "attempt", "prompt", "completion", "total", "USD"}
+_NUMBER_COLUMNS = {"call", "attempt", "prompt", "completion", "total", "USD", "cached", "saved USD"}
 
 
 @store_app.command(cls=Command, short_help="Remove sessions idle past retention_days.")

@@ -29,7 +29,13 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.messages.utils import convert_to_openai_messages
@@ -47,6 +53,7 @@ from cleveractors._script import (
     prompt_words,
     text_pieces,
 )
+from cleveractors.config import HANDOFF_TOOL_PREFIX
 from cleveractors.errors import ScriptExhaustedError
 from cleveractors.runs import RunScope, current_run_var
 
@@ -353,16 +360,23 @@ def _scripted_error(reply: ScriptedReply, message: str) -> ModelError:
     # langchain-core's classes, which do not declare them).
     error.status_code = status  # type: ignore[attr-defined]  # as the SDK's errors carry it
     error.response = ScriptedResponse(status, headers)  # type: ignore[attr-defined]  # likewise
+    if reply.error_type is not None:  # the SDK's `body`: the error object the API sent
+        body = {"message": message, "type": reply.error_type, "code": reply.error_type}
+        error.body = body  # type: ignore[attr-defined]  # likewise
     return error
 
 
 def _replies_in_turn(messages: Sequence[BaseMessage]) -> int:
-    """How many of the model's replies the request holds after the user's last message: the
-    script position a run starts from (0 for a new message; after the earlier rounds for a
-    resumed run)."""
+    """How many of the model's replies the request holds after the user's last message, or
+    after the handoff that gave it the conversation: the script position a run starts from (0
+    for a new message or a handoff; after the earlier rounds for a resumed run)."""
     replies = 0
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
+        if isinstance(message, HumanMessage) or _is_handoff(message):
             break
         replies += isinstance(message, AIMessage)
     return replies
+
+
+def _is_handoff(message: BaseMessage) -> bool:
+    return isinstance(message, ToolMessage) and (message.name or "").startswith(HANDOFF_TOOL_PREFIX)

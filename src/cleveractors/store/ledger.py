@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,6 +21,9 @@ from cleveractors.store.dialects import as_utc, insert_for, utc_now
 from cleveractors.store.records import LedgerRow, RunStatus
 from cleveractors.store.schema import llm_calls, runs
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = [
     "ended_by",
@@ -53,12 +56,20 @@ async def write_calls(
     run_id: str,
     session_id: str | None,
     caller: str,
-) -> None:
-    """One row per call; rows already written are left as they are."""
+    spend: SpendAccount | None = None,
+) -> list[int]:
+    """One row per call; rows already written are left as they are. With `spend`, the calls'
+    reservations are settled in the same statement (PostgreSQL) or transaction: returns the
+    indices of the calls settled."""
     rows = [_call_values(call, run_id, session_id, caller) for call in calls]
-    await connection.execute(
-        insert_for(connection)(llm_calls).values(rows).on_conflict_do_nothing()
-    )
+    # One row as a mapping: SQLAlchemy caches that statement's compiled form (a list of rows,
+    # never), and a run writes its calls one at a time.
+    values = rows[0] if len(rows) == 1 else rows
+    insert = insert_for(connection)(llm_calls).values(values).on_conflict_do_nothing()
+    if spend is None:
+        await connection.execute(insert)
+        return []
+    return await spend.write_settled(connection, insert, calls)
 
 
 async def finish_run(
@@ -124,6 +135,7 @@ def _call_values(
         "provider": call.provider,
         "model": call.model,
         "cost_usd": _money(call.cost_usd),
+        "cache_savings_usd": _money(call.cache_savings_usd),
         "trace_id": call.trace_id,
         "span_id": call.span_id,
     }
@@ -132,6 +144,15 @@ def _call_values(
 def _money(cost: Decimal | None) -> str | None:
     """A cost as exact decimal text."""
     return None if cost is None else str(cost)
+
+
+def _savings(row: Row[Any]) -> Decimal | None:
+    """The row's saving; for a priced row written before savings were kept, 0 when nothing of
+    its prompt was cached (else unknown)."""
+    if row.cache_savings_usd is not None:
+        return Decimal(row.cache_savings_usd)
+    nothing_cached = not (row.cache_read_tokens or row.cache_write_tokens)
+    return Decimal(0) if row.cost_usd is not None and nothing_cached else None
 
 
 def _ledger_row(row: Row[Any]) -> LedgerRow:
@@ -154,6 +175,7 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         provider=row.provider,
         model=row.model,
         cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
+        cache_savings_usd=_savings(row),
         trace_id=row.trace_id,
         span_id=row.span_id,
     )

@@ -72,6 +72,9 @@ class LedgerRow(BaseModel):
     model: str | None = None
     """Who answered: the provider-reported model name when given, else the configured one."""
     cost_usd: Decimal | None = None
+    cache_savings_usd: Decimal | None = None
+    """What the prompt cache saved against the uncached price of the same tokens; None when
+    the call had no price."""
     trace_id: str | None = None
     """The trace of the call's `chat` span (hex), when the run was traced."""
     span_id: str | None = None
@@ -110,6 +113,33 @@ class UsageReport(BaseModel):
     @property
     def estimated(self) -> bool:
         return any(row.estimated for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def cache_read_tokens(self) -> int:
+        """Prompt tokens read from the provider's cache (part of `prompt_tokens`)."""
+        return sum(row.cache_read_tokens for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def cache_write_tokens(self) -> int:
+        """Prompt tokens written to the provider's cache (part of `prompt_tokens`)."""
+        return sum(row.cache_write_tokens for row in self.rows)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def cache_hit_rate(self) -> float:
+        """The share of `prompt_tokens` read from the cache (0 without any prompt tokens)."""
+        return self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
+    @property
+    def cache_savings_usd(self) -> Decimal | None:
+        """What the prompt cache saved; None unless every row's saving is known."""
+        savings = [row.cache_savings_usd for row in self.rows]
+        if any(saving is None for saving in savings):
+            return None
+        return sum((saving for saving in savings if saving is not None), Decimal(0))
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cleveractors.approvals import CheckedDecisions, PausedRun, ToolAnswer
 from cleveractors.errors import StoreError
@@ -27,13 +28,18 @@ from cleveractors.store.ledger import ended_by, finish_run, open_run, run_totals
 from cleveractors.store.pauses import claim_pause, keep_pause, pause_of_session, supersede_pause
 from cleveractors.store.records import RunStatus
 from cleveractors.store.sessions import (
+    active_actor,
     append_turn,
     claim_session,
     read_turns,
     release_session,
     renew_session,
+    set_active_actor,
 )
 from cleveractors.usage import LLMCallUsage
+
+if TYPE_CHECKING:
+    from cleveractors.store.spend import SpendAccount
 
 __all__ = ["RunHost", "StoreRun", "SupersededAnswers", "store_error", "with_store_error"]
 
@@ -66,10 +72,14 @@ class StoreRun:
         self.caller = caller
         self.history: list[BaseMessage] = []
         """The session's latest `history_turns` turns, flattened, as the run found them."""
+        self.active_actor: str | None = None
+        """The actor a handoff left the session with, as the run found it (None: its own)."""
         self.is_committed = False
         self.failure: tuple[RunStatus, ExecutionResult] | None = None
         """How the run failed, when it ended without an answer (set by `settle`)."""
         self._lease: Lease | None = None
+        self.spend: SpendAccount | None = None
+        """The run's hold on its caller's spend limits: each ledger row settles its call."""
 
     async def start(self) -> None:
         async with self.store.engine.begin() as connection:
@@ -85,6 +95,7 @@ class StoreRun:
                     connection, self.session_id, self.caller, limit=self.store.history_turns
                 )
                 self.history = [message for turn in found for message in turn.messages]
+                self.active_actor = await active_actor(connection, self.session_id)
             await open_run(connection, self.run_id, self.session_id, self.caller)
         if self.session_id is not None:
             self._lease = Lease(
@@ -115,18 +126,21 @@ class StoreRun:
             return
         try:
             async with self.store.engine.begin() as connection:
-                await write_calls(
+                settled = await write_calls(
                     connection,
                     calls,
                     run_id=self.run_id,
                     session_id=self.session_id,
                     caller=self.caller,
+                    spend=self.spend,
                 )
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"store: the ledger rows of run {self.run_id} could not be written "
                 f"({type(exc).__name__})"
             ) from exc
+        if self.spend is not None:
+            self.spend.settled(settled)
 
     async def close(self, outcome: RunOutcome) -> RunOutcome:
         """Settle the run and end it: the ledger whole, the turn appended if it answered, the
@@ -208,6 +222,7 @@ class StoreRun:
         """Keep the pause, mark the run `paused` and free its session, in one transaction."""
         async with self.store.engine.begin() as connection:
             await keep_pause(connection, paused, self.caller)
+            await self._keep_active_actor(connection, result)
             await finish_run(connection, self.run_id, "paused", run_totals(result))
             await release_session(connection, self.run_id)
         self.is_committed = True
@@ -223,9 +238,18 @@ class StoreRun:
                     messages=messages,
                     held_by=self.run_id,
                 )
+                await self._keep_active_actor(connection, result)
             await finish_run(connection, self.run_id, "ok", run_totals(result))
             await release_session(connection, self.run_id)
         self.is_committed = True
+
+    async def _keep_active_actor(
+        self, connection: AsyncConnection, result: ExecutionResult
+    ) -> None:
+        """The session's next turn runs on the actor this one ended on, if a handoff moved it."""
+        actor = result.active_agent
+        if self.session_id is not None and actor is not None and actor != self.active_actor:
+            await set_active_actor(connection, self.session_id, actor, held_by=self.run_id)
 
     async def keep_turn(self, messages: Sequence[BaseMessage]) -> None:
         """Append to the session what of a failed run's turn is whole (tool calls that ran,

@@ -14,8 +14,10 @@ sums are made in Python with `Decimal`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -44,6 +46,7 @@ __all__ = [
     "paused_runs",
     "runs",
     "sessions",
+    "spend",
     "turns",
 ]
 
@@ -67,6 +70,8 @@ sessions = Table(
     # run whose process died frees the session by itself.
     Column("running_run_id", String(64)),
     Column("lease_until", DateTime(timezone=True)),
+    # The actor that has the conversation (a handoff moved it there); NULL: the session's own.
+    Column("active_actor", String(200)),
 )
 
 turns = Table(
@@ -116,6 +121,8 @@ llm_calls = Table(
     Column("provider", String(100)),
     Column("model", String(200)),
     Column("cost_usd", String(40)),
+    # What the prompt cache saved against the uncached price (exact text; may be negative).
+    Column("cache_savings_usd", String(40)),
     # The call's `chat` span (hex), when a tracer recorded it: the line links to its trace.
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
@@ -180,6 +187,29 @@ approvals = Table(
     Column("resumed_in", String(64)),
 )
 
+spend = Table(
+    # One row per caller: what its calls in flight reserved, and what each window's calls
+    # spent. Money in nano-dollars (whole numbers, so one conditional UPDATE can compare and
+    # add). A window's amounts count from its start (seconds since the epoch, UTC); a row whose
+    # start is not the current window's counts 0 there.
+    "cleveractors_spend",
+    metadata,
+    Column("caller", String(200), primary_key=True),
+    Column("reserved_nusd", BigInteger, nullable=False, default=0),
+    Column("reserved_tokens", BigInteger, nullable=False, default=0),
+    # Reservations of a worker that died mid-call are let go this long after the last one.
+    Column("reserved_until", BigInteger, nullable=False, default=0),
+    Column("day_start", BigInteger, nullable=False, default=0),
+    Column("day_nusd", BigInteger, nullable=False, default=0),
+    Column("day_tokens", BigInteger, nullable=False, default=0),
+    Column("month_start", BigInteger, nullable=False, default=0),
+    Column("month_nusd", BigInteger, nullable=False, default=0),
+    Column("month_tokens", BigInteger, nullable=False, default=0),
+    Column("rolling_start", BigInteger, nullable=False, default=0),
+    Column("rolling_nusd", BigInteger, nullable=False, default=0),
+    Column("rolling_tokens", BigInteger, nullable=False, default=0),
+)
+
 _Step = Callable[[AsyncConnection, int], Awaitable[None]]
 """One migration step, given the version the database was at before this opening."""
 
@@ -196,12 +226,23 @@ async def _v2_idempotency_keys(connection: AsyncConnection, _found: int) -> None
 async def _v3_call_spans(connection: AsyncConnection, _found: int) -> None:
     """The trace and span ids of each ledger row. A database made at version 3 or later has
     them from `_v1_tables` already (it creates the table as it is now)."""
+    await _add_call_columns(connection, (llm_calls.c.trace_id, llm_calls.c.span_id))
+
+
+async def _v6_cache_savings(connection: AsyncConnection, _found: int) -> None:
+    """What the prompt cache saved on each ledger row; NULL on the rows written before."""
+    await _add_call_columns(connection, (llm_calls.c.cache_savings_usd,))
+
+
+async def _add_call_columns(connection: AsyncConnection, columns: Sequence[Column[Any]]) -> None:
+    """Add those of `columns` the ledger's table lacks (a table made by `_v1_tables` at a later
+    version has them all)."""
 
     def existing(sync: Connection) -> set[str]:
         return {column["name"] for column in inspect(sync).get_columns(llm_calls.name)}
 
     present = await connection.run_sync(existing)
-    for column in (llm_calls.c.trace_id, llm_calls.c.span_id):
+    for column in columns:
         if column.name not in present:
             kind = column.type.compile(dialect=connection.dialect)
             await connection.execute(
@@ -237,12 +278,34 @@ async def _v5_prefixed_names(connection: AsyncConnection, found: int) -> None:
         await connection.execute(text(f"DROP TABLE {name}"))
 
 
+async def _v8_spend(connection: AsyncConnection, _found: int) -> None:
+    """The spend limits' counters, one row per caller."""
+    await connection.run_sync(lambda sync: spend.create(sync, checkfirst=True))
+
+
+async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
+    """The actor a session's conversation was handed to. A database made at this version or
+    later has the column from `_v1_tables` already (it creates the table as it is now)."""
+
+    def existing(sync: Connection) -> set[str]:
+        return {column["name"] for column in inspect(sync).get_columns(sessions.name)}
+
+    if sessions.c.active_actor.name not in await connection.run_sync(existing):
+        kind = sessions.c.active_actor.type.compile(dialect=connection.dialect)
+        await connection.execute(
+            text(f"ALTER TABLE {sessions.name} ADD COLUMN {sessions.c.active_actor.name} {kind}")
+        )
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
     _v3_call_spans,
     _v4_approvals,
     _v5_prefixed_names,
+    _v6_cache_savings,
+    _v7_active_actor,
+    _v8_spend,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""

@@ -25,6 +25,7 @@ from cleveractors.store.records import StoredTurn
 from cleveractors.store.schema import paused_runs, sessions, turns
 
 __all__ = [
+    "active_actor",
     "append_turn",
     "claim_session",
     "delete_sessions",
@@ -33,6 +34,7 @@ __all__ = [
     "release_session",
     "renew_session",
     "session_exists",
+    "set_active_actor",
 ]
 
 
@@ -129,6 +131,26 @@ async def append_turn(
             created_at=now,
             messages=json.dumps(messages_to_dict(list(messages))),
         )
+    )
+
+
+async def active_actor(connection: AsyncConnection, session_id: str) -> str | None:
+    """The actor a handoff left the session's conversation with; None for the session's own
+    (or one that never handed off)."""
+    found: str | None = await connection.scalar(
+        select(sessions.c.active_actor).where(sessions.c.id == session_id)
+    )
+    return found
+
+
+async def set_active_actor(
+    connection: AsyncConnection, session_id: str, actor: str, *, held_by: str
+) -> None:
+    """The session's next turns run on `actor`, said by the run `held_by` that holds it."""
+    await connection.execute(
+        update(sessions)
+        .where(sessions.c.id == session_id, sessions.c.running_run_id == held_by)
+        .values(active_actor=actor)
     )
 
 

@@ -1,5 +1,6 @@
 """The Messages API's 400 for a request it refuses although well formed: tool blocks without
-tools, and, with thinking on, a tool turn whose thinking is missing or not signed by us."""
+tools, more than four cache breakpoints, and, with thinking on, a tool turn whose thinking is
+missing or not signed by us."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from cleveractors.testing.wire import Rejection
 __all__ = ["request_rejection"]
 
 _THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+_MAX_BREAKPOINTS = 4
 
 
 def request_rejection(body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
@@ -23,9 +25,17 @@ def request_rejection(body: Mapping[str, Any], issued: Mapping[str, str]) -> Rej
     message that is not only tool results) that uses a tool must start with a thinking or
     redacted-thinking block, and each thinking block must carry, unchanged, a signature the
     server issued for exactly that text. `issued` maps signatures (and redacted data) to text.
+    At most four blocks (tools, system and message blocks) may carry `cache_control`.
     """
     if not body.get("tools") and _holds_tool_blocks(body["messages"]):
         refusal = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        return Rejection(HTTPStatus.BAD_REQUEST, refusal)
+    marked = _count_breakpoints([body.get("tools"), body.get("system"), body["messages"]])
+    if marked > _MAX_BREAKPOINTS:
+        refusal = (
+            f"A maximum of {_MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {marked}."
+        )
         return Rejection(HTTPStatus.BAD_REQUEST, refusal)
     if not thinking_enabled(body):
         return None
@@ -39,6 +49,15 @@ def request_rejection(body: Mapping[str, Any], issued: Mapping[str, str]) -> Rej
         if problem is not None:
             return Rejection(HTTPStatus.BAD_REQUEST, problem)
     return None
+
+
+def _count_breakpoints(value: object) -> int:
+    if isinstance(value, dict):
+        marked = int("cache_control" in value)
+        return marked + sum(_count_breakpoints(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(_count_breakpoints(item) for item in value)
+    return 0
 
 
 def _holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:

@@ -140,7 +140,8 @@ class ScriptedAnthropicServer(ScriptedWireServer[BilledAnthropicCall]):
     the API does, and each thinking block is signed. As the API does, the server answers HTTP
     400 `invalid_request_error` (recorded, billed nothing, no reply consumed) to a thinking
     request whose tool-use turn does not start with its thinking block or changed a signed
-    block, and to a request holding `tool_use` / `tool_result` blocks without declaring tools.
+    block, to a request holding `tool_use` / `tool_result` blocks without declaring tools, and
+    to one with more than four `cache_control` breakpoints.
 
     Faults: `error` answers with `error_status` (500 without one; 529 is `overloaded_error`)
     and `retry_after` as its `retry-after` header;

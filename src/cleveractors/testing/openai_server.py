@@ -11,10 +11,12 @@ server's. Standard library only.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
 from cleveractors._script import ScriptedReply
+from cleveractors.testing._openai_refusals import messages_rejection
 from cleveractors.testing._openai_wire import (
     Exchange,
     Piece,
@@ -26,8 +28,10 @@ from cleveractors.testing._openai_wire import (
     words_sent,
 )
 from cleveractors.testing.wire import (
+    SCRIPT_EXHAUSTED,
     BilledCall,
     BilledTotal,
+    Rejection,
     ScriptedWireServer,
     WireHandler,
     conversation_of,
@@ -44,8 +48,10 @@ class _Handler(WireHandler["ScriptedOpenAIServer"]):
         return is_chat_request(body)
 
     def error_payload(self, status: int, message: str, kind: str | None = None) -> dict[str, Any]:
+        # A scripted error type is also the code, as OpenAI sends `insufficient_quota`.
+        code = None if kind in (None, SCRIPT_EXHAUSTED) else kind
         kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
-        return {"error": {"message": message, "type": kind, "code": None}}
+        return {"error": {"message": message, "type": kind, "code": code}}
 
     def answer(self, index: int, reply: ScriptedReply, body: dict[str, Any]) -> None:
         exchange = Exchange.of(index, reply, body)
@@ -127,6 +133,12 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     A reply with `cut_off_after_chunks` drops the connection after that many content/tool chunks
     when streamed, and before any response when blocking, so the client sees a broken connection.
 
+    With `checks_messages=True` the server refuses, as the API does, with HTTP 400
+    `invalid_request_error` (recorded, billed nothing, no reply taken), messages whose content
+    parts are of a type their role does not take (an Anthropic `thinking` block, say), an
+    assistant message whose `tool_calls` are not all answered by the tool messages after it,
+    and a tool message answering no call.
+
     Example:
         with ScriptedOpenAIServer([ScriptedReply(text="Hi there")]) as server:
             client = OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
@@ -140,6 +152,7 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
         token_interval_s: Server-wide wait between later streamed content chunks.
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
+        checks_messages: Refuse messages the API refuses (see above); off by default.
 
     Raises:
         OSError: the port cannot be bound (on `start()` or entering the `with`).
@@ -148,6 +161,31 @@ class ScriptedOpenAIServer(ScriptedWireServer[BilledCall]):
     """
 
     handler = _Handler
+
+    def __init__(
+        self,
+        script: Sequence[ScriptedReply] | Mapping[str, Sequence[ScriptedReply]],
+        *,
+        per_conversation: bool = False,
+        first_token_delay_s: float = 0.0,
+        token_interval_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        checks_messages: bool = False,
+    ) -> None:
+        super().__init__(
+            script,
+            per_conversation=per_conversation,
+            first_token_delay_s=first_token_delay_s,
+            token_interval_s=token_interval_s,
+            host=host,
+            port=port,
+        )
+        self.checks_messages = checks_messages
+
+    def refusal(self, body: Mapping[str, Any], issued: Mapping[str, str]) -> Rejection | None:
+        """The API's 400 for messages it refuses, when `checks_messages` is on."""
+        return messages_rejection(body) if self.checks_messages else None
 
     @property
     def base_url(self) -> str:

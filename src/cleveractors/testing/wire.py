@@ -352,10 +352,13 @@ class WireHandler(BaseHTTPRequestHandler, Generic[ServerT]):
             self.error_payload(rejection.status, rejection.message, rejection.kind),
         )
 
-    def send_api_error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
-        """Answer with the protocol's error body and, when given, its retry-after header."""
+    def send_api_error(
+        self, status: int, message: str, *, retry_after: str | None = None, kind: str | None = None
+    ) -> None:
+        """Answer with the protocol's error body (of type `kind` when given) and, when given,
+        its retry-after header."""
         headers = () if retry_after is None else ((self.retry_after_header, retry_after),)
-        self.send_json(status, self.error_payload(status, message), headers)
+        self.send_json(status, self.error_payload(status, message, kind), headers)
 
     def send_json(
         self, status: int, payload: dict[str, Any], headers: Sequence[tuple[str, str]] = ()
@@ -436,7 +439,9 @@ class WireHandler(BaseHTTPRequestHandler, Generic[ServerT]):
         elif reply.error is not None:
             # Not an HTTPStatus: 529 (Anthropic's overloaded) has none.
             status = reply.error_status or HTTPStatus.INTERNAL_SERVER_ERROR
-            self.send_api_error(status, reply.error, retry_after=reply.retry_after)
+            self.send_api_error(
+                status, reply.error, retry_after=reply.retry_after, kind=reply.error_type
+            )
         else:
             self.answer(index, reply, body)
 

@@ -22,6 +22,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ResultCallback
+from cleveractors.spend_limits import SpendLimits, SpendLimitsHook
 from cleveractors.web.openai_compat import error_response
 from cleveractors.web.router import (
     DEFAULT_MAX_HISTORY_TURNS,
@@ -59,6 +60,7 @@ def create_app(
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
+    spend_limits: SpendLimits | SpendLimitsHook | None = None,
     deps: DepsFactory | None = None,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
@@ -82,10 +84,15 @@ def create_app(
         send_timeout_s: See `create_chat_router`.
         max_history_turns: See `create_chat_router`.
         max_turn_chars: See `create_chat_router`.
+        spend_limits: What each authenticated caller may spend (a hook `(caller) -> limits`
+            for plans that change, asked at each turn); set on `executor`, in place of its
+            own. A caller at the limit gets 429 with `Retry-After`. Needs the executor's store.
         deps: Builds each request's deps (`RunContext.deps` for the actor's tools) from the
             request and the authenticated caller: `(request, caller) -> deps`, sync or async,
             called per request that runs the actor. None gives runs no deps.
     """
+    if spend_limits is not None:
+        executor.spend_limits = spend_limits
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

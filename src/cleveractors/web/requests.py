@@ -81,9 +81,11 @@ class RequestRejected(Exception):
 
     def as_openai_error(self) -> JSONResponse:
         """The refusal in OpenAI's error format, which the `openai` client raises with."""
-        problem = error_response(
-            self.message, type="invalid_request_error", param=self.param, code=self.code
+        # OpenAI's own word for a spent quota is both the error's type and its code.
+        kind = (
+            "insufficient_quota" if self.code == "insufficient_quota" else "invalid_request_error"
         )
+        problem = error_response(self.message, type=kind, param=self.param, code=self.code)
         return openai_error(problem, self.status_code, self.headers)
 
 

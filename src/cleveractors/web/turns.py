@@ -18,9 +18,11 @@ run, and the bill.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -85,6 +87,8 @@ class Refusal:
 
     status_code: int
     is_about_key: bool = False
+    code: str | None = None
+    """The error's `code` in OpenAI's format (`/v1`)."""
 
 
 REFUSALS: dict[str, Refusal] = {
@@ -98,6 +102,8 @@ REFUSALS: dict[str, Refusal] = {
     "IdempotencyKeyInProgressError": Refusal(409, is_about_key=True),
     "IdempotencyKeyMismatchError": Refusal(422, is_about_key=True),
     "ConfigurationError": Refusal(422, is_about_key=True),
+    # The caller's spend limit: come back when the window resets (`Retry-After`).
+    "SpendLimitExceeded": Refusal(429, code="insufficient_quota"),
 }
 """Each way a run is refused before it begins, by the error type of its first event. Any other
 failure is the run's own: it is streamed (`run_failed`) and billed."""
@@ -211,8 +217,22 @@ async def open_turn(
             # Named by its header: the client knows the key by the header it sent.
             message = f"{IDEMPOTENCY_HEADER}: {first.error.message}"
             raise RequestRejected(refusal.status_code, message, param=IDEMPOTENCY_HEADER)
-        raise RequestRejected(refusal.status_code, first.error.message)
+        raise RequestRejected(
+            refusal.status_code,
+            first.error.message,
+            code=refusal.code,
+            headers=_retry_after(first.result),
+        )
     return opened
+
+
+def _retry_after(result: ExecutionResult) -> dict[str, str]:
+    """`Retry-After` at the reset of the spend limit's window that refused the run, if one did."""
+    resets = [left.resets_at for left in result.spend_left if left.refused and left.resets_at]
+    if not resets:
+        return {}
+    seconds = (max(resets) - datetime.now(UTC)).total_seconds()
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 def _start(executor: ActorExecutor, turn: Turn, deps: object) -> EventStream:
