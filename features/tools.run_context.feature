@@ -119,3 +119,7 @@ Feature: Tools that know who is asking: the run's context and its deps
     Then the web app answered 200
     And the web app's run for the caller "key-1" read the deps "north for key-1"
     And the web app's run for the caller "key-2" read the deps "south for key-2"
+
+  Scenario: A ToolAgent used on its own gives the tool a context of its name alone
+    When a ToolAgent named "solo" runs whoami outside any run
+    Then whoami saw the run id "-", the actor "solo", no caller and no LLM call

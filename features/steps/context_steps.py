@@ -18,7 +18,7 @@ from behave.runner import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from support.context_tools import DEPS_SECRET, Shop, my_orders, shop_owner
+from support.context_tools import DEPS_SECRET, Shop, my_orders, shop_owner, whoami
 from support.harness import run_guarded
 
 from cleveractors import (
@@ -26,8 +26,10 @@ from cleveractors import (
     ExecutionResult,
     LLMAgent,
     Resumption,
+    ToolAgent,
     tool_from_callable,
 )
+from cleveractors.agents.tool import ToolCallRequest
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
 from cleveractors.testing.tables import scripted_tool_calls
 from cleveractors.tools import as_tool
@@ -223,6 +225,12 @@ def _when_two_callers(
     context.outcome = _Outcome(results[0])
 
 
+@when('a ToolAgent named "{name}" runs whoami outside any run')
+def _when_tool_agent_alone(context: Context, name: str) -> None:
+    agent = ToolAgent(tool_from_callable(whoami), agent_name=name, available=("whoami",))
+    context.alone = _run(agent.run(ToolCallRequest("c1", "whoami", {})))
+
+
 # -- Then --------------------------------------------------------------------------------------
 
 
@@ -278,6 +286,13 @@ def _then_whoami(context: Context, session: str, caller: str, actor: str) -> Non
         "total_tokens": first.usage.total_tokens,
         "cost_usd": str(first.cost_usd or 0),
     }, seen
+
+
+@then('whoami saw the run id "{run_id}", the actor "{actor}", no caller and no LLM call')
+def _then_alone(context: Context, run_id: str, actor: str) -> None:
+    seen = json.loads(context.alone.output)
+    assert (seen["run_id"], seen["actor"]) == (run_id, actor), seen
+    assert (seen["caller"], seen["session_id"], seen["llm_calls"]) == (None, None, 0), seen
 
 
 @then("the deps' secret is in no file of the SQLite store, no log line and no span")
