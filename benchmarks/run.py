@@ -1,6 +1,7 @@
-"""Benchmarks of issues 3, 8, 18 and 19 (`nox -s bench`): latency to the first token, CPU per
-turn, what tracing adds to it, concurrency, what stops cost (a disconnect storm's CPU, a stalled
-reader's memory), and what pausing for an approval and resuming add.
+"""Benchmarks of issues 3, 8, 18, 19, 27 and 29 (`nox -s bench`): latency to the first token,
+CPU per turn, what a typed answer adds to it, what tracing adds to it, concurrency, what stops
+cost (a disconnect storm's CPU, a stalled reader's memory), what pausing for an approval and
+resuming add, and what calling an agent as a tool costs.
 
 Prints a table (measured value, target, PASS / MISSED) and writes it to
 `benchmarks/results/bench.md`, with raw samples in `bench.json`. It is a report: it exits 0
@@ -34,6 +35,7 @@ from cpu import (
     server_process,
     task_rows,
 )
+from delegation import measure_delegation
 from latency import measure_latency
 from ledger import measure_ledger
 from profiling import ProfileReport, profile_turns
@@ -43,6 +45,7 @@ from spend import measure_spend
 from stops import measure_stops
 from streams import measure_streams
 from tracing_cost import measure_tracing
+from typed import measure_typed
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -60,6 +63,7 @@ class Settings:
     ledger_writes: int
     approval_runs: int
     spend_runs: int
+    delegation_runs: int
 
     @classmethod
     def full(cls) -> Settings:
@@ -75,6 +79,7 @@ class Settings:
             ledger_writes=500,
             approval_runs=200,
             spend_runs=200,
+            delegation_runs=200,
         )
 
     @classmethod
@@ -91,6 +96,7 @@ class Settings:
             ledger_writes=50,
             approval_runs=20,
             spend_runs=20,
+            delegation_runs=20,
         )
 
 
@@ -130,6 +136,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
         outcome.rows.extend(latency_rows)
     with _section("CPU per turn (server in its own process, zero latency)"):
         await _run_cpu(settings, always_profile=always_profile, outcome=outcome)
+    with _section("typed answers (server in its own process, zero latency)"):
+        typed_rows, outcome.samples["typed_cpu_s"] = await measure_typed(
+            repetitions=settings.cpu_repetitions, warmup=settings.cpu_warmup
+        )
+        outcome.rows.extend(typed_rows)
     with _section(f"{settings.streams} concurrent streamed turns (server in its own process)"):
         stream_rows, outcome.samples["streams"] = await measure_streams(
             streams=settings.streams, rounds=settings.stream_rounds
@@ -160,6 +171,11 @@ async def _run_all(settings: Settings, *, always_profile: bool) -> Outcome:
     with _section("spend limits (PostgreSQL, stub model, three calls a run)"):
         spend_rows, outcome.samples["spend"] = await measure_spend(settings.spend_runs)
         outcome.rows.extend(spend_rows)
+    with _section("agents as tools (model in process)"):
+        delegation_rows, outcome.samples["delegation"] = await measure_delegation(
+            settings.delegation_runs
+        )
+        outcome.rows.extend(delegation_rows)
     return outcome
 
 

@@ -35,6 +35,13 @@ Feature: A request sent again under its idempotency key is answered once
     Then the second request failed with IdempotencyKeyMismatchError naming the first run
     And the second worker's model was never asked
 
+  Scenario: A different output schema is a different request
+    Given an actor answering "Sunny in Paris." with a fresh sqlite store
+    When a worker is asked "Weather in Paris?" under key "k-1" in blocking mode
+    And another worker is asked "Weather in Paris?" under key "k-1", its answer typed by a schema
+    Then the second request failed with IdempotencyKeyMismatchError naming the first run
+    And the second worker's model was never asked
+
   Scenario: A run that loses its key's claim to another run is stopped, and what it spent is billed
     Given an actor answering "Sunny in Paris." slowly with a fresh sqlite store leasing for 0.3 seconds
     When while a worker answers "Weather in Paris?" under key "k-1", another run takes the key over

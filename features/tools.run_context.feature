@@ -123,3 +123,8 @@ Feature: Tools that know who is asking: the run's context and its deps
   Scenario: A ToolAgent used on its own gives the tool a context of its name alone
     When a ToolAgent named "solo" runs whoami outside any run
     Then whoami saw the run id "-", the actor "solo", no caller and no LLM call
+
+  Scenario: An agent called as a tool serves the same caller with the same deps
+    Given a clerk agent whose tool whoami ends its turn, called as a tool by the shop agent
+    When the shop agent is asked "Who is asking the clerk?" by "alice" with the deps of "Ada"
+    Then the clerk's answer names the caller "alice", the actor "clerk" and its own run

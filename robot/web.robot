@@ -143,7 +143,6 @@ Fields The Endpoint Cannot Honour Get 400 Naming The Param
     tools    ${{[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}}
     tool_choice    required
     n    ${2}
-    response_format    ${{{"type": "json_object"}}}
     logprobs    ${True}
     stop    ${{["END"]}}
 

@@ -120,6 +120,27 @@ def _given_gated(context: Context) -> None:
             tool["approval"] = "required"
 
 
+@given("a clerk agent whose tool whoami ends its turn, called as a tool by the shop agent")
+def _given_clerk(context: Context) -> None:
+    clerk_model = ScriptedChatModel(
+        replies=[ScriptedReply.model_validate({"tool_calls": [{"name": "whoami", "args": {}}]})],
+        replay_per_run=True,
+    )
+    clerk = LLMAgent(clerk_model, tools=[tool_from_callable(whoami, ends_turn=True)], name="clerk")
+    shop_model = ScriptedChatModel(
+        replies=[
+            ScriptedReply.model_validate(
+                {"tool_calls": [{"name": "clerk", "args": {"message": "Who asks?"}}]}
+            ),
+            ScriptedReply(text="Done."),
+        ],
+        replay_per_run=True,
+    )
+    context.built_executor = ActorExecutor(
+        LLMAgent(shop_model, tools=[clerk.as_tool()], name="shop")
+    )
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -231,6 +252,11 @@ def _when_tool_agent_alone(context: Context, name: str) -> None:
     context.alone = _run(agent.run(ToolCallRequest("c1", "whoami", {})))
 
 
+@when('the shop agent is asked "{message}" by "{caller}" with the deps of "{owner}"')
+def _when_shop_asked(context: Context, message: str, caller: str, owner: str) -> None:
+    _ask(context, message, "blocking", caller=caller, deps=Shop(owner))
+
+
 # -- Then --------------------------------------------------------------------------------------
 
 
@@ -293,6 +319,15 @@ def _then_alone(context: Context, run_id: str, actor: str) -> None:
     seen = json.loads(context.alone.output)
     assert (seen["run_id"], seen["actor"]) == (run_id, actor), seen
     assert (seen["caller"], seen["session_id"], seen["llm_calls"]) == (None, None, 0), seen
+
+
+@then('the clerk\'s answer names the caller "{caller}", the actor "{actor}" and its own run')
+def _then_clerk(context: Context, caller: str, actor: str) -> None:
+    result = context.outcome.result
+    seen = json.loads(next(r.output for r in result.tool_calls if r.name == "clerk"))
+    (child,) = result.child_runs
+    assert (seen["caller"], seen["actor"]) == (caller, actor), seen
+    assert seen["run_id"] == child.run_id != result.run_id, (seen, child)
 
 
 @then("the deps' secret is in no file of the SQLite store, no log line and no span")

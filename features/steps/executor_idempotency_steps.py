@@ -16,7 +16,7 @@ from behave import given, then, when
 from behave.runner import Context
 from support.harness import Consumption, consume, run_guarded, wait_until
 
-from cleveractors import ActorExecutor, ConfigurationError, ExecutionResult
+from cleveractors import ActorExecutor, ConfigurationError, ExecutionResult, NewMessage
 from cleveractors.events import RunFinished, RunStarted, TextDelta
 from cleveractors.store import SqlStore
 
@@ -27,25 +27,33 @@ class _Caller:
     """A target that asks as one caller under one key (the harness's target protocol)."""
 
     def __init__(
-        self, executor: ActorExecutor, key: str, caller: str | None = None, cap: int | None = None
+        self,
+        executor: ActorExecutor,
+        key: str,
+        caller: str | None = None,
+        cap: int | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> None:
         self.executor = executor
         self.key = key
         self.caller = caller
         self.cap = cap
+        self.output_schema = output_schema
 
     @property
     def last_result(self) -> ExecutionResult | None:
         return self.executor.last_result
 
     async def execute(self, message: str, history: Any = None) -> ExecutionResult:
-        return await self.executor.execute(
+        turn = NewMessage(
             message,
             history,
             idempotency_key=self.key,
             caller=self.caller,
             max_output_tokens=self.cap,
+            output_schema=self.output_schema,
         )
+        return await self.executor.execute(turn)
 
     def execute_events(self, message: str, history: Any = None) -> Any:
         return self.executor.execute_events(
@@ -172,6 +180,18 @@ def _when_asked(context: Context, message: str, key: str, mode: str) -> None:
 def _when_asked_capped(context: Context, message: str, key: str, cap: int) -> None:
     _ask_fresh(
         context, message, key, "blocking", target=lambda executor: _Caller(executor, key, cap=cap)
+    )
+
+
+@when('another worker is asked "{message}" under key "{key}", its answer typed by a schema')
+def _when_asked_typed(context: Context, message: str, key: str) -> None:
+    schema = {"type": "object"}
+    _ask_fresh(
+        context,
+        message,
+        key,
+        "blocking",
+        target=lambda executor: _Caller(executor, key, output_schema=schema),
     )
 
 

@@ -26,10 +26,12 @@ from cleveractors.errors import (
     DepsMissingError,
     ExecutionError,
     McpServerError,
+    OutputValidationError,
     StreamStalledError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
+from cleveractors.output import ModelRetry, OutputMode
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
 from cleveractors.tools import Tool, tool_from_callable
@@ -55,7 +57,10 @@ __all__ = [
     "McpServer",
     "McpServerError",
     "ModelPrices",
+    "ModelRetry",
     "NewMessage",
+    "OutputMode",
+    "OutputValidationError",
     "ResultCallback",
     "Resumption",
     "RetryPolicy",

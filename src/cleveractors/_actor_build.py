@@ -15,6 +15,7 @@ from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
     ActorConfig,
+    AgentToolConfig,
     LLMAgentConfig,
     StoreConfig,
     ToolConfig,
@@ -45,17 +46,30 @@ class BuiltActor:
     spend_limits: SpendLimits | None = None
 
 
+class _AgentCycleError(ConfigurationError):
+    """Actor files that call each other as tools in a circle: refused as a whole."""
+
+
 def build_actor(
-    source: str | Path | Mapping[str, Any] | ActorConfig, *, origin: str, config_dir: Path | None
+    source: str | Path | Mapping[str, Any] | ActorConfig,
+    *,
+    origin: str,
+    config_dir: Path | None,
+    calling: tuple[Path, ...] = (),
 ) -> BuiltActor:
-    """The actor a config describes; its chat model client is built here, once.
+    """The actor a config describes; its chat model client is built here, once. The actors it
+    calls as tools (`agent: other.yaml`) are built too; `calling` are the files of the actors
+    whose tools this one is being built for.
 
     Raises:
-        ConfigurationError: every problem of the config at once (see `ActorExecutor.from_config`).
+        ConfigurationError: every problem of the config at once (see `ActorExecutor.from_config`),
+            or the files of a cycle of actors calling each other as tools.
     """
+    if isinstance(source, str | Path):
+        calling = (*calling, Path(source).resolve())
     if not isinstance(source, ActorConfig):
         source = _validated_config(source, origin, config_dir)
-    agent = _build_agent(source, origin=origin, config_dir=config_dir)
+    agent = _build_agent(source, origin=origin, config_dir=config_dir, calling=calling)
     link_handoffs(
         config=source, agent=agent, origin=origin, config_dir=config_dir, build=_handoff_agent
     )
@@ -70,12 +84,14 @@ def build_actor(
 
 def _handoff_agent(config: ActorConfig, path: Path) -> LLMAgent:
     """A handoff target's agent (its `store` is not used: the session is the first actor's)."""
-    return _build_agent(config, origin=str(path), config_dir=path.parent)
+    return _build_agent(config, origin=str(path), config_dir=path.parent, calling=(path.resolve(),))
 
 
-def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -> LLMAgent:
+def _build_agent(
+    source: ActorConfig, *, origin: str, config_dir: Path | None, calling: tuple[Path, ...]
+) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
-    tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir)
+    tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir, calling)
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
@@ -94,17 +110,34 @@ def _build_agent(source: ActorConfig, *, origin: str, config_dir: Path | None) -
 
 
 def _build_tools(
-    entries: Sequence[tuple[int, ToolConfig]], config_dir: Path | None
+    entries: Sequence[tuple[int, ToolConfig | AgentToolConfig]],
+    config_dir: Path | None,
+    calling: tuple[Path, ...] = (),
 ) -> tuple[list[Tool], list[str]]:
     """The config's tools, and every problem building them (by field), all at once."""
     tools: list[Tool] = []
     problems: list[str] = []
     for position, tool_config in entries:
         try:
-            tools.append(tool_from_config(tool_config, config_dir=config_dir))
+            if isinstance(tool_config, AgentToolConfig):
+                tools.append(_agent_tool(tool_config, config_dir, calling))
+            else:
+                tools.append(tool_from_config(tool_config, config_dir=config_dir))
+        except _AgentCycleError:
+            raise
         except ConfigurationError as exc:
             problems.append(f"agent.tools.{position}: {exc}")
     return tools, problems
+
+
+def _agent_tool(entry: AgentToolConfig, config_dir: Path | None, calling: tuple[Path, ...]) -> Tool:
+    """Another actor, built from its file (beside this one's), as a tool."""
+    path = ((config_dir or Path.cwd()) / entry.agent).resolve()
+    if path in calling:
+        cycle = " -> ".join(str(each) for each in (*calling[calling.index(path) :], path))
+        raise _AgentCycleError(f"actors call each other as tools in a cycle: {cycle}")
+    child = build_actor(path, origin=str(path), config_dir=path.parent, calling=calling)
+    return child.agent.as_tool(name=entry.name, description=entry.description)
 
 
 def _valid_tool_entries(raw: object) -> list[tuple[int, ToolConfig]]:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from cleveractors._config_rules import CROSS_FIELD, ENV_NAME_PATTERN
-from cleveractors._config_tools import HANDLER_PATTERN, SECRETISH, TOOL_NAME_PATTERN
+from cleveractors._config_tools import ENTRY_TAGS, HANDLER_PATTERN, SECRETISH, TOOL_NAME_PATTERN
 
 __all__ = ["describe_error", "describe_problems", "describe_yaml_error"]
 
@@ -50,7 +50,7 @@ _PATTERN_MEANINGS = {
 
 def describe_error(error: ErrorDetails, root: type[BaseModel]) -> str:
     """One line for one of pydantic's errors of a config whose top model is `root`."""
-    loc = tuple(error["loc"])
+    loc = tuple(part for part in error["loc"] if part not in ENTRY_TAGS)
     message = error["msg"]
     value: object = error["input"]
     is_shown = error["type"] not in ("missing", "extra_forbidden")

@@ -6,22 +6,32 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ModelWrapValidatorHandler, PositiveFloat, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    ModelWrapValidatorHandler,
+    PositiveFloat,
+    Tag,
+    model_validator,
+)
 
 from cleveractors._config_rules import Frozen, Problem, is_true, validated_with_rules
 from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 
 __all__ = [
+    "ENTRY_TAGS",
     "ENV_REFERENCE",
     "HANDLER_PATTERN",
     "SECRETISH",
     "TOOL_NAME_PATTERN",
+    "AgentToolConfig",
     "CallerHeaders",
     "McpServer",
     "ToolConfig",
+    "ToolEntry",
 ]
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI accepts as a function name
@@ -59,6 +69,36 @@ class ToolConfig(Frozen):
     ) -> ToolConfig:
         problems = list(_tool_problems(data)) if isinstance(data, Mapping) else []
         return validated_with_rules(data, handler, problems)
+
+
+class AgentToolConfig(Frozen):
+    """Another actor, called as a tool: the calling model sends it a `message`, it runs a whole
+    turn of its own, and its answer is the tool's output."""
+
+    agent: str = Field(min_length=1)
+    """The other actor's config file, relative to this actor's file."""
+    name: str | None = Field(default=None, pattern=TOOL_NAME_PATTERN)
+    """The tool's name; the other actor's name when omitted."""
+    description: str | None = None
+    """What the calling model reads about the tool."""
+
+
+def _entry_kind(entry: object) -> str:
+    is_agent = (
+        "agent" in entry if isinstance(entry, Mapping) else isinstance(entry, AgentToolConfig)
+    )
+    return _AGENT_TAG if is_agent else _HANDLER_TAG
+
+
+_HANDLER_TAG, _AGENT_TAG = "<handler>", "<agent>"
+ENTRY_TAGS = frozenset({_HANDLER_TAG, _AGENT_TAG})
+"""How pydantic names the kind of a tool entry in an error's location; problems leave it out."""
+
+ToolEntry = Annotated[
+    Annotated[ToolConfig, Tag(_HANDLER_TAG)] | Annotated[AgentToolConfig, Tag(_AGENT_TAG)],
+    Discriminator(_entry_kind),
+]
+"""One entry of `agent.tools`: a Python tool (`handler`) or another actor (`agent`)."""
 
 
 def _tool_problems(tool: Mapping[str, Any]) -> Iterator[Problem]:

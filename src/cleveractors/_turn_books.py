@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from cleveractors._pause import MemoryPauses
 from cleveractors._spend_gate import CallSpend
@@ -62,6 +62,7 @@ class Held:
     active_agent: str | None = None
     """The actor the turn runs on, when a handoff left the session (or the pause) with one;
     None: the executor's own. Only a stored session remembers a handoff across turns."""
+    output_schema: Mapping[str, Any] | None = None
 
     @classmethod
     def resuming(cls, checked: CheckedDecisions) -> Held:
@@ -125,7 +126,14 @@ class MemoryBook:
     async def begin(self) -> Held:
         turn = self._turn
         if isinstance(turn, NewMessage):
-            return Held(turn.message, turn.history, None, turn.max_output_tokens, turn.can_pause)
+            return Held(
+                turn.message,
+                turn.history,
+                None,
+                turn.max_output_tokens,
+                turn.can_pause,
+                output_schema=turn.output_schema,
+            )
         try:
             await self._agent.open()  # an edit is checked against the tools: MCP servers' too
             paused = self._pauses.find(turn.run_id, turn.caller)
@@ -198,6 +206,7 @@ class StoredBook:
             turn.max_output_tokens,
             turn.can_pause,
             active_agent=held.active_actor,
+            output_schema=turn.output_schema,
         )
         await self._admit(held, begun)
         return begun
@@ -249,6 +258,7 @@ class StoredBook:
             turn.history,
             turn.session_id,
             max_output_tokens=turn.max_output_tokens,
+            output_schema=turn.output_schema,
         )
         claim = await finished(
             self._store.claim_idempotency_key(

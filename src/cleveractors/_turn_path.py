@@ -132,6 +132,7 @@ async def _run_turn(
                         caller=turn.caller,
                     ),
                     session_id=held.session_id,
+                    output_schema=held.output_schema,
                 )
         except BaseException as exc:
             # `agent.run` makes a failed run its outcome: what gets here is a cancellation that

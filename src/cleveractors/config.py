@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -40,17 +43,21 @@ from cleveractors._config_rules import (
     validated_with_rules,
 )
 from cleveractors._config_tools import (
+    AgentToolConfig,
     McpServer,
     ToolConfig,
+    ToolEntry,
 )
 from cleveractors._script import ScriptedReply
 from cleveractors.errors import ConfigurationError
+from cleveractors.output import OUTPUT_TOOL, OutputMode
 from cleveractors.pricing import ModelPrices
 from cleveractors.spend_limits import SpendLimits
 
 __all__ = [
     "HANDOFF_TOOL_PREFIX",
     "ActorConfig",
+    "AgentToolConfig",
     "FallbackModelConfig",
     "FallbackPolicy",
     "ImmediateFallback",
@@ -215,7 +222,11 @@ class LLMAgentConfig(Frozen):
     tool_output_max_tokens: PositiveInt | None = None
     stream_tool_rounds: bool = True
     """Stream every round with tools bound; false: rounds via ainvoke, final answer as one chunk."""
-    tools: tuple[ToolConfig, ...] = ()
+    tools: tuple[ToolEntry, ...] = ()
+    """Python tools (`handler`), and other actors called as tools (`agent: other.yaml`)."""
+    max_agent_depth: PositiveInt = 3
+    """How deep actors called as tools may nest under this one's run; deeper calls are refused
+    with an error the model reads."""
     mcp_servers: tuple[McpServer, ...] = ()
     """MCP servers whose tools join `tools` (needs ``cleveractors[mcp]``)."""
     approval_timeout_s: PositiveFloat = 24 * 60 * 60.0
@@ -227,6 +238,13 @@ class LLMAgentConfig(Frozen):
     """Models that take over, in order, when the model fails (see `fallback`)."""
     fallback: FallbackPolicy = FallbackPolicy()
     """When the fallback models take over, and whether a session stays on the one that answered."""
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer must match: the run's `output` is then the parsed, validated
+    JSON (see `docs/output.md`)."""
+    output_mode: OutputMode = "auto"
+    """How the model is asked for the typed answer: `auto`, `native`, `tool` or `prompted`."""
+    output_retries: NonNegativeInt = 1
+    """How many times an answer that fails validation is sent back to the model."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -314,12 +332,24 @@ def _agent_problems(agent: Mapping[str, Any]) -> list[Problem]:
                 }
             )
         ),
+        *_output_schema_problems(agent),
     ]
 
 
 def _with_agent_tools(fallback: Mapping[str, Any], agent: Mapping[str, Any]) -> dict[str, Any]:
     """A fallback's script checked against the agent's tools."""
     return {**fallback, "tools": agent.get("tools", ()), "mcp_servers": agent.get("mcp_servers")}
+
+
+def _output_schema_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
+    schema = agent.get("output_schema")
+    if not isinstance(schema, Mapping):
+        return  # absent, or not a mapping: the field's own problem
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        where = ".".join(str(part) for part in exc.path) or "the schema"
+        yield Problem(("output_schema",), f"not a valid JSON Schema ({where}: {exc.message})")
 
 
 def _script_problems(agent: Mapping[str, Any]) -> Iterator[Problem]:
@@ -349,7 +379,11 @@ def _undeclared_tool_calls(agent: Mapping[str, Any]) -> Iterator[Problem]:
         return
     if not isinstance(agent.get("tools", ()), list | tuple):
         return  # what it declares is unknown: the field's own problem says why
+    if any("agent" in entry and "name" not in entry for _, entry in entries(agent, "tools")):
+        return  # an actor called as a tool is named by its own file, read later
     declared = list(dict.fromkeys(name for _, name in named(entries(agent, "tools"))))
+    if agent.get("output_schema") is not None:
+        declared.append(OUTPUT_TOOL)  # a typed actor answers by calling it in `tool` mode
     offered = f"declared: {', '.join(declared)}" if declared else "it declares no tools"
     for reply_position, reply in entries(agent, "script"):
         for call_position, call in entries(reply, "tool_calls"):

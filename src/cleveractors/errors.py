@@ -11,6 +11,8 @@ CleverActorsError                 root of everything this library raises itself
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
       │                           TimeoutError, so retried like one before any text was shown)
+      ├── OutputValidationError   a typed answer still failed validation after its retries
+      │                           (the errors, the last raw text and every attempt's usage)
       ├── SessionBusyError        another run holds the session (in this process or another)
       ├── SessionNotFoundError    no such session for this caller (another's is never shown)
       ├── IdempotencyError        a request's idempotency key cannot serve it (key and run named)
@@ -45,6 +47,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
+from cleveractors.usage import LLMCallUsage, TokenUsage
+
 __all__ = [
     "ApprovalConflictError",
     "ApprovalError",
@@ -57,6 +61,7 @@ __all__ = [
     "IdempotencyKeyMismatchError",
     "InvalidDecisionError",
     "McpServerError",
+    "OutputValidationError",
     "RunNotFoundError",
     "ScriptExhaustedError",
     "SessionBusyError",
@@ -141,6 +146,38 @@ class StreamStalledError(ExecutionError, TimeoutError):
         self.timeout_s = timeout_s
         self.model = model
         self.chunks_received = chunks_received
+
+
+class OutputValidationError(ExecutionError):
+    """The model's typed answer failed validation, and so did every retry `output_retries`
+    allowed (or the model never gave one).
+
+    Attributes:
+        errors: What was wrong with the last attempt, one line each.
+        raw_text: The last attempt as the model sent it (its text, or its output tool's
+            arguments).
+        usage_by_call: One record per LLM call of the run, every attempt included.
+    """
+
+    def __init__(
+        self,
+        *,
+        errors: tuple[str, ...],
+        raw_text: str,
+        attempts: int,
+        usage_by_call: tuple[LLMCallUsage, ...],
+    ) -> None:
+        super().__init__(
+            f"the typed answer failed validation after {attempts} attempts: " + "; ".join(errors)
+        )
+        self.errors = errors
+        self.raw_text = raw_text
+        self.usage_by_call = usage_by_call
+
+    @property
+    def usage(self) -> TokenUsage:
+        """The sum over every call of the run."""
+        return sum((call.usage for call in self.usage_by_call), TokenUsage())
 
 
 class SessionBusyError(ExecutionError):

@@ -29,10 +29,12 @@ from cleveractors.result import ErrorInfo, ExecutionResult, SynthesisReason
 from cleveractors.usage import LLMCallUsage, TokenUsage
 
 __all__ = [
+    "AgentEvent",
     "CallRetrying",
     "Event",
     "HandoffOccurred",
     "ModelFellBack",
+    "OutputDelta",
     "OutputPruned",
     "RoundStarted",
     "RunFailed",
@@ -82,6 +84,22 @@ class TextDelta(_Event):
     kind: Literal["text_delta"] = "text_delta"
     round: int
     text: str
+
+
+class OutputDelta(_Event):
+    """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
+    of the object (the answer's text, or the output tool's arguments) while it streams, each
+    one extending the one before within an attempt; the last is the validated object, equal to
+    `ExecutionResult.output` dumped as JSON. A retry of an invalid answer starts its object
+    again (`attempt`)."""
+
+    kind: Literal["output_delta"] = "output_delta"
+    round: int
+    attempt: int
+    """Which attempt at the typed answer this is, from 1."""
+    output: Any
+    is_final: bool = False
+    """True for the validated object."""
 
 
 class UsageRecorded(_Event):
@@ -250,10 +268,46 @@ class RunFailed(_Event):
     result: ExecutionResult
 
 
+_OwnEvent = Annotated[
+    RoundStarted
+    | TextDelta
+    | OutputDelta
+    | UsageRecorded
+    | CallRetrying
+    | ToolCallRequested
+    | ToolApprovalRequested
+    | ToolCallDecided
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallSkipped
+    | OutputPruned
+    | SynthesisStarted,
+    Field(discriminator="kind"),
+]
+"""The events a run emits of its own loop: what an agent called as a tool passes up."""
+
+
+class AgentEvent(_Event):
+    """An event of the run of an agent that this run called as a tool (at any depth): the
+    child's text, tool calls and usage, streamed inside the parent's events. Its usage is in
+    the parent's totals already; its text is not the parent's."""
+
+    kind: Literal["agent_event"] = "agent_event"
+    agent_path: tuple[str, ...]
+    """The agents from the root run's down to the one whose event this is, by name."""
+    run_id: str
+    """The run that emitted the event (the child's own)."""
+    call_id: str | None
+    """The tool call (of the calling agent's model) that ran the run emitting the event."""
+    event: _OwnEvent
+
+
 Event = Annotated[
     RunStarted
+    | AgentEvent
     | RoundStarted
     | TextDelta
+    | OutputDelta
     | UsageRecorded
     | CallRetrying
     | ModelFellBack

@@ -35,6 +35,7 @@ from cleveractors._actor_build import build_actor
 from cleveractors._pause import MemoryPauses
 from cleveractors._turn_path import run_turn
 from cleveractors.agents import Agent, EventStream, History, LLMAgent, TextStream
+from cleveractors.agents._delegate import agent_tool
 from cleveractors.agents.base import discard_event, settle_blocking
 from cleveractors.approvals import PausedRun
 from cleveractors.config import (
@@ -108,6 +109,18 @@ class ActorExecutor:
         self._pauses = MemoryPauses()
         """Runs paused without a store: kept in this process only, until resumed."""
         tokens.warm_up()  # here, once, rather than inside the first cut-off stream
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This executor's agent as a tool another agent's model can call with a `message`
+        (see `LLMAgent.as_tool`): a child run of the caller's, billed in the caller's ledger
+        (this executor's store is not used for it).
+
+        Raises:
+            ConfigurationError: the name (the actor's, when omitted) is not a valid tool name.
+        """
+        return agent_tool(
+            self.agent, name=self.name if name is None else name, description=description
+        )
 
     @property
     def tools(self) -> tuple[Tool, ...]:

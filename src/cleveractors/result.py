@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from langchain_core.messages import BaseMessage
 from pydantic import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROUND_SEPARATOR",
     "SYNTHESIS_WITHOUT_ANSWER",
+    "ChildRun",
     "ErrorInfo",
     "ExecutionResult",
     "ResultCallback",
@@ -119,6 +120,25 @@ class ToolCallRecord(BaseModel):
     """The round whose reply asked for the call (1 for the reply to the user's message)."""
 
 
+class ChildRun(BaseModel):
+    """The run of an agent that a run called as a tool; its calls are among the caller's
+    `usage_by_call`, under its own `run_id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    parent_run_id: str
+    agent: str
+    """The called agent's name (the tool the model called may be named otherwise)."""
+    call_id: str | None
+    """The tool call of the parent's model that ran it."""
+    status: ResultStatus
+    answer: str
+    """The answer it gave, which the parent's model read as the tool's output."""
+    synthesis_reason: SynthesisReason | None = None
+    """Why it answered from what it had (its own limit reached), if it did."""
+
+
 class ExecutionResult(BaseModel):
     """The outcome of one message: the answer, what ran, and every token spent.
 
@@ -150,6 +170,10 @@ class ExecutionResult(BaseModel):
     """True when the run was stopped (a consumer that left, a cancelled task)."""
     answer: str = ""
     """The last reply's text alone (the answer after the tool rounds); empty when the run failed."""
+    output: Any = None
+    """The validated object of an agent with an output type (`LLMAgent(output_type=...)`: an
+    instance of that type; an actor file's `output_schema`: the parsed JSON); None otherwise.
+    `text` keeps the raw text the model sent."""
     run_id: str | None = None
     """The run's one id: the ledger's rows, the store's `runs` row, the session's turn, the log
     lines, the `RunStarted` event and the `X-Run-Id` header carry the same. None only for a run
@@ -175,6 +199,11 @@ class ExecutionResult(BaseModel):
     """The actor whose agent the run ended on: its own, or the one a handoff passed the
     conversation to (a stored session's next turn runs there). None for an agent that is not
     an `LLMAgent`."""
+    parent_run_id: str | None = None
+    """The run that called this run's agent as a tool; None for a run nobody called."""
+    child_runs: tuple[ChildRun, ...] = ()
+    """The runs of the agents this run called as tools (theirs nested in their own result
+    only); their calls are in `usage_by_call` and every total."""
 
     @property
     def status(self) -> ResultStatus:

@@ -3,6 +3,8 @@
     invoke_agent {actor}          INTERNAL  one per run (`_turn_path.run_turn` starts and ends it)
     +- chat {model}               CLIENT    one per LLM call attempt (the bill: sent -> recorded)
     +- execute_tool {tool}        INTERNAL  one per tool call (`ToolAgent.run`)
+       +- invoke_agent {agent}    INTERNAL  the run of an agent called as a tool, its own
+                                            chat and tool spans below it (`agents._delegate`)
 
 The library depends on `opentelemetry-api` only: with no SDK configured every span is a
 non-recording one and no attribute is built. The chat spans carry each attempt's usage exactly as
@@ -118,17 +120,31 @@ class Telemetry:
         """A run of this actor refused or stopped by a caller's spend limit."""
         self._metrics.count_spend_refusal(self.actor_name)
 
-    def start_run(self, run_id: str, session_id: str | None) -> RunTrace:
-        """Start the run's span; the caller ends it (`RunTrace.end`) on every path."""
+    def start_run(
+        self,
+        run_id: str,
+        session_id: str | None,
+        *,
+        agent_name: str | None = None,
+        parent: Span | None = None,
+        parent_run_id: str | None = None,
+    ) -> RunTrace:
+        """Start the run's span; the caller ends it (`RunTrace.end`) on every path. The run of
+        an agent called as a tool (`agent_name`, another than the actor's) is a child of the
+        `execute_tool` span of its call (`parent`)."""
+        name = self.actor_name if agent_name is None else agent_name
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": self.actor_name,
+            "gen_ai.agent.name": name,
             "cleveractors.run.id": run_id,
         }
         if session_id is not None:
             attributes["gen_ai.conversation.id"] = session_id
+        if parent_run_id is not None:
+            attributes["cleveractors.run.parent_id"] = parent_run_id
+        context = None if parent is None else trace.set_span_in_context(parent)
         span = self.tracer.start_span(
-            f"invoke_agent {self.actor_name}", kind=SpanKind.INTERNAL, attributes=attributes
+            f"invoke_agent {name}", context, kind=SpanKind.INTERNAL, attributes=attributes
         )
         return RunTrace(self, span)
 

@@ -45,6 +45,10 @@ class NewMessage:
     """A cap on the output of each of the run's LLM calls (never above the model's own)."""
     can_pause: bool = True
     """False where nobody can approve a tool call: gated calls are declined, never run."""
+    output_schema: Mapping[str, Any] | None = None
+    """A JSON Schema this turn's answer must match (`ExecutionResult.output` is the parsed
+    JSON), instead of the agent's own output type; `/v1/chat/completions` sets it from
+    `response_format`."""
 
     def __post_init__(self) -> None:
         if self.session_id is not None and self.history:

@@ -25,8 +25,9 @@ __all__ = [
     "last_token_usage_var",
 ]
 
-CallPurpose = Literal["round", "synthesis", "pruning"]
-"""Why an LLM call was made: a loop round, the synthesis answer, or condensing a tool output."""
+CallPurpose = Literal["round", "synthesis", "pruning", "output_retry"]
+"""Why an LLM call was made: a loop round, the synthesis answer, condensing a tool output, or
+asking again for a typed answer that failed validation."""
 
 AttemptStatus = Literal["ok", "failed", "cancelled"]
 """How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error
@@ -142,11 +143,17 @@ class LLMCallUsage(BaseModel):
     span_id: str | None = None
     """The call's `chat` span (16 hex digits), so a line of the bill links to its trace."""
     agent: str | None = None
-    """The name of the actor whose agent made the call (after a handoff, the one it went to)."""
+    """The actor name of the agent that made the call (after a handoff, the one it went to; a
+    parent's or one it called as a tool)."""
+    run_id: str | None = None
+    """The child run that made the call, when an agent called as a tool made it; None for a
+    call of the root run itself (whose id is its result's `run_id`, and its ledger rows')."""
+    parent_run_id: str | None = None
+    """The run that called the agent whose run made the call; None for a run nobody called."""
 
 
 class AgentUsage(BaseModel):
-    """What one agent's LLM calls in a run cost: a part of the run's totals
+    """What one agent of a run tree spent: a part of the run's totals
     (`ExecutionResult.usage_by_agent`)."""
 
     model_config = ConfigDict(frozen=True)
@@ -160,10 +167,12 @@ class AgentUsage(BaseModel):
 class UsageLedger:
     """The LLM calls of one run, in the order they were made. Never shared between runs."""
 
-    __slots__ = ("_calls", "_cost", "_total")
+    __slots__ = ("_calls", "_cost", "_own", "_total")
 
     def __init__(self) -> None:
         self._calls: list[LLMCallUsage] = []
+        self._own = 0
+        """How many of the calls this run made itself (the others' runs were called by it)."""
         self._total = TokenUsage()
         self._cost = Decimal(0)
 
@@ -182,9 +191,11 @@ class UsageLedger:
         span_id: str | None = None,
         cache_savings_usd: Decimal | None = None,
         agent: str | None = None,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
     ) -> LLMCallUsage:
         call = LLMCallUsage(
-            index=len(self._calls) + 1,
+            index=self._own + 1,
             purpose=purpose,
             round=round,
             usage=usage,
@@ -197,11 +208,19 @@ class UsageLedger:
             trace_id=trace_id,
             span_id=span_id,
             agent=agent,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
         )
-        self._calls.append(call)
-        self._total += usage
-        self._cost += cost_usd or 0
+        self._own += 1
+        self.adopt(call)
         return call
+
+    def adopt(self, call: LLMCallUsage) -> None:
+        """Add a call as it was recorded (by this run, or by a run it called: its index is its
+        own run's)."""
+        self._calls.append(call)
+        self._total += call.usage
+        self._cost += call.cost_usd or 0
 
     @property
     def calls(self) -> tuple[LLMCallUsage, ...]:

@@ -10,6 +10,7 @@ it when it is cut off (`bill_interrupted_call`), and hands the records to the re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -29,9 +30,16 @@ from cleveractors.pricing import CallPricer
 from cleveractors.runs import current_run_id
 from cleveractors.tokens import count_tokens, estimate_prompt_tokens
 from cleveractors.tracing import ChatSpan, RunTrace, current_trace
-from cleveractors.usage import AttemptStatus, CallPurpose, CallRecorder, TokenUsage, UsageLedger
+from cleveractors.usage import (
+    AttemptStatus,
+    CallPurpose,
+    CallRecorder,
+    LLMCallUsage,
+    TokenUsage,
+    UsageLedger,
+)
 
-__all__ = ["Bill", "InFlightCall", "call_reservation"]
+__all__ = ["Bill", "CallOwner", "InFlightCall", "call_reservation"]
 
 # The agent's logger, whichever of its modules writes: users filter on it.
 logger = logging.getLogger("cleveractors.agents.llm")
@@ -87,12 +95,13 @@ class Bill:
     """
 
     __slots__ = (
+        "_owner",
+        "_parent",
         "_recorded",
         "_recorder",
         "_sink",
         "_spend",
         "_trace",
-        "agent",
         "in_flight",
         "ledger",
         "pricer",
@@ -104,11 +113,14 @@ class Bill:
         *,
         sink: Callable[[Event], None],
         recorder: CallRecorder | None,
-        agent: str | None = None,
+        owner: CallOwner | None = None,
+        parent: Bill | None = None,
     ) -> None:
         self.pricer = pricer
-        self.agent = agent
-        """The actor whose agent makes the calls now (a handoff changes it, and `pricer`)."""
+        self._owner = owner or CallOwner()
+        """Who the run's own records name: the agent, the run and the run that called it."""
+        self._parent = parent
+        """The bill of the run that called this one as a tool: every record is its too."""
         self.ledger = UsageLedger()
         self.in_flight: InFlightCall | None = None
         self._sink = None if sink is discard_event else sink
@@ -120,6 +132,16 @@ class Bill:
         """The run's trace, when an executor traces it: each attempt is a span of it."""
         self._spend = current_call_spend.get()
         """The caller's spend limits, when it has any: each attempt reserves before it is sent."""
+
+    @property
+    def agent(self) -> str | None:
+        """The actor whose agent makes the calls now, named on each record."""
+        return self._owner.agent
+
+    @agent.setter
+    def agent(self, name: str | None) -> None:
+        """A handoff passes the run to another actor: its calls from now on name that one."""
+        self._owner = dataclasses.replace(self._owner, agent=name)
 
     async def reserve(
         self,
@@ -193,12 +215,22 @@ class Bill:
         else:
             self._record(call, TokenUsage(), None, status=status, cause=cause)
 
+    def adopt(self, call: LLMCallUsage) -> None:
+        """A call of a run this run called (its own bill hands it to the recorder): part of
+        this run's totals and budgets, and of its caller's."""
+        self.ledger.adopt(call)
+        if self._parent is not None:
+            self._parent.adopt(call)
+
     async def flush_calls(self) -> None:
-        """Hand the recorder every call recorded since the last flush."""
+        """Hand the recorder every call recorded since the last flush (a called run's calls
+        were handed over by its own bill)."""
         if self._recorder is None:
             return
+        own = self._owner.run_id
         for call in self.ledger.calls[self._recorded :]:
-            await self._recorder(call)
+            if call.run_id == own:
+                await self._recorder(call)
             self._recorded += 1
 
     async def flush_calls_on_failure(self) -> None:
@@ -250,8 +282,12 @@ class Bill:
             cache_savings_usd=pricer.cache_savings(usage, model, cost),
             trace_id=trace_id,
             span_id=span_id,
-            agent=self.agent,
+            agent=self._owner.agent,
+            run_id=self._owner.run_id,
+            parent_run_id=self._owner.parent_run_id,
         )
+        if self._parent is not None:
+            self._parent.adopt(record)
         self.in_flight = None
         if span is not None:
             if call.fold is not None:
@@ -288,6 +324,15 @@ def call_reservation(
     )
     cost = pricer.cost(usage, pricer.model) if pricer.can_price else None
     return usage.total_tokens, cost
+
+
+@dataclass(frozen=True, slots=True)
+class CallOwner:
+    """Who a run's records name: its agent, its run and the run that called it, if any."""
+
+    agent: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
 
 
 def answering_model(reply: AIMessage | None, configured: str | None) -> str | None:

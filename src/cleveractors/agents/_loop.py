@@ -30,15 +30,24 @@ from langchain_core.messages import (
 )
 
 from cleveractors.agents._bill import Bill
+from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
 from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
-from cleveractors.result import ErrorInfo, ExecutionResult, RunText, SynthesisReason, ToolCallRecord
+from cleveractors.result import (
+    ChildRun,
+    ErrorInfo,
+    ExecutionResult,
+    RunText,
+    SynthesisReason,
+    ToolCallRecord,
+)
 
 if TYPE_CHECKING:
+    from cleveractors.agents._output import PartialOutputs, TypedAnswers
     from cleveractors.approvals import CheckedDecisions, PausedRun, PendingApproval
 
 EventSink = Callable[[Event], None]
@@ -70,6 +79,14 @@ class _Synthesize:
 
 
 @dataclass(frozen=True, slots=True)
+class _TypedAnswer:
+    """The reply is meant as the typed answer (its text, or its call of the output tool): check
+    it before it is the answer (`agents._output`)."""
+
+    reply: AIMessage
+
+
+@dataclass(frozen=True, slots=True)
 class _ResumeBatch:
     """A resumed run's first step: carry out the decisions on its paused batch."""
 
@@ -77,19 +94,30 @@ class _ResumeBatch:
     checked: CheckedDecisions
 
 
-_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch
+_Step = _Finish | _CallTools | _Synthesize | _ResumeBatch | _TypedAnswer
 
 
-def decide(reply: AIMessage, *, tool_rounds_done: int, max_tool_rounds: int) -> _Step:
-    """The next step after a model reply (the budget is checked before each further round)."""
+def decide(
+    reply: AIMessage,
+    *,
+    tool_rounds_done: int,
+    max_tool_rounds: int,
+    is_typed: bool = False,
+    output_tool: str | None = None,
+) -> _Step:
+    """The next step after a model reply (the budget is checked before each further round). A
+    typed agent's answer (`is_typed`) is a `_TypedAnswer`, and so is any reply calling its
+    output tool, whatever else it calls."""
     calls = tool_call_requests(reply)
+    if output_tool is not None and any(call.name == output_tool for call in calls):
+        return _TypedAnswer(reply)
     if calls:
         if tool_rounds_done >= max_tool_rounds:
             return _Synthesize("max_rounds")
         return _CallTools(_with_call_ids(reply, calls), calls)
     if not reply.text.strip():
         return _Synthesize("stuck")
-    return _Finish(reply)
+    return _TypedAnswer(reply) if is_typed else _Finish(reply)
 
 
 def tool_call_requests(reply: AIMessage) -> tuple[ToolCallRequest, ...]:
@@ -291,6 +319,16 @@ class _Run:
     spent_cost_before: Decimal = field(default=Decimal(0))
     models: ModelTrail = field(default_factory=ModelTrail)
     """Which model the run asks, and which answered (fallback models)."""
+    lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
+    """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
+    child_runs: list[ChildRun] = field(default_factory=list)
+    """The runs of the agents this run called as tools, in the order they ended."""
+    typed: TypedAnswers | None = None
+    """How this run's answer is typed: the agent's output type, or the request's schema."""
+    partials: PartialOutputs | None = None
+    """A streamed typed run's sink, adding the partial objects (`OutputDelta`)."""
+    output: object = None
+    """The typed answer, once validated."""
     listens: bool = field(init=False)
     """Whether anyone reads the run's events: when not (`discard_event`), none is made."""
 
@@ -342,6 +380,7 @@ class _Run:
             run_id=self.run_id,
             text=text,
             answer=answer,
+            output=self.output if error is None else None,
             usage_by_call=self.bill.ledger.calls,
             tool_calls=tuple(self.tool_records),
             rounds=self.round,
@@ -354,6 +393,8 @@ class _Run:
             model=self.models.answered_by,
             fell_back_from=self.models.fell_back_from,
             active_agent=self.agent_name,
+            parent_run_id=self.lineage.parent_run_id,
+            child_runs=tuple(self.child_runs),
         )
 
 

@@ -8,7 +8,7 @@ the decisions on it checked) to an outcome, its events into a sink. `process_mes
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class Agent(ABC):
         can_pause: bool = True,
         context: RunContext[Any] | None = None,
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Run once as run `run_id` (a new id when None), its events into `sink`. Never raises
         for a failed run: the outcome carries the result (with the run's id) and the error.
@@ -77,6 +78,8 @@ class Agent(ABC):
                 parameters (its `run_id` is the run's); None for a context of the run's id alone.
             session_id: The session the run answers in, if any (an LLM agent's prompt-cache
                 key).
+            output_schema: A JSON Schema this run's answer must match (`ExecutionResult.output`
+                is then the parsed JSON), instead of the agent's own output type.
         """
 
     async def process_message(

@@ -11,11 +11,13 @@ original exception. A batch of tool calls, and the pause for a person's approval
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -25,8 +27,15 @@ from langchain_core.tools import BaseTool
 
 from cleveractors._langchain_private import invoke_reply, stream_reply, streams_inside_ainvoke
 from cleveractors.agents._approval import ApprovalGate, ApprovalPolicy, ToolBatches
-from cleveractors.agents._bill import Bill, InFlightCall, call_reservation
+from cleveractors.agents._bill import Bill, CallOwner, InFlightCall, call_reservation
 from cleveractors.agents._decisions import check_decisions
+from cleveractors.agents._delegate import (
+    agent_tool,
+    close_called_agents,
+    enter_run,
+    leave_run,
+    lineage_of,
+)
 from cleveractors.agents._fallback import (
     Binding,
     FallbackModel,
@@ -35,6 +44,7 @@ from cleveractors.agents._fallback import (
     call_with_fallbacks,
 )
 from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
+from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
     EventSink,
     Transcript,
@@ -46,12 +56,14 @@ from cleveractors.agents._loop import (
     _Synthesize,
     _ToolLoopError,
     _ToolLoopResult,
+    _TypedAnswer,
     decide,
     tool_call_requests,
 )
+from cleveractors.agents._output import PartialOutputs, TypedAnswers
 from cleveractors.agents._retry import RetryPolicy
 from cleveractors.agents._toolset import ToolSet, is_declared_gated, run_batch
-from cleveractors.agents.base import Agent, History
+from cleveractors.agents.base import Agent, History, discard_event
 from cleveractors.agents.fold import ReplyFold
 from cleveractors.agents.stream import StallWatch
 from cleveractors.agents.tool import ToolCallRequest, ToolOutcome
@@ -62,11 +74,13 @@ from cleveractors.approvals import (
     PausedRun,
 )
 from cleveractors.config import (
+    AgentToolConfig,
     FallbackPolicy,
     LLMAgentConfig,
     McpServer,
     PromptCacheMode,
     PromptCacheTTL,
+    ToolConfig,
 )
 from cleveractors.context import RunContext
 from cleveractors.errors import (
@@ -76,6 +90,7 @@ from cleveractors.errors import (
     StreamStalledError,
 )
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
+from cleveractors.output import OutputMode, OutputValidator
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
     SYNTHESIS_WITHOUT_ANSWER,
@@ -103,6 +118,12 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "stuck": "your last reply had neither text nor tool calls",
     "spend_limit": "the spend limit leaves no room for more tool rounds",
 }
+_KEPT_SCHEMAS = 64
+"""Output schemas of runs (requests' `response_format`) whose checked form an agent keeps."""
+_Shape = Callable[
+    [BaseChatModel, Runnable[LanguageModelInput, Any]], Runnable[LanguageModelInput, Any]
+]
+"""How a typed answer's request is made of the model and its tools as bound (`TypedAnswers`)."""
 _NO_RETRIES = RetryPolicy()
 _FALLBACK_POLICY = FallbackPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
@@ -130,6 +151,9 @@ class LoopLimits:
     cost_budget_usd: Decimal | None = None
     """Checked before each further round against the cost of the calls so far, like
     `token_budget`; needs a model with a known price (or `pricing`)."""
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH
+    """How deep agents called as tools may nest under this agent's run (its own run is at
+    depth 0); a call deeper is refused with an error its model reads."""
     stream_stall_timeout_s: float | None = 120.0
     """A streamed model call that sends no chunk for this long (from the request to its first
     chunk, then between chunks; waiting for a slow consumer does not count) is ended with
@@ -183,11 +207,20 @@ class LLMAgent(Agent):
             the model that answered (`sticky="session"`).
         handoffs: Agents the model may hand the conversation to, each offered as a tool
             `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
+        output_type: The type of the answer (a pydantic model, a dataclass, a `TypedDict` or a
+            scalar type): `ExecutionResult.output` is then a validated instance of it
+            (`docs/output.md`).
+        output_schema: A JSON Schema for the answer instead of a type: `output` is the parsed JSON.
+        output_mode: How the model is asked for the typed answer (`cleveractors.output`).
+        output_retries: How many times an answer that fails validation is sent back.
+        output_validators: Functions (sync or async) taking the object, returning it (or None
+            to keep it), or raising `ModelRetry` to ask the model again.
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
             model whose price is unknown, `approval` names a tool the agent does not have, or
-            a handoff goes to the agent itself or to two agents of one name.
+            a handoff goes to the agent itself or to two agents of one name, or the output
+            type or schema cannot be used.
     """
 
     def __init__(
@@ -211,6 +244,11 @@ class LLMAgent(Agent):
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
+        output_type: object | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 1,
+        output_validators: Sequence[OutputValidator] = (),
     ) -> None:
         self.name = name
         # Each model's provider is resolved here, once: it names and prices the calls, and it
@@ -250,6 +288,18 @@ class LLMAgent(Agent):
             has_mcp_servers=bool(mcp_servers),
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
+        self._output_mode, self._output_retries = output_mode, output_retries
+        self._typed_by_schema: dict[str, TypedAnswers | None] = {}
+        """The typed answers of the latest runs' own schemas, by the schema's JSON."""
+        self._typed = TypedAnswers.of(
+            model,
+            output_type=output_type,
+            output_schema=output_schema,
+            mode=output_mode,
+            retries=output_retries,
+            validators=output_validators,
+            agent_name=name,
+        )
 
     def add_handoff(self, target: LLMAgent, *, description: str | None = None) -> None:
         """Let the model hand the conversation to `target` (a tool `transfer_to_<name>`, whose
@@ -305,10 +355,25 @@ class LLMAgent(Agent):
         )
 
     async def aclose(self) -> None:
-        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' too; a
-        later run reopens them."""
+        """Close the MCP sessions (stdio servers are terminated), its handoffs' agents' and
+        the agents' it calls as tools too; a later run reopens them."""
         for agent in self._reachable():
             await agent._toolset.aclose()
+            await close_called_agents(agent._toolset.tools.values())
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent's model can call with a `message`: the call runs
+        this agent's whole turn, as a child run of the caller's (its own run id, its tokens in
+        the caller's totals, its events inside the caller's), and its answer is the output.
+
+        Args:
+            name: The tool's name; the agent's name when omitted.
+            description: What the calling model reads about the tool.
+
+        Raises:
+            ConfigurationError: the name is not a valid tool name.
+        """
+        return agent_tool(self, name=name, description=description)
 
     @classmethod
     def from_config(
@@ -325,9 +390,11 @@ class LLMAgent(Agent):
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
         `fallback_models` are the chat models of `config.fallback_models`, in order.
         """
+        if tools is None:
+            tools = [_built(tool) for tool in config.tools]
         return cls(
             model,
-            tools=[tool_from_config(tool) for tool in config.tools] if tools is None else tools,
+            tools=tools,
             name=name,
             system_prompt=config.system_prompt,
             limits=LoopLimits(
@@ -336,6 +403,7 @@ class LLMAgent(Agent):
                 tool_output_max_tokens=config.tool_output_max_tokens,
                 cost_budget_usd=config.cost_budget_usd,
                 stream_stall_timeout_s=config.stream_stall_timeout_s,
+                max_agent_depth=config.max_agent_depth,
             ),
             stream_tool_rounds=config.stream_tool_rounds,
             provider=config.provider,
@@ -362,6 +430,9 @@ class LLMAgent(Agent):
             fallback=config.fallback,
             prompt_cache=config.prompt_cache,
             prompt_cache_ttl=config.prompt_cache_ttl,
+            output_schema=config.output_schema,
+            output_mode=config.output_mode,
+            output_retries=config.output_retries,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -379,6 +450,7 @@ class LLMAgent(Agent):
         can_pause: bool = True,
         context: RunContext[Any] | None = None,
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
         """Run the message (or carry out the checked decisions on a paused run) once as run
         `run_id`, its events into `sink`; never raises for a failed run (the outcome carries the
@@ -400,6 +472,7 @@ class LLMAgent(Agent):
                         run_id=scope.id, actor=self.name, deps=None, session_id=session_id
                     ),
                     session_id=session_id,
+                    output_schema=output_schema,
                 )
             except _ToolLoopError as failure:
                 return RunOutcome(failure.result, failure.cause, failure.turn)
@@ -432,8 +505,31 @@ class LLMAgent(Agent):
         can_pause: bool = True,
         context: RunContext[Any],
         session_id: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
-        bill = Bill(self.pricer, sink=sink, recorder=on_call, agent=self.name)
+        limits = self.limits
+        lineage, parent = lineage_of(
+            run_id,
+            agent_name=self.name,
+            recorder=on_call,
+            max_depth=limits.max_agent_depth,
+            token_budget=limits.token_budget,
+            cost_budget_usd=limits.cost_budget_usd,
+        )
+        bill = Bill(
+            self.pricer,
+            sink=sink,
+            recorder=on_call,
+            # A root run's records name no run: its result does (and its ledger rows).
+            owner=CallOwner(self.name, None if parent is None else run_id, lineage.parent_run_id),
+            parent=None if parent is None else parent.bill,
+        )
+        typed = self._typed if output_schema is None else self._typed_by(output_schema)
+        partials = None
+        if typed is not None and streaming and sink is not discard_event:
+            sink = partials = PartialOutputs(
+                sink, is_wrapped=typed.is_wrapped, reads_calls=typed.mode == "tool"
+            )
         run = _Run(
             run_id=run_id,
             sink=sink,
@@ -444,8 +540,12 @@ class LLMAgent(Agent):
             can_pause=can_pause,
             session_id=session_id,
             agent_name=self.name,
+            lineage=lineage,
+            typed=typed,
+            partials=partials,
         )
         agent = self  # a handoff passes the run on to another agent: the rounds are its own
+        calling = enter_run(run)
         try:
             step = self._first_step(run, start, history)
             transcript = run.transcript
@@ -460,6 +560,8 @@ class LLMAgent(Agent):
                         return run.result(answer)
                     case _Synthesize(reason=reason):
                         return run.result(await agent._synthesize(run, reason))
+                    case _TypedAnswer(reply=reply):
+                        return run.result(await agent._settle(run, reply))
                     case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
                         batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
@@ -476,12 +578,15 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
-                    return run.result(AIMessage(content=batch.answer))
+                    return run.result(await agent._settle(run, AIMessage(content=batch.answer)))
                 if batch.paused is not None:
                     return run.paused(batch.paused)
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
                 if handoff := agent.handoffs.taken(run, ran_before):
                     agent = hand_over(run, agent, *handoff)
+                    run.lineage = run.lineage.under_budgets(
+                        agent.limits.token_budget, agent.limits.cost_budget_usd
+                    )
                     run.models.position = 0  # the target starts on its own model
                 if spent := agent._budget_spent(run):
                     return run.result(await agent._synthesize(run, spent))
@@ -490,6 +595,28 @@ class LLMAgent(Agent):
             bill.bill_interrupted_call(exc)
             await bill.flush_calls_on_failure()
             raise run.error(exc) from exc
+        finally:
+            leave_run(calling)
+
+    def _typed_by(self, output_schema: Mapping[str, Any]) -> TypedAnswers | None:
+        """A run's own output schema (a request's `response_format`), in the agent's mode; the
+        latest ones kept, since checking a schema costs milliseconds and clients repeat theirs."""
+        key = json.dumps(output_schema, sort_keys=True)
+        cached = self._typed_by_schema.pop(key, None)
+        if cached is None:
+            cached = TypedAnswers.of(
+                self.model,
+                output_type=None,
+                output_schema=output_schema,
+                mode=self._output_mode,
+                retries=self._output_retries,
+                validators=(),
+                agent_name=self.name,
+            )
+        self._typed_by_schema[key] = cached  # the most recently used last
+        if len(self._typed_by_schema) > _KEPT_SCHEMAS:
+            del self._typed_by_schema[next(iter(self._typed_by_schema))]
+        return cached
 
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,
@@ -505,7 +632,10 @@ class LLMAgent(Agent):
         """Where the run begins: the model is asked about the user's message (None), or a
         paused run's decisions are carried out."""
         if not isinstance(start, CheckedDecisions):
-            run.transcript = Transcript.of(start, history, system_prompt=self.system_prompt)
+            system_prompt = self.system_prompt
+            if run.typed is not None:
+                system_prompt = run.typed.system_prompt(system_prompt)
+            run.transcript = Transcript.of(start, history, system_prompt=system_prompt)
             return None
         paused = start.paused
         run.transcript = Transcript(
@@ -563,9 +693,20 @@ class LLMAgent(Agent):
         run.round += 1
         if run.listens:
             run.sink(RoundStarted(round=run.round))
-        reply = await self._model_turn(run, "round", "tools", may_call_tools=bool(self.tools))
+        typed, tools = run.typed, self.tools
+        reply = await self._model_turn(
+            run,
+            "round",
+            "tools",
+            shape=None if typed is None else partial(typed.round_model, tools=tools),
+            may_call_tools=bool(self.tools) or (typed is not None and typed.mode == "tool"),
+        )
         return decide(
-            reply, tool_rounds_done=run.tool_rounds, max_tool_rounds=self.limits.max_tool_rounds
+            reply,
+            tool_rounds_done=run.tool_rounds,
+            max_tool_rounds=self.limits.max_tool_rounds,
+            is_typed=typed is not None,
+            output_tool=None if typed is None else typed.output_tool,
         )
 
     # -- step 1 and 2: the model turn and its usage --------------------------------------------
@@ -575,12 +716,14 @@ class LLMAgent(Agent):
         run: _Run,
         purpose: CallPurpose,
         binding: Binding,
+        shape: _Shape | None = None,
         *,
         may_call_tools: bool,
         messages: Sequence[BaseMessage] | None = None,
     ) -> AIMessage:
         """Ask the model, retrying as its retry policy allows and falling back to the next
-        model as `self._models` says; every attempt's usage is recorded."""
+        model as `self._models` says; every attempt's usage is recorded. `binding` says how the
+        agent's tools are bound; `shape`, if any, makes that the request of a typed answer."""
         transcript = run.transcript
         sent = transcript.messages if messages is None else messages
         models = self._models
@@ -589,8 +732,9 @@ class LLMAgent(Agent):
         def attempt(
             choice: ModelChoice, number: int, fell_back_from: str | None
         ) -> Awaitable[AIMessage]:
+            bound = choice.bound(binding, self._toolset)
             model, request = choice.caching.request(
-                choice.bound(binding, self._toolset),
+                bound if shape is None else shape(choice.model, bound),
                 models.messages_for(choice, sent),
                 purpose=purpose,
                 kept=transcript.messages,
@@ -683,10 +827,13 @@ class LLMAgent(Agent):
         pacing = run.pacing
         watch = StallWatch(limit_s, is_paused=lambda: pacing.is_waiting_for_room)
         clock = watch.clock
+        partials = run.partials if shows_text else None
         try:
             async for piece in stream_reply(model, messages):
                 if (text := fold.add(piece)) and shows_text:
                     sink(TextDelta(round=round_number, text=text))
+                if partials is not None:
+                    partials.add_calls(piece, round_number)
                 await pacing.checkpoint()
                 watch.waiting_since = clock()
         except asyncio.CancelledError as exc:
@@ -747,7 +894,7 @@ class LLMAgent(Agent):
 
     def _budget_spent(self, run: _Run) -> SynthesisReason | None:
         """Which budget, if any, the calls so far have reached."""
-        tokens, cost = self.limits.token_budget, self.limits.cost_budget_usd
+        tokens, cost = run.lineage.token_budget, run.lineage.cost_budget_usd
         if tokens is not None and run.spent_tokens >= tokens:
             return "budget"
         if cost is not None and run.spent_cost_usd >= cost:
@@ -764,6 +911,13 @@ class LLMAgent(Agent):
         prompt = _SYNTHESIS_PROMPT.format(
             why=_SYNTHESIS_WHY[reason], message=transcript.user_message
         )
+        if (typed := run.typed) is not None:
+            # Kept in the transcript: a retry of the typed answer reads what was asked.
+            transcript.append(HumanMessage(prompt))
+            reply = await self._model_turn(
+                run, "synthesis", *self._final_request(run, typed), may_call_tools=False
+            )
+            return await self._settle(run, reply)
         messages = [*transcript.messages, HumanMessage(prompt)]
         declares_tools = bool(self.tools) and transcript.holds_tool_calls
         reply = await self._model_turn(
@@ -774,6 +928,35 @@ class LLMAgent(Agent):
             messages=messages,
         )
         return self._ignore_tool_calls(run, reply)
+
+    def _final_request(self, run: _Run, typed: TypedAnswers) -> tuple[Binding, _Shape]:
+        """A typed agent's last request (a synthesis, a retry): the typed answer, no tool call
+        (the tools declared where the transcript holds tool calls, as an untyped one)."""
+        declares_tools = bool(self.tools) and run.transcript.holds_tool_calls
+        binding: Binding = "declaring_tools" if declares_tools else "plain"
+        return binding, partial(typed.final_model, tools=self.tools)
+
+    async def _settle(self, run: _Run, reply: AIMessage) -> AIMessage:
+        """The answer: the reply itself, or, for a typed agent, its checked typed answer (asked
+        again, each retry billed as `output_retry`, while it fails and retries are left)."""
+        typed = run.typed
+        if typed is None:
+            return reply
+
+        def ask_again() -> Awaitable[AIMessage]:
+            return self._model_turn(
+                run, "output_retry", *self._final_request(run, typed), may_call_tools=False
+            )
+
+        answer, run.output = await typed.settle(
+            reply,
+            ask_again=ask_again,
+            remember=run.transcript.append,
+            show_text=run.show_text,
+            spent=lambda: run.bill.ledger.calls,
+            partials=run.partials,
+        )
+        return answer
 
     def _ignore_tool_calls(self, run: _Run, reply: AIMessage) -> AIMessage:
         ignored = tuple(call.name for call in tool_call_requests(reply))
@@ -790,6 +973,15 @@ class LLMAgent(Agent):
             return AIMessage(content=reply.text)
         run.show_text(SYNTHESIS_WITHOUT_ANSWER)
         return AIMessage(content=SYNTHESIS_WITHOUT_ANSWER)
+
+
+def _built(tool: ToolConfig | AgentToolConfig) -> Tool:
+    if isinstance(tool, AgentToolConfig):
+        raise ConfigurationError(
+            f"agent.tools: the actor {tool.agent!r} called as a tool is built from its file by "
+            "ActorExecutor.from_config; in code, pass its agent's as_tool() in tools"
+        )
+    return tool_from_config(tool)
 
 
 def _output_cap(model: BaseChatModel, requested: int | None) -> int | None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +14,9 @@ from cleveractors.context import RunContext
 from cleveractors.errors import ToolExecutionError
 from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
-from cleveractors.tracing import current_trace
+from cleveractors.tracing import ToolSpan, current_trace
 
-__all__ = ["ToolAgent", "ToolCallRequest", "ToolOutcome"]
+__all__ = ["RunningCall", "ToolAgent", "ToolCallRequest", "ToolOutcome", "current_call_var"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,20 @@ class ToolOutcome:
     error: ToolExecutionError | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """The tool call whose tool is running now, and its span when the run is traced: what an
+    agent called as a tool nests its events and its trace under."""
+
+    call: ToolCallRequest
+    span: ToolSpan | None = None
+
+
+current_call_var: ContextVar[RunningCall | None] = ContextVar(
+    "cleveractors_current_tool_call", default=None
+)
+
+
 class ToolAgent:
     """Runs one tool call: validates its arguments, applies the timeout, catches its failure.
 
@@ -83,14 +98,21 @@ class ToolAgent:
         """
         run_trace = current_trace()
         if run_trace is None:
-            return await self._run(call)
+            token = current_call_var.set(RunningCall(call))
+            try:
+                return await self._run(call)
+            finally:
+                current_call_var.reset(token)
         source = None if self._tool is None else self._tool.source
         span = run_trace.start_tool(call.name, call.call_id, call.arguments, source=source)
+        token = current_call_var.set(RunningCall(call, span))
         try:
             outcome = await self._run(call)
         except BaseException as exc:  # cancelled (or broken) mid-call: the span still ends
             span.end(None, exc)
             raise
+        finally:
+            current_call_var.reset(token)
         span.end(outcome.output, outcome.error)
         return outcome
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -96,13 +96,14 @@ def request_digest(
     session_id: str | None,
     *,
     max_output_tokens: int | None = None,
+    output_schema: Mapping[str, object] | None = None,
 ) -> str:
     """The sha256 (hex) of a request's canonical JSON: what an idempotency key is checked against.
 
     Dicts are taken as they are (their key order does not matter) and LangChain messages as
     `messages_to_dict` writes them, so a request sent again in the same form has the same
     digest; no history and an empty one are the same request. A cap on the output changes the
-    answer, so it is part of the request when given.
+    answer, so it is part of the request when given; so is the turn's output schema.
     """
     turns = [
         messages_to_dict([turn])[0] if isinstance(turn, BaseMessage) else turn
@@ -111,6 +112,8 @@ def request_digest(
     request: dict[str, object] = {"message": message, "history": turns, "session_id": session_id}
     if max_output_tokens is not None:
         request["max_output_tokens"] = max_output_tokens
+    if output_schema is not None:
+        request["output_schema"] = output_schema
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -117,7 +117,8 @@ def _call_values(
     call: LLMCallUsage, run_id: str, session_id: str | None, caller: str
 ) -> dict[str, object]:
     return {
-        "run_id": run_id,
+        "run_id": call.run_id or run_id,
+        "parent_run_id": call.parent_run_id,
         "call_index": call.index,
         "session_id": session_id,
         "caller": caller,
@@ -178,4 +179,5 @@ def _ledger_row(row: Row[Any]) -> LedgerRow:
         cache_savings_usd=_savings(row),
         trace_id=row.trace_id,
         span_id=row.span_id,
+        parent_run_id=row.parent_run_id,
     )

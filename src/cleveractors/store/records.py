@@ -79,6 +79,8 @@ class LedgerRow(BaseModel):
     """The trace of the call's `chat` span (hex), when the run was traced."""
     span_id: str | None = None
     """The call's `chat` span (hex): the line of the bill links to its span."""
+    parent_run_id: str | None = None
+    """The run that called the agent whose run made the call; None for a root run's call."""
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented computed_field idiom
     @property

@@ -126,6 +126,9 @@ llm_calls = Table(
     # The call's `chat` span (hex), when a tracer recorded it: the line links to its trace.
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
+    # The run that called the agent whose run made the call (an agent called as a tool); NULL
+    # for a call of a run nobody called.
+    Column("parent_run_id", String(64), index=True),
 )
 
 idempotency_keys = Table(
@@ -297,6 +300,23 @@ async def _v7_active_actor(connection: AsyncConnection, _found: int) -> None:
         )
 
 
+async def _v9_parent_runs(connection: AsyncConnection, _found: int) -> None:
+    """The parent run of each ledger row (agents called as tools). A database made at this
+    version or later has it from `_v1_tables` already."""
+
+    def existing(sync: Connection) -> set[str]:
+        return {column["name"] for column in inspect(sync).get_columns(llm_calls.name)}
+
+    if "parent_run_id" in await connection.run_sync(existing):
+        return
+    column = llm_calls.c.parent_run_id
+    kind = column.type.compile(dialect=connection.dialect)
+    await connection.execute(text(f"ALTER TABLE {llm_calls.name} ADD COLUMN {column.name} {kind}"))
+    await connection.execute(
+        text(f"CREATE INDEX ix_{llm_calls.name}_parent_run_id ON {llm_calls.name} (parent_run_id)")
+    )
+
+
 _STEPS: Sequence[_Step] = (
     _v1_tables,
     _v2_idempotency_keys,
@@ -306,6 +326,7 @@ _STEPS: Sequence[_Step] = (
     _v6_cache_savings,
     _v7_active_actor,
     _v8_spend,
+    _v9_parent_runs,
 )
 SCHEMA_VERSION = len(_STEPS)
 """The version this code writes; a database at a newer one is refused, not guessed at."""

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import ServerSentEvent
 
 from cleveractors.events import (
+    AgentEvent,
     Event,
     RoundStarted,
     RunFailed,
@@ -259,6 +260,11 @@ class UIMessageChunks:
                 self._is_resumption and decision in _DENIED
             ):
                 return [{"type": "tool-output-denied", "toolCallId": call_id}]
+            case AgentEvent():
+                # An agent called as a tool: its events as transient data parts (its answer
+                # is the tool's output).
+                data = event.model_dump(mode="json", exclude={"kind"})
+                return [{"type": "data-agent-event", "data": data, "transient": True}]
             case RunFinished(result=result) | RunPaused(result=result):
                 return [*self._end_step(), self._finish(result)]
             case RunFailed(error=error, result=result):

@@ -25,6 +25,7 @@ from cleveractors.web.openai_compat import (
     Model,
     ModelList,
     error_response,
+    output_json,
     run_error_response,
 )
 from cleveractors.web.requests import (
@@ -63,29 +64,44 @@ def add_completion_routes(router: APIRouter, runs: RunSettings, policy: RequestP
                 as_provider_history(body.history),
                 max_output_tokens=body.max_output_tokens,
                 can_pause=False,
+                output_schema=body.output_schema,
             )
             opened = await open_turn(runs, request, turn)
         except RequestRejected as rejected:
             return rejected.as_openai_error()
         reply = CompletionReply(model=body.model)
         request_id = new_request_id()
+        is_typed = body.output_schema is not None
         if body.stream:
-            chunks = CompletionChunks(reply, request_id, include_usage=body.include_usage)
+            chunks = CompletionChunks(
+                reply, request_id, include_usage=body.include_usage, is_typed=is_typed
+            )
             return RunStreamResponse(opened, chunks, runs, headers=opened.headers(request_id))
         async with billed_run(opened.stream, runs):
-            response = await _completion_unless_client_leaves(request, opened, reply, request_id)
+            response = await _completion_unless_client_leaves(
+                request, opened, reply, request_id, is_typed=is_typed
+            )
         response.headers.update(opened.headers(request_id))
         return response
 
 
 class CompletionChunks:
     """The streamed format: a first chunk naming the role, one chunk per text delta, the last
-    chunk (and the usage chunk when asked for) and `[DONE]`; a failure as an error in-band."""
+    chunk (and the usage chunk when asked for) and `[DONE]`; a failure as an error in-band.
+    A typed request (`is_typed`) gets its object as one content chunk, once it is valid."""
 
-    def __init__(self, reply: CompletionReply, request_id: str, *, include_usage: bool) -> None:
+    def __init__(
+        self,
+        reply: CompletionReply,
+        request_id: str,
+        *,
+        include_usage: bool,
+        is_typed: bool = False,
+    ) -> None:
         self._reply = reply
         self._request_id = request_id
         self._include_usage = include_usage
+        self._is_typed = is_typed
         self._answer = AnswerText()
 
     def start(self) -> list[ServerSentEvent]:
@@ -93,10 +109,12 @@ class CompletionChunks:
 
     def of(self, event: Event) -> list[ServerSentEvent]:
         match event:
-            case TextDelta() as delta:
+            case TextDelta() as delta if not self._is_typed:
                 return [self._chunk(Delta(content=self._answer.add(delta)))]
             case RunFinished(result=result):
                 frames = [self._chunk(Delta(), is_last=True)]
+                if self._is_typed:
+                    frames.insert(0, self._chunk(Delta(content=output_json(result))))
                 if self._include_usage:
                     frames.append(data_frame(self._reply.usage_chunk(result).model_dump_json()))
                 return [*frames, data_frame("[DONE]")]
@@ -112,7 +130,7 @@ class CompletionChunks:
 
 
 async def _completion_unless_client_leaves(
-    request: Request, opened: OpenedRun, reply: CompletionReply, request_id: str
+    request: Request, opened: OpenedRun, reply: CompletionReply, request_id: str, *, is_typed: bool
 ) -> Response:
     """The completion; or, when the client hangs up first, the run is stopped (by cancelling
     its consumer) and an empty response is returned that nobody reads."""
@@ -124,7 +142,7 @@ async def _completion_unless_client_leaves(
             group.cancel_scope.cancel()
 
         group.start_soon(stop_when_client_leaves)
-        response = await _completion(opened, reply, request_id)
+        response = await _completion(opened, reply, request_id, is_typed=is_typed)
         group.cancel_scope.cancel()
     return response
 
@@ -136,7 +154,9 @@ async def _until_disconnected(request: Request) -> None:
         pass
 
 
-async def _completion(opened: OpenedRun, reply: CompletionReply, request_id: str) -> Response:
+async def _completion(
+    opened: OpenedRun, reply: CompletionReply, request_id: str, *, is_typed: bool
+) -> Response:
     answer = AnswerText()
     async with aclosing(opened.all_events()) as events:
         while not isinstance(event := await anext(events), RunFinished | RunFailed):
@@ -144,7 +164,9 @@ async def _completion(opened: OpenedRun, reply: CompletionReply, request_id: str
                 answer.add(event)
     if isinstance(event, RunFailed):
         return openai_error(run_error_response(public_error(event.error, request_id)), 502)
-    return JSONResponse(reply.completion(answer.text, event.result).model_dump(mode="json"))
+    result = event.result
+    content = output_json(result) if is_typed else answer.text
+    return JSONResponse(reply.completion(content, result).model_dump(mode="json"))
 
 
 def add_model_routes(

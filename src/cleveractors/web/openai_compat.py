@@ -4,10 +4,10 @@ between them and an actor's turn.
 Requests are read leniently where that is harmless: sampling hints (`temperature`, ...) and
 bookkeeping fields (`user`, ...) are accepted and ignored, since the actor's config governs its
 model, and unknown fields are ignored. A field that would change what the client gets back and
-that an actor cannot deliver (`tools`, `tool_choice`, `n` > 1, a non-text `response_format`,
-...), and content that is not text (an `image_url` part), are refused with 400 naming the field or
-the part (`ChatCompletionRequest.unsupported`); a conversation that does not end with a user
-message is refused with 422.
+that an actor cannot deliver (`tools`, `tool_choice`, `n` > 1, a `response_format` it cannot
+read, ...), and content that is not text (an `image_url` part), are refused with 400 naming the
+field or the part (`ChatCompletionRequest.unsupported`); a conversation that does not end with a
+user message is refused with 422.
 
 `max_tokens` / `max_completion_tokens` (many frontends always send one) cap the output of each
 LLM call of the run (`ChatCompletionRequest.max_output_tokens`): an answer may take several
@@ -27,20 +27,32 @@ How a conversation becomes an actor turn:
 
 The `model` a client asks for is echoed in the reply: the actor answers whatever name is used.
 
-The answer is the run's text (`result.text`, see `cleveractors.result.RunText`): every text the
-model wrote for the user during the turn, rounds separated by a blank line. The words a model writes
-before calling tools ("Let me look that up.") are part of what a streaming client shows, so the
-non-streamed content carries them too and both modes give the same text.
+`response_format` `json_object` or `json_schema` (strict or not) makes the run typed by that
+schema (`NewMessage.output_schema`): the content is then the validated object as JSON, blocking
+and streamed (one content chunk, once the object is valid), so the openai SDK's
+`client.chat.completions.parse(response_format=Model)` returns it parsed. A schema that is not a
+valid JSON Schema is refused with 400 naming the field.
+
+Otherwise the answer is the run's text (`result.text`, see `cleveractors.result.RunText`): every
+text the model wrote for the user during the turn, rounds separated by a blank line. The words a
+model writes before calling tools ("Let me look that up.") are part of what a streaming client
+shows, so the non-streamed content carries them too and both modes give the same text.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, cast
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import to_jsonable_python
 
 from cleveractors.events import TextDelta
 from cleveractors.result import ErrorInfo, ExecutionResult, RunText
@@ -66,6 +78,7 @@ __all__ = [
     "PromptTokensDetails",
     "StreamOptions",
     "error_response",
+    "output_json",
     "run_error_response",
 ]
 
@@ -118,7 +131,8 @@ class ChatCompletionRequest(_Lenient):
     """A `POST /v1/chat/completions` body.
 
     Honoured: `model` (echoed), `messages`, `stream`, `stream_options.include_usage`,
-    `max_tokens` / `max_completion_tokens` (a cap on each LLM call's output). Sampling
+    `max_tokens` / `max_completion_tokens` (a cap on each LLM call's output), `response_format`
+    (`text`, `json_object`, `json_schema`: the answer is an object of that schema). Sampling
     hints (`temperature`, `top_p`, `presence_penalty`, `frequency_penalty`, `seed`) and
     bookkeeping (`user`, `metadata`, `store`, `service_tier`, `parallel_tool_calls`) are accepted
     and ignored: the actor's config governs its model. Fields that would change what the client
@@ -139,6 +153,7 @@ class ChatCompletionRequest(_Lenient):
     function_call: object = None
     n: int | None = None
     response_format: dict[str, object] | None = None
+    """Read by `output_schema`; one it cannot read is refused by `unsupported`."""
     logprobs: bool | None = None
     top_logprobs: int | None = None
     stop: str | list[str] | None = None
@@ -164,7 +179,6 @@ class ChatCompletionRequest(_Lenient):
             ("functions", bool(self.functions), _SERVER_SIDE_TOOLS),
             ("function_call", self.function_call not in _NO_CHOICE, _SERVER_SIDE_TOOLS),
             ("n", self.n not in (None, 1), "an actor gives one answer per request (n=1)"),
-            ("response_format", _is_not_text(self.response_format), "only text answers"),
             ("logprobs", bool(self.logprobs), "no log probabilities"),
             ("top_logprobs", self.top_logprobs is not None, "no log probabilities"),
             ("stop", bool(self.stop), "no stop sequences"),
@@ -175,7 +189,22 @@ class ChatCompletionRequest(_Lenient):
         ):
             if is_refused:
                 return param, f"{param!r} is not supported by this endpoint: {why}"
-        return None
+        return _format_problem(self.response_format)
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema the answer must match, from `response_format` (None for text); read
+        once `unsupported()` found nothing wrong."""
+        response_format = self.response_format
+        kind = None if response_format is None else response_format.get("type")
+        if response_format is None or kind == "text":
+            return None
+        if kind == "json_object":
+            return {"type": "object"}
+        described = cast("Mapping[str, Any]", response_format["json_schema"])  # `unsupported`
+        schema = dict(described.get("schema") or {"type": "object"})
+        schema.setdefault("title", described["name"])
+        return schema
 
     @field_validator("messages")
     @classmethod
@@ -216,8 +245,47 @@ _NO_CHOICE = (None, "none", "auto")
 _SERVER_SIDE_TOOLS = "the actor runs its own tools server-side; a client cannot add tools"
 
 
-def _is_not_text(response_format: dict[str, object] | None) -> bool:
-    return response_format is not None and response_format.get("type") != "text"
+def _format_problem(response_format: Mapping[str, object] | None) -> tuple[str, str] | None:
+    """What in `response_format` this endpoint cannot honour, as `(param, message)`."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type")
+    if kind in ("text", "json_object"):
+        return None
+    if kind != "json_schema":
+        return "response_format.type", (
+            f"'response_format.type' must be 'text', 'json_object' or 'json_schema', not {kind!r}"
+        )
+    described = response_format.get("json_schema")
+    if not isinstance(described, Mapping):
+        return "response_format.json_schema", "'response_format.json_schema' must be an object"
+    name = described.get("name")
+    if not isinstance(name, str) or not name:
+        return "response_format.json_schema.name", (
+            "'response_format.json_schema.name' must be a non-empty string"
+        )
+    schema = described.get("schema", {})
+    where = "response_format.json_schema.schema"
+    if not isinstance(schema, Mapping):
+        return where, f"{where!r} must be a JSON Schema object"
+    problem = _schema_problem(json.dumps(schema, sort_keys=True))
+    return None if problem is None else (where, f"{where!r} is not a valid JSON Schema: {problem}")
+
+
+@functools.lru_cache(maxsize=128)
+def _schema_problem(schema: str) -> str | None:
+    """What makes a schema (as JSON) invalid, if anything; kept per schema, since checking one
+    costs milliseconds and clients send theirs with every request."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema))
+    except SchemaError as exc:
+        return exc.message
+    return None
+
+
+def output_json(result: ExecutionResult) -> str:
+    """A typed run's answer as the content a client parses: its object, as JSON."""
+    return json.dumps(to_jsonable_python(result.output))
 
 
 # -- responses ---------------------------------------------------------------------------------

@@ -1,0 +1,426 @@
+"""Steps of agents.delegation.feature: agents called as tools, and the bill of the run tree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from decimal import Decimal
+
+import httpx
+from behave import given, then, when
+from behave.runner import Context
+from features.support.harness import Consumption, run_guarded
+from opentelemetry.sdk.trace import ReadableSpan
+
+from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
+from cleveractors.config import LLMAgentConfig
+from cleveractors.events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from cleveractors.result import ExecutionResult
+from cleveractors.testing import ScriptedChatModel, ScriptedReply
+from cleveractors.usage import TokenUsage
+from cleveractors.web import create_app
+
+# -- Given / When ------------------------------------------------------------------------------
+
+
+def _load(context: Context, name: str, **options: object) -> ActorExecutor:
+    executor = ActorExecutor.from_config(context.actor_folder / name, **options)  # type: ignore[arg-type]  # only providers are passed
+    context.add_cleanup(lambda: asyncio.run(executor.aclose()))
+    return executor
+
+
+@when('the actor of "{name}" is loaded')
+def _when_loaded(context: Context, name: str) -> None:
+    context.config_source = context.actor_folder / name
+    context.error = None
+    try:
+        context.executor = _load(context, name)
+    except ConfigurationError as exc:
+        context.error = exc
+
+
+async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
+    if mode == "blocking":
+        return Consumption("blocking", result=await executor.execute(message))
+    outcome = Consumption("events")
+    async for event in executor.execute_events(message):
+        outcome.events.append(event)
+        if isinstance(event, TextDelta):
+            outcome.chunks.append(event.text)
+    outcome.result = executor.last_result
+    return outcome
+
+
+@when('the actor of "{name}" is asked "{message}" in {mode} mode')
+def _when_asked(context: Context, name: str, message: str, mode: str) -> None:
+    context.executor = _load(context, name)
+    context.outcome = run_guarded(_ask(context.executor, message, mode))
+
+
+@when('the traced actor of "{name}" is asked "{message}"')
+def _when_traced(context: Context, name: str, message: str) -> None:
+    context.executor = _load(
+        context,
+        name,
+        tracer_provider=context.tracer_provider,
+        meter_provider=context.meter_provider,
+    )
+    context.outcome = run_guarded(_ask(context.executor, message, "blocking"))
+
+
+@given('a researcher agent built in code that answers "{text}"')
+def _given_researcher(context: Context, text: str) -> None:
+    model = ScriptedChatModel(replies=[ScriptedReply(text=text)])
+    context.researcher = LLMAgent(model, name="researcher")
+
+
+@given(
+    'a boss agent built in code with the researcher as_tool named "{name}" and an executor\'s '
+    "as_tool"
+)
+def _given_boss(context: Context, name: str) -> None:
+    helper_model = ScriptedChatModel(replies=[ScriptedReply(text="Rain.")])
+    helper = ActorExecutor(LLMAgent(helper_model, name="helper"))
+    calls = [
+        {"name": name, "args": {"message": "Weather?"}},
+        {"name": "helper", "args": {"message": "Weather?"}},
+    ]
+    model = ScriptedChatModel(
+        replies=[
+            ScriptedReply.model_validate({"tool_calls": calls}),
+            ScriptedReply(text="Both say it rains."),
+        ]
+    )
+    tools = [context.researcher.as_tool(name=name, description="Asks."), helper.as_tool()]
+    context.boss = LLMAgent(model, name="boss", tools=tools)
+
+
+@when('the boss agent is asked "{message}"')
+def _when_boss_asked(context: Context, message: str) -> None:
+    context.outcome = run_guarded(_ask(ActorExecutor(context.boss), message, "blocking"))
+
+
+# -- Then --------------------------------------------------------------------------------------
+
+
+def _result(context: Context) -> ExecutionResult:
+    result = context.outcome.result
+    assert result is not None, "no result"
+    assert result.error is None, result.error
+    return result
+
+
+@then('the tool {name} returned "{output}" to the parent\'s model')
+def _then_tool_output(context: Context, name: str, output: str) -> None:
+    (record,) = [call for call in _result(context).tool_calls if call.name == name]
+    assert (record.status, record.output) == ("ok", output), record
+
+
+@then("the run has one child run, of {agent}, {status}, its parent the run itself")
+def _then_one_child(context: Context, agent: str, status: str) -> None:
+    result = _result(context)
+    (child,) = result.child_runs
+    assert (child.agent, child.status) == (agent, status), child
+    assert child.parent_run_id == result.run_id, child
+    assert child.run_id != result.run_id, child
+    assert child.call_id == result.tool_calls[0].call_id, child
+
+
+@then("the run has {count:d} child runs, of {first} and {second}")
+def _then_children(context: Context, count: int, first: str, second: str) -> None:
+    agents = [child.agent for child in _result(context).child_runs]
+    assert len(agents) == count, agents
+    assert sorted(agents) == sorted([first, second]), agents
+
+
+@then("the calls of {agent} carry the child's run id and the parent's")
+def _then_calls_carry(context: Context, agent: str) -> None:
+    result = _result(context)
+    (child,) = result.child_runs
+    calls = [call for call in result.usage_by_call if call.agent == agent]
+    assert calls, result.usage_by_call
+    assert all(
+        (call.run_id, call.parent_run_id) == (child.run_id, result.run_id) for call in calls
+    ), calls
+    own = [call for call in result.usage_by_call if call.agent != agent]
+    assert all((c.run_id, c.parent_run_id) == (None, None) for c in own), own
+    assert [call.index for call in calls] == list(range(1, len(calls) + 1)), calls
+
+
+@then("the result's totals are the sum of every call of the tree, by agent: {counts}")
+def _then_totals(context: Context, counts: str) -> None:
+    result = _result(context)
+    by_agent = result.usage_by_agent
+    expected = dict(part.split(" ") for part in counts.split(", "))
+    calls = {agent: str(part.llm_calls) for agent, part in by_agent.items()}
+    assert calls == expected, by_agent
+    assert all(part.usage.total_tokens > 0 for part in by_agent.values()), by_agent
+    summed = sum((part.usage for part in by_agent.values()), TokenUsage())
+    assert summed.total_tokens == result.total_tokens, (summed, result.total_tokens)
+    assert result.llm_calls == sum(part.llm_calls for part in by_agent.values())
+
+
+@then('its tool {name} is described as "{text}" and takes a required string "{argument}"')
+def _then_schema(context: Context, name: str, text: str, argument: str) -> None:
+    assert context.error is None, context.error
+    (tool,) = [tool for tool in context.executor.tools if tool.name == name]
+    assert tool.description == text, tool.description
+    schema = tool.parameters
+    assert schema["required"] == [argument], schema
+    assert schema["properties"][argument]["type"] == "string", schema
+
+
+@then(
+    "between the parent's tool_call_started and tool_call_finished of {tool} come the child's "
+    "events, each an agent_event with the path {path}"
+)
+def _then_nested_events(context: Context, tool: str, path: str) -> None:
+    events = context.outcome.events
+    start = next(i for i, e in enumerate(events) if isinstance(e, ToolCallStarted))
+    end = next(i for i, e in enumerate(events) if isinstance(e, ToolCallFinished))
+    inside = events[start + 1 : end]
+    assert inside, events
+    assert all(isinstance(event, AgentEvent) for event in inside), inside
+    assert all(event.agent_path == tuple(path.split(" > ")) for event in inside), inside
+    (child,) = _result(context).child_runs
+    assert all(e.run_id == child.run_id and e.call_id == child.call_id for e in inside), inside
+    assert not any(isinstance(event, AgentEvent) for event in events[end:]), events[end:]
+    context.child_events = [event.event for event in inside]
+
+
+@then('the child\'s events include its {tool} call and its text "{text}"')
+def _then_child_events(context: Context, tool: str, text: str) -> None:
+    inner = context.child_events
+    assert any(isinstance(e, ToolCallFinished) and e.name == tool for e in inner), inner
+    assert "".join(e.text for e in inner if isinstance(e, TextDelta)) == text, inner
+    assert any(event.kind == "usage_recorded" for event in inner), inner
+
+
+@then('the parent\'s own text deltas are "{text}" alone')
+def _then_parent_text(context: Context, text: str) -> None:
+    assert "".join(context.outcome.chunks) == text, context.outcome.chunks
+    assert _result(context).text == text, _result(context).text
+
+
+@then('the child run of {agent} read the error "{fragment}" from its {tool} call')
+def _then_child_read_error(context: Context, agent: str, fragment: str, tool: str) -> None:
+    result = _result(context)
+    (child,) = result.child_runs
+    assert (child.agent, child.status) == (agent, "answered"), child
+    assert not [call for call in result.usage_by_call if call.agent == tool], "it ran"
+    finished = [
+        event.event
+        for event in context.outcome.events
+        if isinstance(event, AgentEvent)
+        and isinstance(event.event, ToolCallFinished)
+        and event.event.name == tool
+    ]
+    assert len(finished) == 1, finished
+    assert finished[0].error is not None, finished
+    assert fragment in finished[0].error, finished[0].error
+
+
+@then("loading fails with a ConfigurationError naming the cycle {first} -> {second} -> {third}")
+def _then_cycle(context: Context, first: str, second: str, third: str) -> None:
+    error = context.error
+    assert isinstance(error, ConfigurationError), f"loading gave {error!r}"
+    folder = context.actor_folder.resolve()
+    cycle = " -> ".join(str(folder / name) for name in (first, second, third))
+    assert cycle in str(error), str(error)
+
+
+@then('the child run of {agent} answered by synthesis for "{reason}"')
+def _then_child_synthesis(context: Context, agent: str, reason: str) -> None:
+    (child,) = [child for child in _result(context).child_runs if child.agent == agent]
+    assert (child.status, child.synthesis_reason) == ("answered", reason), child
+
+
+@then('the run answered by synthesis for "{reason}"')
+def _then_synthesis(context: Context, reason: str) -> None:
+    assert _result(context).synthesis_reason == reason, _result(context)
+
+
+@then(
+    "the store's ledger has {count:d} rows, {theirs:d} of the child run naming the parent run, "
+    "whose sum is the result's totals"
+)
+def _then_ledger(context: Context, count: int, theirs: int) -> None:
+    result = _result(context)
+    store = context.executor.store
+    report = asyncio.run(store.usage())
+    rows = report.rows
+    assert len(rows) == count, rows
+    (child,) = result.child_runs
+    of_child = [row for row in rows if row.run_id == child.run_id]
+    assert len(of_child) == theirs, rows
+    assert all(row.parent_run_id == result.run_id for row in of_child), of_child
+    assert all(row.parent_run_id is None for row in rows if row.run_id == result.run_id), rows
+    assert report.prompt_tokens == result.prompt_tokens, (report, result.prompt_tokens)
+    assert report.completion_tokens == result.completion_tokens, report
+    assert (report.cost_usd or Decimal(0)) == (result.cost_usd or Decimal(0)), report
+
+
+def _span(context: Context, name: str) -> ReadableSpan:
+    (span,) = [s for s in context.exporter.get_finished_spans() if s.name == name]
+    return span
+
+
+@then('the span "{child}" is a child of the span "{parent}"')
+def _then_span_parent(context: Context, child: str, parent: str) -> None:
+    inner, outer = _span(context, child), _span(context, parent)
+    assert inner.parent is not None
+    assert outer.context is not None
+    assert inner.parent.span_id == outer.context.span_id, (inner.parent, outer.context)
+    assert inner.context is not None
+    assert inner.context.trace_id == outer.context.trace_id
+
+
+@then('the researcher\'s chat spans are children of the span "{parent}"')
+def _then_chat_spans(context: Context, parent: str) -> None:
+    outer = _span(context, parent)
+    assert outer.context is not None
+    chats = [
+        span
+        for span in context.exporter.get_finished_spans()
+        if span.name.startswith("chat")
+        and span.parent is not None
+        and span.parent.span_id == outer.context.span_id
+    ]
+    assert len(chats) == 2, chats
+
+
+@when('the actor of "{name}" is sent "{message}" on /chat')
+def _when_chat(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            return await client.post("/chat", json={"message": message})
+
+    context.chat_response = run_guarded(exchange())
+
+
+@then('the /chat stream has agent_event frames with the path {path}, its own text "{text}"')
+def _then_chat_frames(context: Context, path: str, text: str) -> None:
+    response = context.chat_response
+    assert response.status_code == 200, response.text
+    kinds = [
+        line[len("event: ") :] for line in response.text.splitlines() if line.startswith("event: ")
+    ]
+    frames = [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:")
+    ]
+    nested = [frame for frame in frames if frame["kind"] == "agent_event"]
+    assert nested, kinds
+    assert kinds.count("agent_event") == len(nested), kinds
+    assert all(frame["agent_path"] == path.split(" > ") for frame in nested), nested
+    own = "".join(frame["text"] for frame in frames if frame["kind"] == "text_delta")
+    assert own == text, own
+
+
+@then('the tool {name} failed with "{fragment}" for the parent\'s model')
+def _then_tool_failed(context: Context, name: str, fragment: str) -> None:
+    (record,) = [call for call in _result(context).tool_calls if call.name == name]
+    assert record.status == "error", record
+    assert fragment in record.output, record.output
+
+
+@then('an agent named "{bad}" cannot be a tool without a name, but can be one named "{good}"')
+def _then_tool_names(context: Context, bad: str, good: str) -> None:
+    agent = LLMAgent(ScriptedChatModel(replies=[]), name=bad)
+    error = _configuration_error(agent.as_tool)
+    assert "is not a valid tool name" in str(error), error
+    assert agent.as_tool(name=good).name == good
+
+
+@then("LLMAgent.from_config refuses a config whose tools name an actor file")
+def _then_from_config_refuses(context: Context) -> None:
+    config = LLMAgentConfig.model_validate(
+        {"provider": "stub", "script": [{"text": "hi"}], "tools": [{"agent": "other.yaml"}]}
+    )
+    error = _configuration_error(
+        lambda: LLMAgent.from_config(config, model=ScriptedChatModel(replies=[]))
+    )
+    assert "ActorExecutor.from_config" in str(error), error
+
+
+def _configuration_error(call: Callable[[], object]) -> ConfigurationError:
+    try:
+        call()
+    except ConfigurationError as exc:
+        return exc
+    raise AssertionError("no ConfigurationError")
+
+
+@when('its tool is called directly with the message "{message}"')
+def _when_tool_called(context: Context, message: str) -> None:
+    tool = context.researcher.as_tool()
+    context.tool_output = run_guarded(tool.run({"message": message}))
+
+
+@then('the tool\'s output is "{text}"')
+def _then_tool_output_is(context: Context, text: str) -> None:
+    assert context.tool_output == text, context.tool_output
+
+
+@then("the child's {tool} call was declined, never run")
+def _then_declined(context: Context, tool: str) -> None:
+    (child,) = _result(context).child_runs
+    assert (child.status, child.answer) == ("answered", "I was not allowed to look it up."), child
+    inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
+    assert not any(isinstance(e, ToolCallStarted) and e.name == tool for e in inner), inner
+    assert any(e.kind == "tool_call_requested" for e in inner), [e.kind for e in inner]
+
+
+@then("the events include agent_events with the path {path}")
+def _then_path_events(context: Context, path: str) -> None:
+    wanted = tuple(path.split(" > "))
+    nested = [e for e in context.outcome.events if isinstance(e, AgentEvent)]
+    deepest = [event for event in nested if event.agent_path == wanted]
+    assert deepest, [event.agent_path for event in nested]
+    assert all(isinstance(event.event, AgentEvent) is False for event in nested), nested
+
+
+@when('the actor of "{name}" is sent "{message}" on /ai-sdk')
+def _when_ai_sdk(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    body = {
+        "id": "chat-1",
+        "messages": [{"id": "m0", "role": "user", "parts": [{"type": "text", "text": message}]}],
+        "trigger": "submit-message",
+    }
+
+    async def exchange() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            return await client.post("/ai-sdk", json=body)
+
+    context.ai_sdk_response = run_guarded(exchange())
+
+
+@then(
+    "the /ai-sdk stream has data-agent-event parts with the path {path}, and the researcher's "
+    'answer "{answer}" as its tool output'
+)
+def _then_ai_sdk(context: Context, path: str, answer: str) -> None:
+    response = context.ai_sdk_response
+    assert response.status_code == 200, response.text
+    chunks = [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line.strip() != "data: [DONE]"
+    ]
+    parts = [chunk for chunk in chunks if chunk["type"] == "data-agent-event"]
+    assert parts, [chunk["type"] for chunk in chunks]
+    assert all(part["transient"] is True for part in parts), parts
+    assert all(part["data"]["agent_path"] == path.split(" > ") for part in parts), parts
+    outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
+    assert outputs == [answer], outputs
