@@ -31,7 +31,7 @@ A Stdio Server Beside The Actor File Is Found From Another Folder
     ${actor}=    Actor File With Its MCP Server Beside It
     Run Cleveractors From Another Folder    validate    ${actor}
     Cleveractors Should Have Succeeded
-    Output Should Start With    OK: beside (12 tools)
+    Output Should Start With    OK: beside (13 tools)
     Run Cleveractors From Another Folder    run    ${actor}    Echo Paris.    --json
     Cleveractors Should Have Succeeded
     Json Result Should Have Tool Output    call_echo    Paris

@@ -22,11 +22,12 @@ from behave import given, then, when
 from behave.runner import Context
 from fastapi import HTTPException
 from starlette.requests import Request
+from support.context_tools import Shop
 
 from cleveractors import ActorExecutor, ExecutionResult
 from cleveractors.web import api_key_authenticator, create_app, current_caller
 from cleveractors.web.router import DEFAULT_MAX_HISTORY_TURNS, DEFAULT_MAX_TURN_CHARS
-from cleveractors.web.security import Authenticate, bearer_token
+from cleveractors.web.security import Authenticate, DepsFactory, bearer_token
 
 _BASE_URL = "http://127.0.0.1:8000"
 _REPLIES = 6
@@ -50,6 +51,8 @@ class _WebWorld:
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
     usage: list[tuple[str | None, ExecutionResult]] = field(default_factory=list)
     responses: list[httpx.Response] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    deps: DepsFactory | None = None
 
     def app(self) -> Any:
         executor = ActorExecutor.from_config(
@@ -60,6 +63,7 @@ class _WebWorld:
                     "provider": "stub",
                     "max_retries": 0,  # a scripted failure reaches the client, not retried
                     "script": self.script,
+                    "tools": self.tools,
                 },
             }
         )
@@ -77,6 +81,7 @@ class _WebWorld:
             docs=self.docs,
             max_history_turns=self.max_history_turns,
             max_turn_chars=self.max_turn_chars,
+            deps=self.deps,
         )
 
 
@@ -198,7 +203,28 @@ def accepts_bodies(context: Context, size: int) -> None:
     _world(context).max_body_bytes = size
 
 
+@given("the web app's actor calls my_orders, its deps built per request from the X-Shop header")
+def deps_per_request(context: Context) -> None:
+    world = _world(context)
+    world.tools = [{"name": "my_orders", "handler": "support.context_tools:my_orders"}]
+    world.script = [
+        {"tool_calls": [{"name": "my_orders", "args": {"status": "open"}}]},
+        {"text": "Done."},
+    ]
+
+    async def deps(request: Request, caller: str | None) -> Shop:
+        await asyncio.sleep(0)
+        return Shop(owner=f"{request.headers['x-shop']} for {caller}")
+
+    world.deps = deps
+
+
 # -- requests ------------------------------------------------------------------------------------
+
+
+@when('the web app is sent a message to {path} with the key "{key}" and the X-Shop "{shop}"')
+def message_with_shop(context: Context, path: str, key: str, shop: str) -> None:
+    _post_message(context, path, headers={"authorization": f"Bearer {key}", "x-shop": shop})
 
 
 @when('the web app is sent a message to {path} with the key "{key}"')
@@ -385,6 +411,14 @@ def key_check_fails(context: Context, keys: str, message: str) -> None:
     else:
         raise AssertionError("no ValueError")
     assert raised == message, raised
+
+
+@then('the web app\'s run for the caller "{caller}" read the deps "{owner}"')
+def run_read_deps(context: Context, caller: str, owner: str) -> None:
+    results = [result for who, result in _world(context).usage if who == caller]
+    assert len(results) == 1, _world(context).usage
+    outputs = [call.output for call in results[0].tool_calls]
+    assert outputs == [f"{owner} has 2 open orders"], outputs
 
 
 @then("the web app allowed no origin")

@@ -19,9 +19,11 @@ from cleveractors.config import (
     ToolConfig,
     load_actor_config,
 )
+from cleveractors.context import RunContext, RunUsage
 from cleveractors.errors import (
     CleverActorsError,
     ConfigurationError,
+    DepsMissingError,
     ExecutionError,
     GuardrailTripped,
     McpServerError,
@@ -43,6 +45,7 @@ __all__ = [
     "ActorExecutor",
     "CleverActorsError",
     "ConfigurationError",
+    "DepsMissingError",
     "ErrorInfo",
     "EventStream",
     "ExecutionError",
@@ -68,6 +71,8 @@ __all__ = [
     "ResultCallback",
     "Resumption",
     "RetryPolicy",
+    "RunContext",
+    "RunUsage",
     "StreamStalledError",
     "TextStream",
     "TokenUsage",

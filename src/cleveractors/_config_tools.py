@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from cleveractors._config_rules import Frozen, Problem, is_true, validated_with_rules
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "SECRETISH",
     "TOOL_NAME_PATTERN",
     "AgentToolConfig",
+    "CallerHeaders",
     "McpServer",
     "ToolConfig",
     "ToolEntry",
@@ -37,6 +39,10 @@ HANDLER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 SECRETISH = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+
+CallerHeaders = Callable[[RunContext[Any]], Mapping[str, str] | Awaitable[Mapping[str, str]]]
+"""Maps the context of the run making an MCP call to the HTTP headers of that call (sync or
+async): a caller's own credentials, sent with their calls only."""
 
 
 class ToolConfig(Frozen):
@@ -126,6 +132,10 @@ class McpServer(Frozen):
     url: str | None = Field(default=None, pattern=r"^https?://")
     """The server's streamable HTTP endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
     headers: dict[str, str] = Field(default_factory=dict)
+    caller_headers: str | CallerHeaders | None = None
+    """For a `url` server: `module:function` (or, in code, the function) mapping the calling
+    run's `RunContext` to HTTP headers added to that run's calls only (a caller's own token);
+    the session stays shared, the headers never reach another caller's calls."""
     tools: tuple[str, ...] | None = None
     """Allow-list of the server's tool names; None offers all of them."""
     prefix: bool = False
@@ -188,6 +198,12 @@ def _server_problems(server: Mapping[str, Any]) -> Iterator[Problem]:
         yield Problem(("env",), "'env' is for a 'command' server; an HTTP server takes 'headers'")
     if has_url and not has_command and server.get("cwd") is not None:
         yield Problem(("cwd",), "'cwd' is for a 'command' server")
+    if has_command and not has_url and server.get("caller_headers") is not None:
+        yield Problem(("caller_headers",), "'caller_headers' are for a 'url' server")
+    if isinstance(caller := server.get("caller_headers"), str) and not re.match(
+        HANDLER_PATTERN, caller
+    ):
+        yield Problem(("caller_headers",), "must be 'module:function'", caller)
     if has_command and not has_url and server.get("headers"):
         yield Problem(
             ("headers",), "'headers' are for a 'url' server; a command server takes 'env'"

@@ -24,6 +24,7 @@ from cleveractors._spend_gate import current_call_spend
 from cleveractors._turn_books import Book, MemoryBook, Refused, StoredBook, refused_result
 from cleveractors.agents import LLMAgent
 from cleveractors.agents.base import Agent
+from cleveractors.context import RunContext
 from cleveractors.errors import SpendLimitExceeded
 from cleveractors.events import Event, RunStarted, TextDelta
 from cleveractors.result import ExecutionResult, RunOutcome
@@ -52,11 +53,12 @@ async def run_turn(
     sink: Callable[[Event], None],
     streaming: bool,
     telemetry: Telemetry | None = None,
+    deps: object = None,
     spend: SpendPolicy | None = None,
 ) -> RunOutcome:
-    """Run `turn` through `agent` as run `run_id`. Never raises for a failed run: the outcome
-    carries the result (every token spent, the run's id) and the error; only a cancellation
-    that came before the run began gets through.
+    """Run `turn` through `agent` as run `run_id`, its tools given `deps` (in memory only).
+    Never raises for a failed run: the outcome carries the result (every token spent, the run's
+    id) and the error; only a cancellation that came before the run began gets through.
 
     With `telemetry`, the run is an `invoke_agent` span, the parent of its calls' spans; it
     ends here on every path. Runs paused without a store are kept in `pauses`. With `spend`,
@@ -66,7 +68,7 @@ async def run_turn(
         if store is None
         else StoredBook(agent, store, turn, run_id, spend=spend)
     )
-    running = _run_turn(agent, book, turn, run_id=run_id, sink=sink, streaming=streaming)
+    running = _run_turn(agent, book, turn, run_id=run_id, sink=sink, streaming=streaming, deps=deps)
     if telemetry is None:
         return await running
     run_trace = telemetry.start_run(run_id, _session_of(turn))
@@ -93,6 +95,7 @@ async def _run_turn(
     run_id: str,
     sink: Callable[[Event], None],
     streaming: bool,
+    deps: object,
 ) -> RunOutcome:
     """Begin, run the held turn, settle: the same steps for every turn."""
     try:
@@ -111,7 +114,8 @@ async def _run_turn(
         token = current_call_spend.set(book.call_spend)
         try:
             async with book.holding():
-                ran = await _active(agent, held.active_agent).run(
+                running_agent = _active(agent, held.active_agent)
+                ran = await running_agent.run(
                     held.start,
                     history=held.history,
                     sink=sink,
@@ -120,6 +124,13 @@ async def _run_turn(
                     run_id=run_id,
                     max_output_tokens=held.max_output_tokens,
                     can_pause=held.can_pause,
+                    context=RunContext(
+                        run_id=run_id,
+                        actor=running_agent.name,
+                        deps=deps,
+                        session_id=held.session_id,
+                        caller=turn.caller,
+                    ),
                     session_id=held.session_id,
                     output_schema=held.output_schema,
                 )

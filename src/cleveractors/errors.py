@@ -3,6 +3,7 @@
 ```
 CleverActorsError                 root of everything this library raises itself
  ├── ConfigurationError           you configured or called us wrong (field, file, value named)
+ │    └── DepsMissingError        a run's tools need `deps` and the run was given none (named)
  └── ExecutionError               a run went wrong at run time
       ├── McpServerError          an MCP server cannot be reached or answered wrongly (named)
       ├── ToolExecutionError      one tool call failed (tool name and call id named);
@@ -87,6 +88,16 @@ class ConfigurationError(CleverActorsError):
 
     The message names what is wrong: the file (when there is one), the field path and the value.
     """
+
+
+class DepsMissingError(ConfigurationError):
+    """A run was started without `deps` though a tool of the agent needs them (a parameter
+    annotated `RunContext[MyDeps]`): refused before anything runs, the tools named. A resumed
+    run gets its deps again from its caller, like a new one."""
+
+    def __init__(self, message: str, *, tool_names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.tool_names = tool_names
 
 
 class ExecutionError(CleverActorsError):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -42,7 +42,7 @@ from cleveractors.config import (
     ActorConfig,
     config_origin,
 )
-from cleveractors.errors import ConfigurationError
+from cleveractors.errors import ConfigurationError, DepsMissingError
 from cleveractors.events import Event
 from cleveractors.result import ExecutionResult, RunOutcome
 from cleveractors.runs import new_run_id
@@ -244,6 +244,7 @@ class ActorExecutor:
         max_output_tokens: int | None = None,
         can_pause: bool = True,
         on_event: Callable[[Event], None] | None = None,
+        deps: object = None,
     ) -> ExecutionResult:
         """Run a turn to its end: a new message to its answer, or a paused run on once a person
         decided on its pending calls (a `Resumption`: a new run segment, see there).
@@ -270,11 +271,16 @@ class ActorExecutor:
                 those of `execute_events()`, each reply's text as one `TextDelta` (the model
                 is not streamed), and no `RunFinished` / `RunFailed` (the return value or the
                 exception says how the run ended). It must not block.
+            deps: Anything your tools need for this run (a database handle, the user's
+                credentials): their `RunContext` parameters carry it (`cleveractors.context`).
+                Given with any turn, a `Resumption` too; kept in memory only, never stored,
+                logged or traced.
 
         Raises:
             ConfigurationError: the turn is not a `str`, `NewMessage` or `Resumption` (or is
                 one given with options), the message or history is malformed, a session or an
-                idempotency key without a store, or a key that is empty or too long.
+                idempotency key without a store, or a key that is empty or too long;
+                `DepsMissingError` when a tool needs `deps` and none are given.
             SessionBusyError: another run holds the session.
             IdempotencyKeyInProgressError: the key's first run is still going.
             IdempotencyKeyMismatchError: the key was first used for another request.
@@ -294,6 +300,7 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
             can_pause=can_pause,
+            deps=deps,
         )
         outcome = await bound(on_event or discard_event, streaming=False)
         return settle_blocking(outcome, self._remember)
@@ -308,6 +315,7 @@ class ActorExecutor:
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        deps: object = None,
     ) -> EventStream:
         """Run a turn, yielding typed events: first `RunStarted` (the run's id; a resumption's
         names the paused run in `resumed_from`, then a `ToolCallDecided` per decision), last
@@ -328,6 +336,7 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
             can_pause=can_pause,
+            deps=deps,
         )
         return EventStream(lambda sink: bound(sink, streaming=True), on_result=self._remember)
 
@@ -341,6 +350,7 @@ class ActorExecutor:
         idempotency_key: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        deps: object = None,
     ) -> TextStream:
         """Run a turn, yielding the answer's text chunks (non-empty) as they arrive.
         Arguments as for `execute()`.
@@ -357,6 +367,7 @@ class ActorExecutor:
             idempotency_key=idempotency_key,
             max_output_tokens=max_output_tokens,
             can_pause=can_pause,
+            deps=deps,
         )
         return TextStream(events)
 
@@ -385,6 +396,7 @@ class ActorExecutor:
         idempotency_key: str | None,
         max_output_tokens: int | None,
         can_pause: bool,
+        deps: object,
     ) -> _BoundTurn:
         """The one path of every entry point: the turn as a `Turn`, with its run id minted now,
         ready to run with a sink, blocking or streaming."""
@@ -414,9 +426,11 @@ class ActorExecutor:
                     raise ConfigurationError(
                         f"{name} needs a store: configure `store:` or pass ActorExecutor(store=...)"
                     )
+        if deps is None:
+            _check_no_deps_needed(self.tools)
         telemetry = self._telemetry if self._telemetry.is_live else None
         return _BoundTurn(
-            self.agent, self.store, turn, new_run_id(), telemetry, self._pauses, self._spend()
+            self.agent, self.store, turn, new_run_id(), telemetry, self._pauses, self._spend(), deps
         )
 
     def _spend(self) -> SpendPolicy | None:
@@ -452,6 +466,8 @@ class _BoundTurn:
     """None when nothing would record the run's spans and metrics."""
     pauses: MemoryPauses
     spend: SpendPolicy | None
+    deps: object = field(default=None, repr=False)
+    """The run's deps: in memory only."""
 
     def __call__(self, sink: Callable[[Event], None], *, streaming: bool) -> Awaitable[RunOutcome]:
         return run_turn(
@@ -463,6 +479,7 @@ class _BoundTurn:
             streaming=streaming,
             telemetry=self.telemetry,
             pauses=self.pauses,
+            deps=self.deps,
             spend=self.spend,
         )
 
@@ -481,6 +498,21 @@ def _check_turn(turn: object, options: list[str]) -> None:
         raise ConfigurationError(
             f"{', '.join(options)} cannot be given with a {type(turn).__name__}: "
             "set them on the turn itself"
+        )
+
+
+def _check_no_deps_needed(tools: tuple[Tool, ...]) -> None:
+    """A run without deps is refused before it begins when a tool needs them.
+
+    Raises:
+        DepsMissingError: naming the tools that need deps.
+    """
+    needing = tuple(tool.name for tool in tools if tool.needs_deps)
+    if needing:
+        raise DepsMissingError(
+            f"the tool(s) {', '.join(needing)} need deps (a RunContext[...] parameter) and "
+            "the run was given none: pass execute(..., deps=...), for a Resumption too",
+            tool_names=needing,
         )
 
 

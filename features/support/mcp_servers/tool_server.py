@@ -116,6 +116,14 @@ async def forget(name: str, ctx: Context) -> str:
     return f"removed {name}"
 
 
+@server.tool()
+def whose_call(ctx: Context) -> str:
+    """The X-Caller and X-Owner headers of the HTTP request that carried this call."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None) or {}
+    return f"caller={headers.get('x-caller', '-')} owner={headers.get('x-owner', '-')}"
+
+
 def _serve_http(port: int) -> None:
     import uvicorn
     from starlette.responses import PlainTextResponse

@@ -23,7 +23,7 @@ import asyncio
 import re
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
@@ -31,6 +31,7 @@ from cleveractors.agents._lineage import Lineage
 from cleveractors.agents._loop import EventSink, _Run
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.tool import current_call_var
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError, ExecutionError
 from cleveractors.events import AgentEvent, Event
 from cleveractors.result import ChildRun, RunOutcome
@@ -72,6 +73,7 @@ class RunsTurns(Protocol):
         on_call: CallRecorder | None = None,
         run_id: str | None = None,
         can_pause: bool = True,
+        context: RunContext[Any] | None = None,
     ) -> RunOutcome: ...
 
     async def aclose(self) -> None: ...
@@ -204,6 +206,8 @@ async def _run_child(agent: RunsTurns, message: str) -> str:
             on_call=above.recorder,
             run_id=run_id,
             can_pause=False,
+            # The child serves the same caller: the parent's session, caller and deps.
+            context=replace(parent.context, run_id=run_id, actor=agent.name),
         )
     finally:
         if traced is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
 from cleveractors.agents._loop import _Run
@@ -143,6 +143,7 @@ def hand_over(run: _Run, source: HandoffAgent, call: ToolCallRequest, target: A)
     run.transcript.replace_system_prompt(source.system_prompt, target.system_prompt)
     run.bill.pricer = target.pricer
     run.bill.agent = run.agent_name = target.name
+    run.context = replace(run.context, actor=target.name)
     reason = call.arguments.get("reason", "") if isinstance(call.arguments, dict) else ""
     run.sink(
         HandoffOccurred(

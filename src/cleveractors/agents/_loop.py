@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -36,6 +36,7 @@ from cleveractors.agents._lineage import Lineage
 from cleveractors.agents.base import History, discard_event
 from cleveractors.agents.stream import Pacing
 from cleveractors.agents.tool import NOT_A_JSON_OBJECT, ToolCallRequest, unnamed_call_id
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 from cleveractors.events import Event, TextDelta
 from cleveractors.result import (
@@ -289,6 +290,9 @@ class _Run:
     streaming: bool
     bill: Bill
     """The usage records of the run's LLM calls, and their flushing to the recorder."""
+    context: RunContext[Any]
+    """Who the run is for and the application's deps: what its tools' `RunContext` parameters
+    receive (its usage reads `bill` live), and what a run the run starts inherits."""
     transcript: Transcript = field(default_factory=Transcript)
     """What the model reads; filled in by the run's first step."""
     pacing: Pacing = field(default_factory=Pacing)
@@ -315,7 +319,7 @@ class _Run:
     spent_tokens_before: int = 0
     """What the run's earlier segments spent: its budgets span every segment."""
     spent_cost_before: Decimal = field(default=Decimal(0))
-    context: ContextView | None = None
+    window: ContextView | None = None
     """What the model is sent and its size, once the run manages its context window."""
     history_tokens: int | None = None
     """The size of the history the run was given, when the run that left it measured it."""
@@ -360,8 +364,8 @@ class _Run:
             turn=self.transcript.turn(message),
             compacted=(
                 None
-                if self.context is None
-                else self.context.compacted(self.transcript.messages, message)
+                if self.window is None
+                else self.window.compacted(self.transcript.messages, message)
             ),
         )
 

@@ -230,7 +230,10 @@ class ToolDispatcher:
         if run.listens:
             run.sink(ToolCallStarted(round=run.round, call_id=call.call_id, name=call.name))
         agent = ToolAgent(
-            self._tools.get(call.name), agent_name=self._agent_name, available=self._available
+            self._tools.get(call.name),
+            agent_name=self._agent_name,
+            available=self._available,
+            context=run.context,
         )
         outcome = await agent.run(call)
         # Recorded as soon as it ran: a run cancelled later in the batch still reports it.

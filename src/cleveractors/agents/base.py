@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from cleveractors.agents.stream import EventStream
+from cleveractors.context import RunContext
 from cleveractors.errors import RunNotFoundError
 from cleveractors.events import Event
 from cleveractors.result import ExecutionResult, ResultCallback, RunOutcome
@@ -53,6 +54,7 @@ class Agent(ABC):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any] | None = None,
         session_id: str | None = None,
         output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
@@ -72,6 +74,8 @@ class Agent(ABC):
                 the model's own cap); None leaves the model's.
             can_pause: False declines the calls that need a person's approval instead of
                 pausing the run for them.
+            context: Who the run is for and the application's `deps`, for the tools' `RunContext`
+                parameters (its `run_id` is the run's); None for a context of the run's id alone.
             session_id: The session the run answers in, if any (an LLM agent's prompt-cache
                 key).
             output_schema: A JSON Schema this run's answer must match (`ExecutionResult.output`

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import partial
@@ -97,6 +97,7 @@ from cleveractors.config import (
     PromptCacheTTL,
     ToolConfig,
 )
+from cleveractors.context import RunContext
 from cleveractors.errors import (
     ConfigurationError,
     ContextWindowExceededError,
@@ -508,6 +509,7 @@ class LLMAgent(Agent):
         run_id: str | None = None,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any] | None = None,
         session_id: str | None = None,
         output_schema: Mapping[str, Any] | None = None,
     ) -> RunOutcome:
@@ -526,6 +528,10 @@ class LLMAgent(Agent):
                     run_id=scope.id,
                     max_output_tokens=max_output_tokens,
                     can_pause=can_pause,
+                    context=context
+                    or RunContext(
+                        run_id=scope.id, actor=self.name, deps=None, session_id=session_id
+                    ),
                     session_id=session_id,
                     output_schema=output_schema,
                 )
@@ -563,6 +569,7 @@ class LLMAgent(Agent):
         run_id: str,
         max_output_tokens: int | None = None,
         can_pause: bool = True,
+        context: RunContext[Any],
         session_id: str | None = None,
         output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
@@ -596,6 +603,7 @@ class LLMAgent(Agent):
             sink=sink,
             streaming=streaming,
             bill=bill,
+            context=replace(context, _ledger=bill.ledger),
             max_output_tokens=_output_cap(self.model, max_output_tokens),
             can_pause=can_pause,
             session_id=session_id,
@@ -811,8 +819,8 @@ class LLMAgent(Agent):
                 reply = await self._retry_compacted(
                     run, purpose, binding, tail, may_call_tools, exc, shape=shape
                 )
-            if run.context is not None:
-                run.context.calibrate_from(run.bill.ledger.calls[-1], extra=tail_tokens)
+            if run.window is not None:
+                run.window.calibrate_from(run.bill.ledger.calls[-1], extra=tail_tokens)
         await run.bill.flush_calls()  # the ledger has the call before any tool of its round runs
         return reply
 
@@ -831,7 +839,7 @@ class LLMAgent(Agent):
         """One LLM call, in as many attempts as the models' retries and fallbacks allow (`made`
         already), each request shaped by `shape` if any (a typed answer's). Caching sees the
         run's view of what it sends as the stable part."""
-        transcript, view = run.transcript, run.context
+        transcript, view = run.transcript, run.window
         kept, history_end = (
             (transcript.messages, transcript.turn_start)
             if view is None
@@ -869,11 +877,11 @@ class LLMAgent(Agent):
     async def _fitted(self, run: _Run, tail_tokens: int) -> list[BaseMessage]:
         """The transcript as the model is sent it next: compacted first when it (and
         `tail_tokens` after it) would pass the context budget. Unmanaged without a budget."""
-        view = run.context
+        view = run.window
         if view is None:
             if self.context_budget is None:
                 return run.transcript.messages
-            view = run.context = self._open_view(run)
+            view = run.window = self._open_view(run)
         view.sync(run.transcript.messages)
         budget = view.budget
         if budget is not None and view.tokens + tail_tokens > budget:
@@ -945,7 +953,7 @@ class LLMAgent(Agent):
         again (or nothing left to compact), the run fails with `ContextWindowExceededError`."""
         made = run.bill.ledger.calls[-1].attempt
         await run.bill.flush_calls()
-        view = run.context = run.context or self._open_view(run)
+        view = run.window = run.window or self._open_view(run)
         view.sync(run.transcript.messages)
         try:
             is_compacted = await self._compact(run, view, "context_length_error")

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from cleveractors.context import RunContext
 from cleveractors.errors import ToolExecutionError
 from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
@@ -69,13 +70,22 @@ class ToolAgent:
     """Runs one tool call: validates its arguments, applies the timeout, catches its failure.
 
     Made fresh for each call, so no state leaks from one call to the next. `tool` is None when the
-    model named a tool that was not declared: then nothing runs and the model is told so.
+    model named a tool that was not declared: then nothing runs and the model is told so. The
+    run's `context` is what the tool's `RunContext` parameters receive.
     """
 
-    def __init__(self, tool: Tool | None, *, agent_name: str, available: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        tool: Tool | None,
+        *,
+        agent_name: str,
+        available: tuple[str, ...],
+        context: RunContext[Any] | None = None,
+    ) -> None:
         self._tool = tool
         self._agent_name = agent_name
         self._available = available
+        self._context = context
 
     async def run(self, call: ToolCallRequest) -> ToolOutcome:
         """Run the call, inside its `execute_tool` span when the run is traced.
@@ -121,6 +131,8 @@ class ToolAgent:
     async def _invoke(self, call: ToolCallRequest) -> str:
         tool = self._declared_tool(call)
         arguments = self._validated_arguments(tool, call)
+        if tool.context_parameters:
+            arguments = self._with_context(tool, arguments)
         deadline = asyncio.timeout(tool.timeout_s)
         try:
             async with deadline:
@@ -153,7 +165,24 @@ class ToolAgent:
             raise self._failure(
                 call, f"arguments do not match the schema at {where}: {problem.message}"
             )
+        unknown = [name for name in call.arguments if not _takes(tool, name)]
+        if unknown:
+            declared = tool.parameters.get("properties") or {}
+            takes = ", ".join(sorted(declared)) or "none"
+            raise self._failure(
+                call,
+                f"got unknown argument(s) {', '.join(repr(name) for name in unknown)}; "
+                f"its arguments are: {takes}",
+            )
         return call.arguments
+
+    def _with_context(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments with the run's context under each of the tool's context parameters (a
+        context of the run's id alone for a call run outside the loop)."""
+        context = self._context or RunContext(
+            run_id=current_run_id(), actor=self._agent_name, deps=None
+        )
+        return arguments | dict.fromkeys(tool.context_parameters, context)
 
     @staticmethod
     def _failure(call: ToolCallRequest, reason: str) -> ToolExecutionError:
@@ -162,3 +191,10 @@ class ToolAgent:
             tool_name=call.name,
             call_id=call.call_id,
         )
+
+
+def _takes(tool: Tool, name: str) -> bool:
+    """Whether the model may set the argument `name`: never one the run's context fills in."""
+    if name in tool.context_parameters:
+        return False
+    return tool.argument_names is None or name in tool.argument_names

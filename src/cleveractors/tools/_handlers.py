@@ -14,12 +14,15 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any, cast
 
+from cleveractors._config_tools import CallerHeaders, McpServer
 from cleveractors.errors import ConfigurationError
 
-__all__ = ["import_handler_target"]
+__all__ = ["caller_headers_of", "import_callable", "import_handler_target"]
 
 
 def import_handler_target(handler: str, *, where: str, search_dir: Path | None) -> object:
@@ -40,6 +43,32 @@ def import_handler_target(handler: str, *, where: str, search_dir: Path | None) 
                 f"({_origin(module)}) has no {attribute_path!r}"
             ) from None
     return target
+
+
+def import_callable(handler: str, *, where: str, search_dir: Path | None) -> Callable[..., Any]:
+    """The callable `handler` names (a tool's handler, a server's `caller_headers`).
+
+    Raises:
+        ConfigurationError: it cannot be imported (saying where it was looked for), or is not
+            callable.
+    """
+    target = import_handler_target(handler, where=where, search_dir=search_dir)
+    if not callable(target):
+        raise ConfigurationError(f"{where} is not callable")
+    return cast(Callable[..., Any], target)
+
+
+def caller_headers_of(server: McpServer, *, search_dir: Path | None) -> CallerHeaders | None:
+    """An MCP server's `caller_headers` as a function, imported when the config names it.
+
+    Raises:
+        ConfigurationError: it cannot be imported, or is not callable.
+    """
+    named = server.caller_headers
+    if named is None or callable(named):
+        return named
+    where = f"mcp server {server.name!r}: caller_headers {named!r}"
+    return import_callable(named, where=where, search_dir=search_dir)
 
 
 def _origin(module: ModuleType) -> str:

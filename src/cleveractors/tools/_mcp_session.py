@@ -17,6 +17,13 @@ the hiding of credentials): shown on our stderr while the session is up, kept fo
 server that dies at start (with its exit code), and never reaching the terminal once we have
 exited.
 
+A server with `caller_headers` gets, on each call, the headers that function builds from the
+calling run's `RunContext`. The session is shared by every run, so the headers travel with the
+call itself: the call carries a fresh random token in its `_meta`, and the HTTP client's request
+hook adds the headers kept under that token to the one request that carries it; the token is
+dropped when the call returns. No other request (another caller's call, the session's own)
+ever sees them.
+
 A connection found lost (the server died, its stream dropped) is reconnected once, on the next
 call. A call whose HTTP session had expired is sent again once on the new session: the server
 never ran it. A call that was running when the connection dropped is not resent; the model
@@ -26,14 +33,16 @@ reads the error.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
+import secrets
 import sys
 from collections import Counter
 from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import version
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp_types as types
@@ -43,12 +52,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
+from cleveractors._config_tools import CallerHeaders
 from cleveractors.config import McpServer
+from cleveractors.context import RunContext
 from cleveractors.errors import (
     ConfigurationError,
     McpServerError,
     describe_failure,
 )
+from cleveractors.tools._handlers import caller_headers_of
 from cleveractors.tools._mcp_guards import (
     Secrets,
     ServerStderr,
@@ -67,6 +79,11 @@ _MAX_LIST_PAGES = 100  # a server whose tools/list pages never end cannot hang t
 _SESSION_TERMINATED = "Session terminated"  # the SDK's words for an HTTP 404 on a known session
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a response may stream long
 _THIS_PYTHON = ("python", "python3")
+CONTEXT_ARGUMENT = "cleveractors/context"
+"""Where a tool of a server with `caller_headers` receives the run's context: no argument a
+server's tool takes, and one the model cannot set (it is refused as unknown)."""
+_CALLER_META = "dev.cleveractors/caller"
+"""The `_meta` key of a call's token: the request hook finds the call's headers by it."""
 
 
 class McpCallError(Exception):
@@ -93,6 +110,9 @@ class McpSession:
         self._reconnecting = asyncio.Lock()
         self._secrets = Secrets()
         self._stderr = ServerStderr(self._secrets)
+        self._caller_headers = _caller_headers(server)
+        self._headers_by_token: dict[str, dict[str, str]] = {}
+        """The headers of the calls in flight, by the token each call carries."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -180,8 +200,11 @@ class McpSession:
             auth = None
             if endpoint.userinfo:
                 auth = httpx2.BasicAuth(endpoint.username, endpoint.password)
+            hooks = {"request": [self._add_caller_headers]} if self._caller_headers else {}
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=headers, auth=auth, timeout=_HTTP_TIMEOUT)
+                httpx2.AsyncClient(
+                    headers=headers, auth=auth, timeout=_HTTP_TIMEOUT, event_hooks=hooks
+                )
             )
             bare = str(endpoint.copy_with(userinfo=b""))
             web = streamable_http_client(bare, http_client=http)
@@ -270,12 +293,14 @@ class McpSession:
 
     def _as_tool(self, listed: types.Tool) -> Tool:
         name = f"{self.server.name}_{listed.name}" if self.server.prefix else listed.name
+        per_caller = self._caller_headers is not None
         try:
             return Tool(
                 name=name,
                 description=listed.description or "",
                 parameters=listed.input_schema,
-                run=partial(self.call, listed.name),
+                run=partial(self._call_as_caller if per_caller else self.call, listed.name),
+                context_parameters=(CONTEXT_ARGUMENT,) if per_caller else (),
                 timeout_s=self.server.timeout_s,
                 concurrent=self.server.concurrent,
                 source=self.source,
@@ -286,24 +311,56 @@ class McpSession:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    async def call(self, tool_name: str, arguments: dict[str, Any]) -> str:
-        """Call one tool; its result as the text the model reads.
+    async def call(
+        self, tool_name: str, arguments: dict[str, Any], *, token: str | None = None
+    ) -> str:
+        """Call one tool; its result as the text the model reads. A `token` names the call's
+        own headers (see `_call_as_caller`).
 
         Raises:
             McpCallError: the server reported an error, refused the call, or cannot be reached.
         """
         try:
-            result = await self._send(tool_name, arguments)
+            result = await self._send(tool_name, arguments, token)
         except McpCallError as error:
             if not error.is_session_expired:
                 raise
-            result = await self._send(tool_name, arguments)
+            result = await self._send(tool_name, arguments, token)
         return _output(result, self.source)
 
-    async def _send(self, tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        client = await self._live_client()
+    async def _call_as_caller(self, tool_name: str, arguments: dict[str, Any]) -> str:
+        """Call one tool with the headers `caller_headers` builds from the run's context."""
+        arguments = dict(arguments)
+        context: RunContext[Any] = arguments.pop(CONTEXT_ARGUMENT)
+        headers = await _headers_for(self._caller_headers, context, self.source)
+        token = secrets.token_urlsafe(16)
+        self._headers_by_token[token] = headers
         try:
-            return await client.call_tool(tool_name, arguments)
+            return await self.call(tool_name, arguments, token=token)
+        finally:
+            del self._headers_by_token[token]
+
+    async def _add_caller_headers(self, request: httpx2.Request) -> None:
+        """The request hook: a call's own headers on the one request that carries its token."""
+        if request.method != "POST" or not self._headers_by_token:
+            return
+        try:
+            message = json.loads(request.content)
+            token = message["params"]["_meta"][_CALLER_META]
+        except (ValueError, KeyError, TypeError):
+            return  # not a call of a caller: the session's own request
+        headers = self._headers_by_token.get(token) if isinstance(token, str) else None
+        if headers:
+            request.headers.update(headers)
+
+    async def _send(
+        self, tool_name: str, arguments: dict[str, Any], token: str | None
+    ) -> types.CallToolResult:
+        client = await self._live_client()
+        # A key of our own, which RequestParamsMeta allows (its extra items) and mypy cannot see.
+        meta = None if token is None else cast(types.RequestParamsMeta, {_CALLER_META: token})
+        try:
+            return await client.call_tool(tool_name, arguments, meta=meta)
         except MCPError as exc:
             expired = _SESSION_TERMINATED in exc.message
             if expired or exc.code == types.CONNECTION_CLOSED:
@@ -331,6 +388,33 @@ class McpSession:
 
     def _describe(self, error: BaseException) -> str:
         return describe_failure(error, hidden=self._secrets.values)
+
+
+async def _headers_for(
+    build: CallerHeaders | None, context: RunContext[Any], source: str
+) -> dict[str, str]:
+    """The headers `build` (a server's `caller_headers`) makes of the run's context.
+
+    Raises:
+        McpCallError: the function failed; the model reads why.
+    """
+    try:
+        built = {} if build is None else build(context)
+        if inspect.isawaitable(built):
+            built = await built
+        return {str(name): str(value) for name, value in dict(built).items()}
+    except Exception as exc:  # the application's function: its failure is the call's
+        raise McpCallError(f"{source}: caller_headers failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _caller_headers(server: McpServer) -> CallerHeaders | None:
+    """The server's `caller_headers` function, imported (from `sys.path`) when the config names
+    it and its actor file's folder did not (`with_server_paths_beside`).
+
+    Raises:
+        ConfigurationError: it cannot be imported, or is not callable.
+    """
+    return caller_headers_of(server, search_dir=None)
 
 
 def _output(result: types.CallToolResult, source: str) -> str:

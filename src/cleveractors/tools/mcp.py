@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from cleveractors.config import ActorConfig, McpServer
 from cleveractors.errors import ConfigurationError
+from cleveractors.tools._handlers import caller_headers_of
 from cleveractors.tools.spec import Tool
 
 if TYPE_CHECKING:
@@ -166,6 +167,9 @@ def servers_beside(servers: Sequence[McpServer], folder: Path) -> tuple[McpServe
 
 
 def _server_beside(server: McpServer, folder: Path) -> McpServer:
+    if isinstance(server.caller_headers, str):  # a module beside the actor file first
+        named = caller_headers_of(server, search_dir=folder)
+        server = server.model_copy(update={"caller_headers": named})
     if server.command is None:
         return server
     if server.cwd is not None:

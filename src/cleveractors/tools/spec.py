@@ -20,8 +20,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_function
 
 from cleveractors.config import ToolConfig
+from cleveractors.context import ContextParameters, annotated_context, context_parameters
 from cleveractors.errors import ConfigurationError
-from cleveractors.tools._handlers import import_handler_target
+from cleveractors.tools._handlers import import_callable
 
 ToolHandler = Callable[..., Any]
 """A sync or async callable taking the tool's arguments as keyword arguments."""
@@ -45,6 +46,16 @@ class Tool:
     """Where the tool comes from, for errors and listings, e.g. ``mcp server 'files'``."""
     needs_approval: bool = False
     """A person must approve each call before it runs (`cleveractors.approvals`)."""
+    context_parameters: tuple[str, ...] = ()
+    """The names under which `run` receives the run's `RunContext` among its arguments; the
+    model's schema never lists them and a call that sets one is refused, as an unknown
+    argument is."""
+    argument_names: frozenset[str] | None = None
+    """Every argument the tool takes from the model (a function's parameters): a call with
+    another is refused before anything runs. None when the tool itself judges its arguments."""
+    needs_deps: bool = False
+    """A `RunContext[MyDeps]` parameter: the tool needs the run's `deps`, so a run without
+    them is refused before it begins."""
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -85,10 +96,11 @@ def tool_from_config(config: ToolConfig, *, config_dir: Path | None = None) -> T
             not callable, or the schema (given or derived) is invalid.
     """
     handler = _import_handler(config, config_dir)
+    injected = context_parameters(handler)
     parameters: Mapping[str, Any] = (
-        config.parameters
+        _without(config.parameters, injected.names)
         if config.parameters is not None
-        else _derive_parameters(handler, tool_name=config.name)
+        else _derive_parameters(handler, tool_name=config.name, injected=injected)
     )
     return Tool(
         name=config.name,
@@ -99,6 +111,9 @@ def tool_from_config(config: ToolConfig, *, config_dir: Path | None = None) -> T
         ends_turn=config.ends_turn,
         concurrent=config.concurrent,
         needs_approval=config.approval == "required",
+        context_parameters=injected.names,
+        argument_names=_argument_names(handler, injected),
+        needs_deps=injected.needs_deps,
     )
 
 
@@ -115,35 +130,46 @@ def tool_from_callable(
     """Build a tool from a Python function, sync or async; its parameters schema comes from the
     signature and type hints, its description (unless given) from the docstring. With
     `needs_approval`, a person approves each call before it runs (`cleveractors.approvals`).
+    A parameter annotated `RunContext` (or `RunContext[MyDeps]`) receives the run's context
+    (`cleveractors.RunContext`) and is not part of the schema.
 
     Raises:
         ConfigurationError: no schema can be derived from the signature (declare the tool's
             parameters yourself), or `ends_turn` and `concurrent` are both set.
     """
     tool_name = name or handler.__name__
+    injected = context_parameters(handler)
     return Tool(
         name=tool_name,
         description=description or inspect.getdoc(handler) or "",
-        parameters=_derive_parameters(handler, tool_name=tool_name),
+        parameters=_derive_parameters(handler, tool_name=tool_name, injected=injected),
         run=_adapt_callable(handler),
         timeout_s=timeout_s,
         ends_turn=ends_turn,
         concurrent=concurrent,
         needs_approval=needs_approval,
+        context_parameters=injected.names,
+        argument_names=_argument_names(handler, injected),
+        needs_deps=injected.needs_deps,
     )
 
 
 def tool_from_langchain(tool: BaseTool) -> Tool:
-    """Wrap a LangChain tool; it runs through its own `ainvoke`."""
+    """Wrap a LangChain tool; it runs through its own `ainvoke`. A field of its arguments
+    annotated `RunContext` receives the run's context and is not part of the schema."""
 
     async def run(arguments: dict[str, Any]) -> object:
         return await tool.ainvoke(arguments)
 
+    injected = _langchain_context_parameters(tool)
+    parameters = convert_to_openai_function(tool).get("parameters", _EMPTY_OBJECT_SCHEMA)
     return Tool(
         name=tool.name,
         description=tool.description,
-        parameters=convert_to_openai_function(tool).get("parameters", _EMPTY_OBJECT_SCHEMA),
+        parameters=_without(parameters, injected.names),
         run=run,
+        context_parameters=injected.names,
+        needs_deps=injected.needs_deps,
     )
 
 
@@ -162,13 +188,12 @@ def as_tool(candidate: Tool | BaseTool | ToolHandler) -> Tool:
 
 def _import_handler(config: ToolConfig, search_dir: Path | None) -> ToolHandler:
     where = f"tool {config.name!r}: handler {config.handler!r}"
-    target = import_handler_target(config.handler, where=where, search_dir=search_dir)
-    if not callable(target):
-        raise ConfigurationError(f"{where} is not callable")
-    return target
+    return import_callable(config.handler, where=where, search_dir=search_dir)
 
 
-def _derive_parameters(handler: ToolHandler, *, tool_name: str) -> Mapping[str, Any]:
+def _derive_parameters(
+    handler: ToolHandler, *, tool_name: str, injected: ContextParameters
+) -> Mapping[str, Any]:
     try:
         derived = convert_to_openai_function(handler)
     except Exception as exc:  # LangChain raises several types for unsupported signatures
@@ -177,7 +202,48 @@ def _derive_parameters(handler: ToolHandler, *, tool_name: str) -> Mapping[str, 
             "declare 'parameters' explicitly"
         ) from None
     parameters: Mapping[str, Any] = derived.get("parameters", _EMPTY_OBJECT_SCHEMA)
-    return parameters
+    return _without(parameters, injected.names)
+
+
+def _without(parameters: Mapping[str, Any], names: tuple[str, ...]) -> Mapping[str, Any]:
+    """The schema without the properties `names` (the run's context is not the model's)."""
+    if not names:
+        return parameters
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    kept: dict[str, Any] = dict(parameters)
+    if isinstance(properties, Mapping):
+        kept["properties"] = {key: value for key, value in properties.items() if key not in names}
+    if isinstance(required, list):
+        kept["required"] = [key for key in required if key not in names]
+    return kept
+
+
+def _argument_names(handler: ToolHandler, injected: ContextParameters) -> frozenset[str] | None:
+    """The arguments a function takes from the model: its parameters but the context ones;
+    None when it takes any (`**kwargs`) or its signature cannot be read."""
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    return frozenset(
+        parameter.name
+        for parameter in parameters
+        if parameter.name not in injected.names
+        and parameter.kind is not inspect.Parameter.VAR_POSITIONAL
+    )
+
+
+def _langchain_context_parameters(tool: BaseTool) -> ContextParameters:
+    """The fields of a LangChain tool's arguments annotated `RunContext`."""
+    schema = tool.args_schema
+    fields = getattr(schema, "model_fields", None)
+    if not isinstance(fields, Mapping):
+        return ContextParameters()
+
+    return annotated_context({name: info.annotation for name, info in fields.items()})
 
 
 def _adapt_callable(handler: ToolHandler) -> Callable[[dict[str, Any]], Awaitable[object]]:

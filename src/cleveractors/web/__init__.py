@@ -8,6 +8,7 @@
   there), for your own app.
 - `create_app(executor)`: a ready app with both routes and a chat page at `/`; what
   `cleveractors serve` runs. Loopback Host names only, no CORS, no API docs unless asked.
+  `create_app(executor, deps=...)` builds each request's deps (a `DepsFactory`).
 - `api_key_authenticator(keys)`: an `authenticate` for bearer API keys; `current_caller()` the
   identity it returned for the request being served.
 """
@@ -25,12 +26,18 @@ except ImportError as exc:
 
 from cleveractors.web.app import create_app
 from cleveractors.web.router import ChatRequest, ChatTurn, create_chat_router
-from cleveractors.web.security import Authenticate, api_key_authenticator, current_caller
+from cleveractors.web.security import (
+    Authenticate,
+    DepsFactory,
+    api_key_authenticator,
+    current_caller,
+)
 
 __all__ = [
     "Authenticate",
     "ChatRequest",
     "ChatTurn",
+    "DepsFactory",
     "api_key_authenticator",
     "create_app",
     "create_chat_router",

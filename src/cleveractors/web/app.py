@@ -30,7 +30,7 @@ from cleveractors.web.router import (
     DEFAULT_SEND_TIMEOUT_S,
     create_chat_router,
 )
-from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate
+from cleveractors.web.security import LOOPBACK_HOSTS, Authenticate, DepsFactory, serve_deps
 
 __all__ = ["create_app"]
 
@@ -61,6 +61,7 @@ def create_app(
     max_history_turns: int = DEFAULT_MAX_HISTORY_TURNS,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
     spend_limits: SpendLimits | SpendLimitsHook | None = None,
+    deps: DepsFactory | None = None,
 ) -> FastAPI:
     """The app `cleveractors serve` runs: the chat page at `/` and the routes of the chat router.
 
@@ -86,6 +87,9 @@ def create_app(
         spend_limits: What each authenticated caller may spend (a hook `(caller) -> limits`
             for plans that change, asked at each turn); set on `executor`, in place of its
             own. A caller at the limit gets 429 with `Retry-After`. Needs the executor's store.
+        deps: Builds each request's deps (`RunContext.deps` for the actor's tools) from the
+            request and the authenticated caller: `(request, caller) -> deps`, sync or async,
+            called per request that runs the actor. None gives runs no deps.
     """
     if spend_limits is not None:
         executor.spend_limits = spend_limits
@@ -103,6 +107,7 @@ def create_app(
         redoc_url=None,
         openapi_url=_OPENAPI_URL if docs else None,
     )
+    serve_deps(app.state, deps)
     app.include_router(
         create_chat_router(
             lambda: executor,

@@ -5,6 +5,8 @@ names, and the generic error a client gets instead of the upstream text.
   async. `api_key_authenticator(keys)` builds one for bearer API keys.
 - `current_caller()`: the identity `authenticate` returned, readable from `on_usage`, the
   executor factory and the actor's tools while the request runs.
+- `DepsFactory`: `create_app`'s `deps` argument, `(request, caller) -> deps`, sync or async:
+  the deps of the request's run (`RunContext.deps`), built per request (`request_deps()`).
 - `public_error(error, request_id)`: a failed run as a client sees it (the error type and a
   generic message); the upstream text goes to the `cleveractors.web` logger with the request id.
 """
@@ -12,6 +14,7 @@ names, and the generic error a client gets instead of the upstream text.
 from __future__ import annotations
 
 import hmac
+import inspect
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -25,11 +28,14 @@ __all__ = [
     "LOOPBACK_HOSTS",
     "SHUTDOWN_ERROR_TYPE",
     "Authenticate",
+    "DepsFactory",
     "api_key_authenticator",
     "bearer_token",
     "current_caller",
     "is_loopback_address",
     "public_error",
+    "request_deps",
+    "serve_deps",
 ]
 
 logger = logging.getLogger("cleveractors.web")
@@ -47,7 +53,14 @@ SHUTDOWN_ERROR_TYPE = "ServerShuttingDown"
 """The error type a client is told when the server shut down during its run: nothing is wrong
 with the request, so it may be sent again (to this server once it is back, or another)."""
 
+DepsFactory = Callable[[Request, "str | None"], object]
+"""Builds the deps of a request's run (what its tools' `RunContext.deps` is) from the request
+and the caller `authenticate` returned (None without authentication); a plain or a coroutine
+function. Called once per request that runs the actor, after authentication; what it returns
+lives in memory for that run only (never stored, logged or traced)."""
+
 _caller: ContextVar[str | None] = ContextVar("cleveractors_web_caller", default=None)
+_DEPS_STATE = "cleveractors_deps"
 
 
 def current_caller() -> str | None:
@@ -122,3 +135,18 @@ def public_error(error: ErrorInfo, request_id: str) -> ErrorInfo:
         type=error.type,
         message=f"the actor's run failed (request {request_id}; the server log has the cause)",
     )
+
+
+def serve_deps(state: object, factory: DepsFactory | None) -> None:
+    """Keep an app's deps factory in its `state`, where `request_deps` finds it."""
+    setattr(state, _DEPS_STATE, factory)
+
+
+async def request_deps(request: Request) -> object:
+    """The deps of the request's run: built by the app's `DepsFactory` from the request and its
+    caller; None when the app has none."""
+    factory: DepsFactory | None = getattr(request.app.state, _DEPS_STATE, None)
+    if factory is None:
+        return None
+    built = factory(request, current_caller())
+    return await built if inspect.isawaitable(built) else built

@@ -39,7 +39,12 @@ from cleveractors.executor import ActorExecutor
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback
 from cleveractors.turns import NewMessage, Resumption, Turn
 from cleveractors.web.requests import RequestRejected
-from cleveractors.web.security import SHUTDOWN_ERROR_TYPE, current_caller, logger
+from cleveractors.web.security import (
+    SHUTDOWN_ERROR_TYPE,
+    current_caller,
+    logger,
+    request_deps,
+)
 from cleveractors.web.sse import SSE_LINE_SEPARATOR
 
 __all__ = [
@@ -200,9 +205,10 @@ async def open_turn(
     if isinstance(turn, NewMessage):
         turn = replace(turn, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER))
         _check_storeless(executor, turn)
+    deps = await request_deps(request)
     runs.in_flight.enter()
     try:
-        stream = _start(executor, turn)
+        stream = _start(executor, turn, deps)
     except InvalidDecisionError as invalid:
         runs.in_flight.leave()
         raise RequestRejected(422, str(invalid)) from None
@@ -234,10 +240,10 @@ def _retry_after(result: ExecutionResult) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
-def _start(executor: ActorExecutor, turn: Turn) -> EventStream:
+def _start(executor: ActorExecutor, turn: Turn, deps: object) -> EventStream:
     """The one call into the executor: the run of TURN, as the caller the server authenticated,
-    as typed events."""
-    return executor.execute_events(replace(turn, caller=current_caller()))
+    with the request's deps, as typed events."""
+    return executor.execute_events(replace(turn, caller=current_caller()), deps=deps)
 
 
 def resumption(run_id: str, decisions: Sequence[ApprovalDecision | dict[str, Any]]) -> Resumption:
