@@ -99,6 +99,17 @@ Feature: Guardrails stop a run on bad input or a bad answer
     Then the answer is "It is sunny in Rome."
     And the text reached the caller after the model's call was billed
 
+  Scenario: An output guardrail reads the typed answer and the run's deps
+    Given an actor built in code whose typed answer is "{"city": "Rome", "temp": 40}", checked by too_hot
+    When the typed actor is asked "How hot is Rome?" with the deps {"max_temp": 35}
+    Then the run ended with GuardrailTripped: the output guardrail "too_hot", because "Rome at 40 is over 35"
+    And the run's calls are billed as: round ok
+
+  Scenario: A typed answer that passes its output guardrail is the run's object
+    Given an actor built in code whose typed answer is "{"city": "Rome", "temp": 30}", checked by too_hot
+    When the typed actor is asked "How hot is Rome?" with the deps {"max_temp": 35}
+    Then the answer is the object {"city": "Rome", "temp": 30}
+
   Scenario: A judge actor's verdict trips the run, and its call is billed into the run
     Given the actor's model replies:
       | text                  |

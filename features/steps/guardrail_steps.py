@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -153,6 +154,17 @@ class _FirstToken(AsyncCallbackHandler):
         guardrail_checks.model_streaming.set()
 
 
+@given('an actor built in code whose typed answer is "{reply}", checked by too_hot')
+def _given_typed_actor(context: Context, reply: str) -> None:
+    agent = LLMAgent(
+        ScriptedChatModel(replies=[ScriptedReply(text=reply)]),
+        output_type=guardrail_checks.Weather,
+        output_mode="prompted",
+        output_guardrails=[guardrail_checks.too_hot],
+    )
+    context.executor = ActorExecutor(agent)
+
+
 # -- When --------------------------------------------------------------------------------------
 
 
@@ -213,6 +225,20 @@ def _when_file_asked(context: Context, message: str, mode: str) -> None:
     context.execute_steps(f'When the actor is asked "{message}" in {mode} mode')
 
 
+@when('the typed actor is asked "{message}" with the deps {deps}')
+def _when_asked_with_deps(context: Context, message: str, deps: str) -> None:
+    executor: ActorExecutor = context.executor
+
+    async def ask() -> Any:
+        try:
+            return await executor.execute(message, deps=json.loads(deps)), None
+        except GuardrailTripped as tripped:
+            return executor.last_result, tripped
+
+    result, error = asyncio.run(ask())
+    context.outcome = SimpleNamespace(result=result, error=error, events=[])
+
+
 @when('the wire actor is asked "{message}" in events mode')
 def _when_wire_asked(context: Context, message: str) -> None:
     async def ask() -> Any:
@@ -266,6 +292,12 @@ def _then_tripped(context: Context, stage: str, name: str, reason: str) -> None:
     assert result is not None, context.outcome
     assert result.error is not None, result
     assert result.error.type == "GuardrailTripped", result.error
+
+
+@then("the answer is the object {expected}")
+def _then_object(context: Context, expected: str) -> None:
+    assert context.outcome.error is None, context.outcome.error
+    assert context.outcome.result.output.model_dump() == json.loads(expected)
 
 
 @then("the run's calls are billed as: {calls}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pydantic import BaseModel
+
 from cleveractors.guardrails import GuardrailInput, GuardrailResult
 
 NOT_CALLABLE = "a guardrail must be a function"
@@ -51,3 +53,22 @@ class RainCheck:
 
 
 refuse_rain_object = RainCheck()
+
+
+class Weather(BaseModel):
+    """The typed answer of the typed-actor scenario."""
+
+    city: str
+    temp: int
+
+
+def too_hot(checked: GuardrailInput) -> GuardrailResult:
+    """Reads the typed answer and the run's deps: trips above the caller's `max_temp`."""
+    assert isinstance(checked.output, Weather), checked.output
+    assert checked.context is not None, "no run context"
+    limit = checked.context.deps["max_temp"]
+    if checked.output.temp > limit:
+        return GuardrailResult.trip(
+            f"{checked.output.city} at {checked.output.temp} is over {limit}"
+        )
+    return GuardrailResult.passed()

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from cleveractors.context import RunContext
 from cleveractors.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class GuardrailInput:
         actor: The name of the agent whose guardrail it is.
         run_id: The run's id (as its result, ledger and logs name it).
         output: The answer as a typed object, when the agent has an output type (else None).
+        context: The run's context (its caller, session and the application's `deps`), as a
+            tool's `RunContext` parameter receives it; None outside a run.
     """
 
     stage: GuardrailStage
@@ -75,6 +78,7 @@ class GuardrailInput:
     actor: str
     run_id: str
     output: object | None = None
+    context: RunContext[Any] | None = field(default=None, repr=False)
 
 
 GuardrailCheck = Callable[[GuardrailInput], GuardrailResult | Awaitable[GuardrailResult]]

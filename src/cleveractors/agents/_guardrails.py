@@ -198,6 +198,7 @@ class RunGuards:
                     actor=self._guards.agent_name,
                     run_id=run.run_id,
                     output=output,
+                    context=run.context,
                 )
                 # A guardrail without a judge has a check (`Guardrail` makes sure of it).
                 check = cast(GuardrailCheck, guard.check)
