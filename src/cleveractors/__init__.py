@@ -25,12 +25,14 @@ from cleveractors.errors import (
     ConfigurationError,
     DepsMissingError,
     ExecutionError,
+    GuardrailTripped,
     McpServerError,
     OutputValidationError,
     StreamStalledError,
     ToolExecutionError,
 )
 from cleveractors.executor import ActorExecutor
+from cleveractors.guardrails import GuardrailInput, GuardrailResult, InputGuardrail, OutputGuardrail
 from cleveractors.output import ModelRetry, OutputMode
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import ErrorInfo, ExecutionResult, ResultCallback, ToolCallRecord
@@ -50,6 +52,10 @@ __all__ = [
     "ExecutionResult",
     "FallbackModel",
     "FallbackPolicy",
+    "GuardrailInput",
+    "GuardrailResult",
+    "GuardrailTripped",
+    "InputGuardrail",
     "LLMAgent",
     "LLMAgentConfig",
     "LLMCallUsage",
@@ -59,6 +65,7 @@ __all__ = [
     "ModelPrices",
     "ModelRetry",
     "NewMessage",
+    "OutputGuardrail",
     "OutputMode",
     "OutputValidationError",
     "ResultCallback",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
+from cleveractors._guardrail_build import build_guardrails
 from cleveractors._handoff_build import link_handoffs
 from cleveractors.agents import LLMAgent
 from cleveractors.config import (
@@ -93,6 +94,10 @@ def _build_agent(
 ) -> LLMAgent:
     config = with_server_paths_beside(source, config_dir)
     tools, problems = _build_tools(list(enumerate(config.agent.tools)), config_dir, calling)
+    inputs, outputs, guardrail_problems = build_guardrails(
+        config.agent, config_dir=config_dir, build=_handoff_agent
+    )
+    problems += guardrail_problems
     agent: LLMAgent | None = None
     try:
         model = make_chat_model(config.agent)
@@ -103,6 +108,8 @@ def _build_agent(
             name=config.name,
             compaction_model=_compaction_model(config.agent),
             fallback_models=make_fallback_models(config.agent),
+            input_guardrails=inputs,
+            output_guardrails=outputs,
         )
     except ConfigurationError as exc:
         problems.append(str(exc))

@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from cleveractors._config_guardrails import InputGuardrailConfig, OutputGuardrailConfig
 from cleveractors._config_problems import describe_error, describe_problems, describe_yaml_error
 from cleveractors._config_rules import (
     ENV_NAME_PATTERN,
@@ -61,8 +62,10 @@ __all__ = [
     "FallbackModelConfig",
     "FallbackPolicy",
     "ImmediateFallback",
+    "InputGuardrailConfig",
     "LLMAgentConfig",
     "McpServer",
+    "OutputGuardrailConfig",
     "PromptCacheMode",
     "PromptCacheTTL",
     "ProviderName",
@@ -254,6 +257,10 @@ class LLMAgentConfig(Frozen):
     """How the model is asked for the typed answer: `auto`, `native`, `tool` or `prompted`."""
     output_retries: NonNegativeInt = 1
     """How many times an answer that fails validation is sent back to the model."""
+    input_guardrails: tuple[InputGuardrailConfig, ...] = ()
+    """Checks of the user's message before (or beside) the first model call."""
+    output_guardrails: tuple[OutputGuardrailConfig, ...] = ()
+    """Checks of the final answer; a tripped guardrail ends the run with `GuardrailTripped`."""
 
     @model_validator(mode="wrap")
     @classmethod

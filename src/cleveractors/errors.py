@@ -11,6 +11,7 @@ CleverActorsError                 root of everything this library raises itself
       ├── ScriptExhaustedError    the scripted (stub) model was asked for more turns than scripted
       ├── StreamStalledError      a streamed model call sent no chunk for the stall limit (also a
       │                           TimeoutError, so retried like one before any text was shown)
+      ├── GuardrailTripped        an input or output guardrail stopped the run (name, reason)
       ├── OutputValidationError   a typed answer still failed validation after its retries
       │                           (the errors, the last raw text and every attempt's usage)
       ├── ContextWindowExceededError  the provider refused a prompt as too long for its window
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigurationError",
     "ContextWindowExceededError",
     "ExecutionError",
+    "GuardrailTripped",
     "IdempotencyError",
     "IdempotencyKeyInProgressError",
     "IdempotencyKeyMismatchError",
@@ -149,6 +151,23 @@ class StreamStalledError(ExecutionError, TimeoutError):
         self.timeout_s = timeout_s
         self.model = model
         self.chunks_received = chunks_received
+
+
+class GuardrailTripped(ExecutionError):
+    """An input or output guardrail tripped, so the run ended without an answer (its usage, every
+    call made, is on the run's result as for any failure).
+
+    Attributes:
+        guardrail: The guardrail's name.
+        stage: `input` (the user's message) or `output` (the answer).
+        reason: Why it tripped, in the guardrail's words.
+    """
+
+    def __init__(self, guardrail: str, *, stage: str, reason: str) -> None:
+        super().__init__(f"{stage} guardrail {guardrail!r} tripped: {reason}")
+        self.guardrail = guardrail
+        self.stage = stage
+        self.reason = reason
 
 
 class OutputValidationError(ExecutionError):

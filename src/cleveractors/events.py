@@ -38,6 +38,7 @@ __all__ = [
     "ModelFellBack",
     "OutputDelta",
     "OutputPruned",
+    "OutputRetracted",
     "RoundStarted",
     "RunFailed",
     "RunFinished",
@@ -224,6 +225,15 @@ class SynthesisStarted(_Event):
     reason: SynthesisReason
 
 
+class OutputRetracted(_Event):
+    """An output guardrail tripped after the answer's text was sent: the client should take
+    that text back (the run then fails with `GuardrailTripped`)."""
+
+    kind: Literal["output_retracted"] = "output_retracted"
+    guardrail: str
+    reason: str
+
+
 class HandoffOccurred(_Event):
     """The model handed the conversation to another actor (its `transfer_to_<name>` call
     `call_id` in round `round`): the rest of the run, and a stored session's next turns, run on
@@ -342,6 +352,7 @@ Event = Annotated[
     | OutputPruned
     | ContextCompacted
     | SynthesisStarted
+    | OutputRetracted
     | HandoffOccurred
     | RunFinished
     | RunPaused

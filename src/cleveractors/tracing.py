@@ -57,6 +57,7 @@ __all__ = [
     "CONTENT_MODE_ENV",
     "ChatSpan",
     "ContentCapture",
+    "GuardrailSpan",
     "RunTrace",
     "Telemetry",
     "ToolSpan",
@@ -239,6 +240,14 @@ class RunTrace:
             span.set_attribute("gen_ai.tool.call.arguments", content.capped(as_json(arguments)))
         return ToolSpan(self, span)
 
+    def start_guardrail(self, name: str, stage: str) -> GuardrailSpan:
+        """Start the span of one guardrail's check (a judge's chat spans are its siblings)."""
+        attributes: dict[str, AttributeValue] = {
+            "cleveractors.guardrail.name": name,
+            "cleveractors.guardrail.stage": stage,
+        }
+        return GuardrailSpan(self, self._child(f"guardrail {name}", SpanKind.INTERNAL, attributes))
+
     def skipped_tool(self, name: str, call_id: str) -> None:
         """The span of a call an earlier `ends_turn` call kept from running: an ERROR
         `skipped`, so it is never mistaken for one that ran."""
@@ -369,6 +378,27 @@ class ToolSpan:
             content = self.run.telemetry.content
             if output is not None and content.enabled:
                 span.set_attribute("gen_ai.tool.call.result", content.capped(output))
+            if error is not None:
+                _set_error(span, error_type(error))
+            self.run._ended_child(span)
+        span.end()
+
+
+@dataclass(slots=True)
+class GuardrailSpan:
+    """The span of one guardrail's check: its verdict, or the failure of the check itself."""
+
+    run: RunTrace
+    span: Span
+
+    def end(self, *, tripped: bool | None, reason: str, error: BaseException | None) -> None:
+        span = self.span
+        if span.is_recording():
+            if tripped is not None:
+                span.set_attribute("cleveractors.guardrail.tripped", tripped)
+                if tripped:
+                    span.set_attribute("cleveractors.guardrail.reason", reason)
+                    _set_error(span, "GuardrailTripped")
             if error is not None:
                 _set_error(span, error_type(error))
             self.run._ended_child(span)

@@ -25,10 +25,10 @@ __all__ = [
     "last_token_usage_var",
 ]
 
-CallPurpose = Literal["round", "synthesis", "pruning", "output_retry", "compaction"]
+CallPurpose = Literal["round", "synthesis", "pruning", "output_retry", "compaction", "guardrail"]
 """Why an LLM call was made: a loop round, the synthesis answer, condensing a tool output,
-asking again for a typed answer that failed validation, or summarising the oldest turns of a
-conversation that outgrew its context budget."""
+asking again for a typed answer that failed validation, summarising the oldest turns of a
+conversation that outgrew its context budget, or a guardrail's judge."""
 
 AttemptStatus = Literal["ok", "failed", "cancelled"]
 """How one attempt at an LLM call ended: it answered, it failed (and was retried, or its error

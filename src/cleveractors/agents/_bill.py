@@ -95,6 +95,7 @@ class Bill:
     """
 
     __slots__ = (
+        "_flushing",
         "_owner",
         "_parent",
         "_recorded",
@@ -128,6 +129,9 @@ class Bill:
         self._recorder = recorder
         self._recorded = 0
         """How many of the ledger's calls the recorder has been given."""
+        self._flushing = asyncio.Lock()
+        """Held while handing calls to the recorder: a guardrail's judge flushes its calls
+        beside the model call's flush, and each call must be handed over once."""
         self._trace: RunTrace | None = current_trace()
         """The run's trace, when an executor traces it: each attempt is a span of it."""
         self._spend = current_call_spend.get()
@@ -222,16 +226,41 @@ class Bill:
         if self._parent is not None:
             self._parent.adopt(call)
 
+    def record_judged_call(self, call: LLMCallUsage, *, round: int) -> None:
+        """Bill a call another agent made for this run (a guardrail's judge), as it recorded
+        it: its usage, model and price, under purpose `guardrail`."""
+        record = self.ledger.record(
+            purpose="guardrail",
+            round=round,
+            usage=call.usage,
+            provider=call.provider,
+            model=call.model,
+            cost_usd=call.cost_usd,
+            cache_savings_usd=call.cache_savings_usd,
+            attempt=call.attempt,
+            status=call.status,
+            trace_id=call.trace_id,
+            span_id=call.span_id,
+            agent=call.agent,
+            run_id=self._owner.run_id,
+            parent_run_id=self._owner.parent_run_id,
+        )
+        if self._parent is not None:
+            self._parent.adopt(record)
+        if self._sink is not None:
+            self._sink(UsageRecorded(call=record, total=self.ledger.total))
+
     async def flush_calls(self) -> None:
         """Hand the recorder every call recorded since the last flush (a called run's calls
         were handed over by its own bill)."""
         if self._recorder is None:
             return
         own = self._owner.run_id
-        for call in self.ledger.calls[self._recorded :]:
-            if call.run_id == own:
-                await self._recorder(call)
-            self._recorded += 1
+        async with self._flushing:
+            for call in self.ledger.calls[self._recorded :]:
+                if call.run_id == own:
+                    await self._recorder(call)
+                self._recorded += 1
 
     async def flush_calls_on_failure(self) -> None:
         """On the way out of a failed or cancelled run, hand the recorder the calls that ended

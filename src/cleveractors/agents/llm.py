@@ -57,6 +57,7 @@ from cleveractors.agents._fallback import (
     ModelChoice,
     call_with_fallbacks,
 )
+from cleveractors.agents._guardrails import Guardrails
 from cleveractors.agents._handoff import Handoffs, hand_over, handoff_tool_name
 from cleveractors.agents._lineage import DEFAULT_MAX_AGENT_DEPTH
 from cleveractors.agents._loop import (
@@ -105,6 +106,7 @@ from cleveractors.errors import (
     StreamStalledError,
 )
 from cleveractors.events import OutputPruned, RoundStarted, SynthesisStarted, TextDelta
+from cleveractors.guardrails import GuardrailCheck, InputGuardrail, OutputGuardrail
 from cleveractors.output import OutputMode, OutputValidator
 from cleveractors.pricing import ModelPrices
 from cleveractors.result import (
@@ -230,6 +232,10 @@ class LLMAgent(Agent):
             the model that answered (`sticky="session"`).
         handoffs: Agents the model may hand the conversation to, each offered as a tool
             `transfer_to_<name>`; `add_handoff()` adds one later (an agent that hands back).
+        input_guardrails: Checks of the user's message before (or beside) the first model call:
+            `InputGuardrail`s, or bare check functions. See `cleveractors.guardrails`.
+        output_guardrails: Checks of the final answer: `OutputGuardrail`s, or bare check
+            functions. A tripped guardrail ends the run with `GuardrailTripped`.
         output_type: The type of the answer (a pydantic model, a dataclass, a `TypedDict` or a
             scalar type): `ExecutionResult.output` is then a validated instance of it
             (`docs/output.md`).
@@ -241,9 +247,9 @@ class LLMAgent(Agent):
 
     Raises:
         ConfigurationError: two tools share a name, `limits.cost_budget_usd` is set for a
-            model whose price is unknown, `approval` names a tool the agent does not have, or
-            a handoff goes to the agent itself or to two agents of one name, or the output
-            type or schema cannot be used.
+            model whose price is unknown, `approval` names a tool the agent does not have,
+            a handoff goes to the agent itself or to two agents of one name, the output
+            type or schema cannot be used, or two guardrails of one stage share a name.
     """
 
     def __init__(
@@ -268,6 +274,8 @@ class LLMAgent(Agent):
         prompt_cache: PromptCacheMode = "auto",
         prompt_cache_ttl: PromptCacheTTL = "5m",
         handoffs: Sequence[LLMAgent] = (),
+        input_guardrails: Sequence[InputGuardrail | GuardrailCheck] = (),
+        output_guardrails: Sequence[OutputGuardrail | GuardrailCheck] = (),
         output_type: object | None = None,
         output_schema: Mapping[str, Any] | None = None,
         output_mode: OutputMode = "auto",
@@ -275,6 +283,7 @@ class LLMAgent(Agent):
         output_validators: Sequence[OutputValidator] = (),
     ) -> None:
         self.name = name
+        self._guardrails = Guardrails(input_guardrails, output_guardrails, agent_name=name)
         # Each model's provider is resolved here, once: it names and prices the calls, and it
         # chooses the words of the synthesis request's tool_choice.
         self._models = ModelChain.of(
@@ -426,13 +435,16 @@ class LLMAgent(Agent):
         tools: Sequence[Tool] | None = None,
         name: str = "assistant",
         fallback_models: Sequence[BaseChatModel] = (),
+        input_guardrails: Sequence[InputGuardrail] = (),
+        output_guardrails: Sequence[OutputGuardrail] = (),
         compaction_model: BaseChatModel | None = None,
     ) -> LLMAgent:
         """Build the agent an actor config describes, around a ready chat model.
 
         `tools` are the config's tools already built (`tool_from_config`); built here if omitted.
         `fallback_models` are the chat models of `config.fallback_models`, in order;
-        `compaction_model` is the chat model of the config's `compaction_model`, if it names one.
+        `compaction_model` is the chat model of the config's `compaction_model`, if it names one;
+        the guardrails are those of `config.input_guardrails` and `config.output_guardrails`.
         """
         if tools is None:
             tools = [_built(tool) for tool in config.tools]
@@ -480,6 +492,8 @@ class LLMAgent(Agent):
             output_schema=config.output_schema,
             output_mode=config.output_mode,
             output_retries=config.output_retries,
+            input_guardrails=input_guardrails,
+            output_guardrails=output_guardrails,
         )
 
     # -- public: the one run both modes are made of ------------------------------------------
@@ -559,6 +573,8 @@ class LLMAgent(Agent):
         session_id: str | None = None,
         output_schema: Mapping[str, Any] | None = None,
     ) -> _ToolLoopResult:
+        guards = self._guardrails.for_run(sink)
+        sink = guards.sink  # holds the answer's text while an output guardrail says so
         limits = self.limits
         lineage, parent = lineage_of(
             run_id,
@@ -605,15 +621,17 @@ class LLMAgent(Agent):
                 transcript.messages, transcript.turn_start
             )
             while True:
-                if step is None:
+                if step is None and run.round == 0:
+                    step = await guards.first_round(run, agent._next_round)
+                elif step is None:
                     step = await agent._next_round(run)
                 match step:
                     case _Finish(message=answer):
-                        return run.result(answer)
+                        return await guards.finish(run, answer)
                     case _Synthesize(reason=reason):
-                        return run.result(await agent._synthesize(run, reason))
+                        return await guards.finish(run, await agent._synthesize(run, reason))
                     case _TypedAnswer(reply=reply):
-                        return run.result(await agent._settle(run, reply))
+                        return await guards.finish(run, await agent._settle(run, reply))
                     case _CallTools(reply=tool_reply, calls=calls) if agent._may_wait(calls):
                         batch = await agent._batches.run(run, tool_reply, calls)
                     case _CallTools(reply=tool_reply, calls=calls):
@@ -630,8 +648,10 @@ class LLMAgent(Agent):
                     case _:
                         assert_never(step)
                 if batch.answer is not None:
-                    return run.result(await agent._settle(run, AIMessage(content=batch.answer)))
+                    answer = await agent._settle(run, AIMessage(content=batch.answer))
+                    return await guards.finish(run, answer)
                 if batch.paused is not None:
+                    guards.release()
                     return run.paused(batch.paused)
                 ran_before = step.paused.batch if isinstance(step, _ResumeBatch) else ()
                 if handoff := agent.handoffs.taken(run, ran_before):
@@ -641,7 +661,7 @@ class LLMAgent(Agent):
                     )
                     run.models.position = 0  # the target starts on its own model
                 if spent := agent._budget_spent(run):
-                    return run.result(await agent._synthesize(run, spent))
+                    return await guards.finish(run, await agent._synthesize(run, spent))
                 step = None
         except (Exception, asyncio.CancelledError) as exc:
             bill.bill_interrupted_call(exc)

@@ -40,7 +40,14 @@ from cleveractors.web.requests import (
 )
 from cleveractors.web.security import public_error
 from cleveractors.web.sse import data_frame
-from cleveractors.web.turns import OpenedRun, RunSettings, RunStreamResponse, billed_run, open_turn
+from cleveractors.web.turns import (
+    FAILURE_STATUS,
+    OpenedRun,
+    RunSettings,
+    RunStreamResponse,
+    billed_run,
+    open_turn,
+)
 
 __all__ = ["CompletionChunks", "add_completion_routes", "add_model_routes"]
 
@@ -163,7 +170,8 @@ async def _completion(
             if isinstance(event, TextDelta):
                 answer.add(event)
     if isinstance(event, RunFailed):
-        return openai_error(run_error_response(public_error(event.error, request_id)), 502)
+        status = FAILURE_STATUS.get(event.error.type, 502)
+        return openai_error(run_error_response(public_error(event.error, request_id)), status)
     result = event.result
     content = output_json(result) if is_typed else answer.text
     return JSONResponse(reply.completion(content, result).model_dump(mode="json"))

@@ -410,8 +410,10 @@ def error_response(
 
 
 def run_error_response(error: ErrorInfo) -> ErrorResponse:
-    """A failed run (the actor's model failed) as an OpenAI `api_error`, coded by exception type."""
-    return error_response(error.message, type="api_error", code=error.type)
+    """A failed run (the actor's model failed) as an OpenAI `api_error`, coded by exception type;
+    a tripped guardrail is the request's: an `invalid_request_error`."""
+    kind = "invalid_request_error" if error.type == "GuardrailTripped" else "api_error"
+    return error_response(error.message, type=kind, code=error.type)
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,8 +126,9 @@ def is_loopback_address(host: str) -> bool:
 
 def public_error(error: ErrorInfo, request_id: str) -> ErrorInfo:
     """What a client is told of a failed run: the error type and a generic message naming the
-    request. The upstream text (which may quote keys, hosts or prompts) is logged instead."""
-    if error.type == SHUTDOWN_ERROR_TYPE:  # the server's own words, quoting nothing upstream
+    request. The upstream text (which may quote keys, hosts or prompts) is logged instead; a
+    tripped guardrail's name and reason are the application's own words, told as they are."""
+    if error.type in (SHUTDOWN_ERROR_TYPE, "GuardrailTripped"):  # quoting nothing upstream
         return error
     logger.error("request %s: the run failed: %s: %s", request_id, error.type, error.message)
     return ErrorInfo(

@@ -49,6 +49,7 @@ from cleveractors.web.sse import SSE_LINE_SEPARATOR
 
 __all__ = [
     "DEFAULT_SEND_TIMEOUT_S",
+    "FAILURE_STATUS",
     "IDEMPOTENCY_HEADER",
     "REFUSALS",
     "OpenedRun",
@@ -107,6 +108,10 @@ REFUSALS: dict[str, Refusal] = {
 }
 """Each way a run is refused before it begins, by the error type of its first event. Any other
 failure is the run's own: it is streamed (`run_failed`) and billed."""
+
+FAILURE_STATUS: dict[str, int] = {"GuardrailTripped": 400}
+"""The HTTP status of a run's own failure where the route answers once (`/v1` not streamed), by
+its error type: a tripped guardrail is the request's fault. Any other failure is a 502."""
 
 
 class RunsInFlight:
