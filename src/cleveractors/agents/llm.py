@@ -238,6 +238,11 @@ class LLMAgent(Agent):
         )
 
     @property
+    def is_typed(self) -> bool:
+        """Whether the agent answers with a typed object (`output_type` or `output_schema`)."""
+        return self._typed is not None
+
+    @property
     def tools(self) -> dict[str, Tool]:
         """The agent's tools by name: its own, then its MCP servers' (once connected)."""
         return self._toolset.tools
