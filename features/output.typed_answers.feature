@@ -244,3 +244,80 @@ Feature: A typed agent answers with a validated object, and asks again while it 
     When the typed agent's events are read for "Forty items?"
     Then the typed run streamed at least 3 partial objects, each extending the one before
     And the typed run's last output delta is its output, and the only final one
+
+  Scenario: Each turn may carry its own schema, whatever schemas came before
+    Given a typed agent whose output type is a dict, in native mode, whose model replies
+      | reply |
+      | answer {"field_0": 0} |
+      | answer {"field_1": 1} |
+      | answer {"field_2": 2} |
+      | answer {"field_3": 3} |
+      | answer {"field_4": 4} |
+      | answer {"field_5": 5} |
+      | answer {"field_6": 6} |
+      | answer {"field_7": 7} |
+      | answer {"field_8": 8} |
+      | answer {"field_9": 9} |
+      | answer {"field_10": 10} |
+      | answer {"field_11": 11} |
+      | answer {"field_12": 12} |
+      | answer {"field_13": 13} |
+      | answer {"field_14": 14} |
+      | answer {"field_15": 15} |
+      | answer {"field_16": 16} |
+      | answer {"field_17": 17} |
+      | answer {"field_18": 18} |
+      | answer {"field_19": 19} |
+      | answer {"field_20": 20} |
+      | answer {"field_21": 21} |
+      | answer {"field_22": 22} |
+      | answer {"field_23": 23} |
+      | answer {"field_24": 24} |
+      | answer {"field_25": 25} |
+      | answer {"field_26": 26} |
+      | answer {"field_27": 27} |
+      | answer {"field_28": 28} |
+      | answer {"field_29": 29} |
+      | answer {"field_30": 30} |
+      | answer {"field_31": 31} |
+      | answer {"field_32": 32} |
+      | answer {"field_33": 33} |
+      | answer {"field_34": 34} |
+      | answer {"field_35": 35} |
+      | answer {"field_36": 36} |
+      | answer {"field_37": 37} |
+      | answer {"field_38": 38} |
+      | answer {"field_39": 39} |
+      | answer {"field_40": 40} |
+      | answer {"field_41": 41} |
+      | answer {"field_42": 42} |
+      | answer {"field_43": 43} |
+      | answer {"field_44": 44} |
+      | answer {"field_45": 45} |
+      | answer {"field_46": 46} |
+      | answer {"field_47": 47} |
+      | answer {"field_48": 48} |
+      | answer {"field_49": 49} |
+      | answer {"field_50": 50} |
+      | answer {"field_51": 51} |
+      | answer {"field_52": 52} |
+      | answer {"field_53": 53} |
+      | answer {"field_54": 54} |
+      | answer {"field_55": 55} |
+      | answer {"field_56": 56} |
+      | answer {"field_57": 57} |
+      | answer {"field_58": 58} |
+      | answer {"field_59": 59} |
+      | answer {"field_60": 60} |
+      | answer {"field_61": 61} |
+      | answer {"field_62": 62} |
+      | answer {"field_63": 63} |
+      | answer {"field_64": 64} |
+      | answer {"field_65": 65} |
+      | answer {"field_66": 66} |
+      | answer {"field_67": 67} |
+      | answer {"field_68": 68} |
+      | answer {"field_69": 69} |
+      | answer {"field_0": 0} |
+    When the typed agent is asked 70 times, each turn typed by a schema of its own
+    Then every typed turn answered in its own schema

@@ -30,7 +30,7 @@ from pydantic_core import to_jsonable_python
 from typer.testing import CliRunner
 from typing_extensions import TypedDict  # pydantic needs its TypedDict on Python < 3.12
 
-from cleveractors import ActorExecutor, LLMAgent, LoopLimits
+from cleveractors import ActorExecutor, LLMAgent, LoopLimits, NewMessage
 from cleveractors.cli import app as cli_app
 from cleveractors.errors import ConfigurationError, OutputValidationError
 from cleveractors.output import ModelRetry
@@ -69,6 +69,7 @@ _TYPES: dict[str, object] = {
     "int": int,
     "list[str]": list[str],
     "list[City]": list[City],
+    "a dict": dict,
 }
 
 
@@ -684,3 +685,32 @@ def typed_responses_format(context: Context, name: str) -> None:
     assert text_format["type"] == "json_schema", text_format
     assert text_format["name"] == name, text_format
     assert text_format["strict"] is True, text_format
+
+
+@when("the typed agent is asked {count:d} times, each turn typed by a schema of its own")
+def typed_turns_own_schemas(context: Context, count: int) -> None:
+    """Turn n requires the key `field_<n % count>`; the last turn repeats the first's schema."""
+
+    model = ScriptedChatModel(replies=context.typed_model.replies)  # one script for every turn
+    executor = ActorExecutor(LLMAgent(model, output_mode="native"))
+
+    async def run() -> list[object]:
+        outputs = []
+        for n in [*range(count), 0]:
+            schema = {
+                "type": "object",
+                "properties": {f"field_{n}": {"type": "integer"}},
+                "required": [f"field_{n}"],
+            }
+            turn = NewMessage("Which field?", output_schema=schema)
+            outputs.append((await executor.execute(turn)).output)
+        return outputs
+
+    context.typed_outputs = asyncio.run(asyncio.wait_for(run(), _TIMEOUT_S))
+
+
+@then("every typed turn answered in its own schema")
+def typed_turns_answered(context: Context) -> None:
+    outputs = context.typed_outputs
+    expected = [{f"field_{n}": n} for n in range(len(outputs) - 1)] + [{"field_0": 0}]
+    assert outputs == expected, outputs[:3]

@@ -83,9 +83,10 @@ class TextDelta(_Event):
 
 class OutputDelta(_Event):
     """The typed answer so far, as JSON data (a streamed run of a typed actor): a partial parse
-    of the object (the answer's text, or the output tool's arguments) while it streams, each one extending the one before within an attempt; the
-    last is the validated object, equal to `ExecutionResult.output` dumped as JSON. A retry of
-    an invalid answer starts its object again (`attempt`)."""
+    of the object (the answer's text, or the output tool's arguments) while it streams, each
+    one extending the one before within an attempt; the last is the validated object, equal to
+    `ExecutionResult.output` dumped as JSON. A retry of an invalid answer starts its object
+    again (`attempt`)."""
 
     kind: Literal["output_delta"] = "output_delta"
     round: int

@@ -11,6 +11,7 @@ original exception. A batch of tool calls, and the pause for a person's approval
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,8 @@ _SYNTHESIS_WHY: dict[SynthesisReason, str] = {
     "cost_budget": "the cost budget for this message is spent",
     "stuck": "your last reply had neither text nor tool calls",
 }
+_KEPT_SCHEMAS = 64
+"""Output schemas of runs (requests' `response_format`) whose checked form an agent keeps."""
 _NO_RETRIES = RetryPolicy()
 """A model built in code keeps its own client's retries; the loop adds none unless asked."""
 _CONDENSE_PROMPT = (
@@ -227,6 +230,8 @@ class LLMAgent(Agent):
         )
         self._batches = ToolBatches(self._toolset, gate, prune=self._prune, agent_name=name)
         self._output_mode, self._output_retries = output_mode, output_retries
+        self._typed_by_schema: dict[str, TypedAnswers | None] = {}
+        """The typed answers of the latest runs' own schemas, by the schema's JSON."""
         self._typed = TypedAnswers.of(
             model,
             output_type=output_type,
@@ -420,16 +425,24 @@ class LLMAgent(Agent):
             raise run.error(exc) from exc
 
     def _typed_by(self, output_schema: Mapping[str, Any]) -> TypedAnswers | None:
-        """A run's own output schema (a request's `response_format`), in the agent's mode."""
-        return TypedAnswers.of(
-            self.model,
-            output_type=None,
-            output_schema=output_schema,
-            mode=self._output_mode,
-            retries=self._output_retries,
-            validators=(),
-            agent_name=self.name,
-        )
+        """A run's own output schema (a request's `response_format`), in the agent's mode; the
+        latest ones kept, since checking a schema costs milliseconds and clients repeat theirs."""
+        key = json.dumps(output_schema, sort_keys=True)
+        cached = self._typed_by_schema.pop(key, None)
+        if cached is None:
+            cached = TypedAnswers.of(
+                self.model,
+                output_type=None,
+                output_schema=output_schema,
+                mode=self._output_mode,
+                retries=self._output_retries,
+                validators=(),
+                agent_name=self.name,
+            )
+        self._typed_by_schema[key] = cached  # the most recently used last
+        if len(self._typed_by_schema) > _KEPT_SCHEMAS:
+            del self._typed_by_schema[next(iter(self._typed_by_schema))]
+        return cached
 
     def _may_wait(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Whether a call of the batch may wait for a person: else the batch simply runs,

@@ -41,6 +41,7 @@ shows, so the non-streamed content carries them too and both modes give the same
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -267,10 +268,18 @@ def _format_problem(response_format: Mapping[str, object] | None) -> tuple[str, 
     where = "response_format.json_schema.schema"
     if not isinstance(schema, Mapping):
         return where, f"{where!r} must be a JSON Schema object"
+    problem = _schema_problem(json.dumps(schema, sort_keys=True))
+    return None if problem is None else (where, f"{where!r} is not a valid JSON Schema: {problem}")
+
+
+@functools.lru_cache(maxsize=128)
+def _schema_problem(schema: str) -> str | None:
+    """What makes a schema (as JSON) invalid, if anything; kept per schema, since checking one
+    costs milliseconds and clients send theirs with every request."""
     try:
-        Draft202012Validator.check_schema(dict(schema))
+        Draft202012Validator.check_schema(json.loads(schema))
     except SchemaError as exc:
-        return where, f"{where!r} is not a valid JSON Schema: {exc.message}"
+        return exc.message
     return None
 
 
