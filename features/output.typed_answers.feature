@@ -67,6 +67,15 @@ Feature: A typed agent answers with a validated object, and asks again while it 
     And the typed model was asked again with "Not run: the answer was given with 'final_result'"
     And the typed model was asked again with "temp_c: Field required"
 
+  Scenario: Each retry of a typed answer is a chat span of its own
+    Given a typed agent in native mode with the tool get_weather, 1 output retry, whose model replies
+      | reply                                  |
+      | answer {"name": "Paris"}               |
+      | answer {"name": "Paris", "temp_c": 12} |
+    When the typed agent, its spans kept, is asked "Weather in Paris?"
+    Then the typed output is City(name='Paris', temp_c=12)
+    And the typed run's chat spans' purposes are round, output_retry
+
   Scenario: In tool mode a text answer is asked again, the output tool forced: never ends silently
     Given a typed agent in tool mode with the tool get_weather, 1 output retry, whose model replies
       | reply                                  |

@@ -25,6 +25,9 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 from typer.testing import CliRunner
@@ -714,3 +717,27 @@ def typed_turns_answered(context: Context) -> None:
     outputs = context.typed_outputs
     expected = [{f"field_{n}": n} for n in range(len(outputs) - 1)] + [{"field_0": 0}]
     assert outputs == expected, outputs[:3]
+
+
+# -- spans --------------------------------------------------------------------------------------
+
+
+@when('the typed agent, its spans kept, is asked "{message}"')
+def typed_asked_traced(context: Context, message: str) -> None:
+    context.typed_exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(context.typed_exporter))
+    executor = ActorExecutor(context.typed_executor.agent, tracer_provider=provider)
+    _run(context, executor, message, "blocking")
+
+
+@then("the typed run's chat spans' purposes are {purposes}")
+def typed_span_purposes(context: Context, purposes: str) -> None:
+    spans = context.typed_exporter.get_finished_spans()
+    chats = [
+        dict(span.attributes or {})
+        for span in sorted(spans, key=lambda span: span.start_time or 0)
+        if dict(span.attributes or {}).get("gen_ai.operation.name") == "chat"
+    ]
+    got = ", ".join(str(chat["cleveractors.call.purpose"]) for chat in chats)
+    assert got == purposes, got
