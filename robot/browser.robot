@@ -89,11 +89,13 @@ A Typed Answer Is A Key/Value Card, Updated As It Streams And Drawn Again After 
     Element Text Should Be    css:#output dt[data-key="rain"] + dd    true
     Page Should Contain Element    css:#output dd ol > li    limit=4
     Page Should Contain Element    css:#output.final
-    ${live}=    Get Element Attribute    css:#current-turn .output    outerHTML
+    Element Should Not Be Visible    css:#answer .round:last-child .round-text
+    ...    message=the object's JSON is shown beside its card
+    ${live}=    Get Element Attribute    css:#current-turn .reply    outerHTML
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-typed.png
     Reload Page
     Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
-    ${reloaded}=    Get Element Attribute    css:#current-turn .output    outerHTML
+    ${reloaded}=    Get Element Attribute    css:#current-turn .reply    outerHTML
     Should Be Equal    ${reloaded}    ${live}    the card is drawn differently after a reload
 
 A Fresh Chat Page Asks The Server For Nothing That Is Not There
