@@ -98,6 +98,25 @@ A Typed Answer Is A Key/Value Card, Updated As It Streams And Drawn Again After 
     ${reloaded}=    Get Element Attribute    css:#current-turn .reply    outerHTML
     Should Be Equal    ${reloaded}    ${live}    the card is drawn differently after a reload
 
+A Typed List Is Drawn As The List Itself, Live And After A Reload
+    [Documentation]    A typed answer that is no object (here a list) comes from the model
+    ...    under the key "response": the card shows the value itself, the stored turn's too.
+    ${url}=    Start Actor Server    ${CURDIR}/actors/web_typed_list.yaml
+    ...    --store    sqlite:///${OUTPUT DIR}/browser-typed-list-sessions.db
+    Open Chat Page In Chromium    ${url}
+    Wait Until Page Contains Element    css:#transcript[aria-busy="false"]
+    Input Text    id:message    What should I take?
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Element Attribute Value Should Be    id:output    data-output
+    ...    ["an umbrella","a light coat","shoes for the rain"]
+    Element Text Should Be    css:#output > ol > li:nth-child(3)    shoes for the rain
+    ${live}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${reloaded}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Should Be Equal    ${reloaded}    ${live}    the card is drawn differently after a reload
+
 A Fresh Chat Page Asks The Server For Nothing That Is Not There
     [Documentation]    A page that never sent a message has no session to show: loading it makes
     ...    no request that fails (no 404 for a session nobody started), nor does a reload once

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -243,9 +243,13 @@ class LLMAgent(Agent):
         )
 
     @property
-    def is_typed(self) -> bool:
-        """Whether the agent answers with a typed object (`output_type` or `output_schema`)."""
-        return self._typed is not None
+    def answer_shape(self) -> Literal["text", "object", "wrapped"]:
+        """How the agent answers: in text; with a typed object, as its JSON (`object`); or with
+        a typed value that is no JSON object (a scalar, a list), which the model sends as
+        `{"response": <value>}` (`wrapped`)."""
+        if self._typed is None:
+            return "text"
+        return "wrapped" if self._typed.is_wrapped else "object"
 
     @property
     def tools(self) -> dict[str, Tool]:

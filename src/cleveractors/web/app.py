@@ -36,7 +36,7 @@ __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
 _SESSIONS_SLOT = "__SESSIONS__"
-_TYPED_SLOT = "__TYPED__"
+_ANSWER_SLOT = "__ANSWER_SHAPE__"
 _OPENAPI_URL = "/openapi.json"
 _OPENAI_PREFIX = "/v1/"
 # The chat page's files: the icon, and the Markdown renderer and HTML sanitizer it vendors
@@ -110,8 +110,8 @@ def create_app(
         )
     )
     app.add_exception_handler(HTTPException, _http_error)
-    is_typed = isinstance(executor.agent, LLMAgent) and executor.agent.is_typed
-    page = _chat_page(executor.name, keeps_sessions=executor.store is not None, is_typed=is_typed)
+    answer = executor.agent.answer_shape if isinstance(executor.agent, LLMAgent) else "text"
+    page = _chat_page(executor.name, keeps_sessions=executor.store is not None, answer=answer)
     static = {name: (_static_file(name), media_type) for name, media_type in _STATIC.items()}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -167,13 +167,13 @@ def _static_file(name: str) -> bytes:
     return resources.files("cleveractors.web").joinpath(f"static/{name}").read_bytes()
 
 
-def _chat_page(actor_name: str, *, keeps_sessions: bool, is_typed: bool) -> str:
+def _chat_page(actor_name: str, *, keeps_sessions: bool, answer: str) -> str:
     template = resources.files("cleveractors.web").joinpath("static/index.html")
     page = template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
     # With a store, the page keeps a session id and lets the server hold the conversation.
     page = page.replace(_SESSIONS_SLOT, "on" if keeps_sessions else "off")
     # A typed actor's page shows its object as a card, a stored turn's too.
-    return page.replace(_TYPED_SLOT, "on" if is_typed else "off")
+    return page.replace(_ANSWER_SLOT, answer)
 
 
 def _docs_page(app: FastAPI) -> str:
