@@ -70,6 +70,16 @@ Feature: The frontends' own protocols: the AI SDK's UI message stream and AG-UI
     Then the frontend actor was asked "Weather in Paris?" after "Hi" and "Hello!"
     And the AG-UI stream starts with the run's id and ends with its usage
 
+  Scenario: A typed answer on /ai-sdk: data-output parts under one id, the last the object
+    Given the frontend actor answers with a forecast, its first one without the city
+    When the frontend route /ai-sdk is sent a message
+    Then the UI message stream sent the forecast as data-output parts under the id <run id>-output
+
+  Scenario: A typed answer on /ag-ui: a state snapshot per attempt, then JSON Patch deltas
+    Given the frontend actor answers with a forecast, its first one without the city
+    When the frontend route /ag-ui is sent a message
+    Then the AG-UI state, a snapshot per attempt and the patches between applied, is the forecast
+
   Scenario Outline: A failed run ends the stream with the generic error and the usage spent (<route>)
     Given the frontend actor's model fails after the lookup
     When the frontend route <route> is sent a message

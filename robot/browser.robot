@@ -69,6 +69,54 @@ A Reloaded Session Is Drawn Exactly As It Was Live
     Preamble Should Be Drawn Above Its Tool Cards    I'll check the weather and the museum's opening hours.
     Capture Page Screenshot    ${OUTPUT DIR}/chat-page-reloaded.png
 
+A Typed Answer Is A Key/Value Card, Updated As It Streams And Drawn Again After A Reload
+    [Documentation]    A typed actor's object (`output_schema`) is a card under the answer:
+    ...    drawn from each `output_delta` as the object grows, the validated one at the end,
+    ...    and the same card again from the stored turn after a reload.
+    Open Chat Page In Chromium    ${TYPED URL}
+    Wait Until Page Contains Element    css:#transcript[aria-busy="false"]
+    Watch The Output Cards
+    Input Text    id:message    What's the weather in Paris today?
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${seen}=    Execute Javascript    return window.outputsSeen
+    Should Be True    len($seen) >= 3    the card was drawn ${{len($seen)}} time(s), not as it grew
+    ${final}=    Evaluate    json.loads($seen[-1])
+    Should Be Equal    ${final}[city]    Paris
+    Should Be Equal    ${final}[hours][3][hour]    ${18}
+    Should Be True    $seen[-1] not in $seen[:-1]    the whole object was there before it streamed
+    Element Text Should Be    css:#output dt[data-key="city"] + dd    Paris
+    Element Text Should Be    css:#output dt[data-key="rain"] + dd    true
+    Page Should Contain Element    css:#output dd ol > li    limit=4
+    Page Should Contain Element    css:#output.final
+    Element Should Not Be Visible    css:#answer .round:last-child .round-text
+    ...    message=the object's JSON is shown beside its card
+    ${live}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Capture Page Screenshot    ${OUTPUT DIR}/chat-page-typed.png
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${reloaded}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Should Be Equal    ${reloaded}    ${live}    the card is drawn differently after a reload
+
+A Typed List Is Drawn As The List Itself, Live And After A Reload
+    [Documentation]    A typed answer that is no object (here a list) comes from the model
+    ...    under the key "response": the card shows the value itself, the stored turn's too.
+    ${url}=    Start Actor Server    ${CURDIR}/actors/web_typed_list.yaml
+    ...    --store    sqlite:///${OUTPUT DIR}/browser-typed-list-sessions.db
+    Open Chat Page In Chromium    ${url}
+    Wait Until Page Contains Element    css:#transcript[aria-busy="false"]
+    Input Text    id:message    What should I take?
+    Click Button    id:send
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    Element Attribute Value Should Be    id:output    data-output
+    ...    ["an umbrella","a light coat","shoes for the rain"]
+    Element Text Should Be    css:#output > ol > li:nth-child(3)    shoes for the rain
+    ${live}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Reload Page
+    Wait Until Page Contains Element    css:#current-turn[data-state="finished"]
+    ${reloaded}=    Get Element Attribute    css:#current-turn .reply    outerHTML
+    Should Be Equal    ${reloaded}    ${live}    the card is drawn differently after a reload
+
 A Fresh Chat Page Asks The Server For Nothing That Is Not There
     [Documentation]    A page that never sent a message has no session to show: loading it makes
     ...    no request that fails (no 404 for a session nobody started), nor does a reload once
@@ -158,6 +206,16 @@ Preamble Should Be Drawn Above Its Tool Cards
     ${answer}=    Get Vertical Position    css:#answer .round:last-child .round-text
     Should Be True    ${text} < ${cards} < ${answer}    the preamble, its tool cards, then the answer
 
+Watch The Output Cards
+    [Documentation]    From now on, `window.outputsSeen` lists each object the page's output
+    ...    card showed (its `data-output`), in order.
+    Execute Javascript
+    ...    window.outputsSeen = [];
+    ...    new MutationObserver(() => {
+    ...        const shown = document.querySelector("#current-turn .output")?.dataset.output;
+    ...        if (shown !== undefined && shown !== window.outputsSeen.at(-1)) window.outputsSeen.push(shown);
+    ...    }).observe(document.getElementById("transcript"), {subtree: true, childList: true, attributes: true});
+
 Page Should Have Made No Failed Request
     ${failed}=    Execute Javascript
     ...    return performance.getEntriesByType("resource").filter((entry) => entry.responseStatus >= 400).map((entry) => entry.responseStatus + " " + entry.name)
@@ -171,6 +229,9 @@ Start Chat Page Server
     ${stored url}=    Start Actor Server    ${CURDIR}/actors/web_reload.yaml
     ...    --store    sqlite:///${OUTPUT DIR}/browser-sessions.db
     Set Suite Variable    ${STORED URL}    ${stored url}
+    ${typed url}=    Start Actor Server    ${CURDIR}/actors/web_typed.yaml
+    ...    --store    sqlite:///${OUTPUT DIR}/browser-typed-sessions.db
+    Set Suite Variable    ${TYPED URL}    ${typed url}
     ${keyed url}=    Start Actor Server    ${KEYED ACTOR}    api_keys=k-browser
     Set Suite Variable    ${KEYED URL}    ${keyed url}
 

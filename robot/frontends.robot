@@ -172,8 +172,57 @@ An AG-UI Interrupt Is Answered By A Resume Entry, With Edited Arguments
     ${billed}=    Billed Usage    1    2
     AG-UI Usage Should Equal Billed    ${finished}[0]    ${billed}
 
+A useChat Chat Holds A Typed Answer As One data-output Part That Grew In Place
+    [Documentation]    A typed actor's object streams as `data-output` parts under one id: the
+    ...    chat saw it grow (each version extends the one before), the message holds one
+    ...    part, and the last is the blocking run's `result.output`.
+    ${server}=    Serve The Typed Script
+    ${held}=    Run AI SDK Client    ${server}    ${QUESTION}
+    ${round}=    Set Variable    ${held}[rounds][0]
+    Should Be Equal    ${round}[status]    ready
+    Should Be Empty    ${round}[errors]
+    ${seen}=    Evaluate    [part["data"] for part in $round["outputs"]]
+    ${ids}=    Evaluate    {part["id"] for part in $round["outputs"]}
+    Length Should Be    ${ids}    1    every version under one id
+    Each Object Should Extend The One Before    ${seen}    minimum=4
+    ${parts}=    Assistant Parts    ${held}
+    ${data}=    Evaluate    [part for part in $parts if part["type"] == "data-output"]
+    Length Should Be    ${data}    1    the client replaced the part in place
+    ${blocking}=    Blocking Output    typed forecast    ${QUESTION}
+    Should Be Equal    ${data}[0][data]    ${blocking}
+    Should Be Equal    ${seen}[-1]    ${blocking}
+    Should Be Equal    ${data}[0][id]    ${round}[finishes][0][metadata][run_id]-output
+
+An AG-UI HttpAgent's State Holds A Typed Answer, Patched As It Grew
+    [Documentation]    A typed actor's object is the run's state `{"output": ...}`: one
+    ...    `STATE_SNAPSHOT`, then `STATE_DELTA`s (JSON Patch) the client applies; the state grew
+    ...    with each, and ends as the blocking run's `result.output`.
+    ${server}=    Serve The Typed Script
+    ${held}=    Run AG-UI Client    ${server}    ${QUESTION}
+    ${run}=    Set Variable    ${held}[rounds][0]
+    Should Be Equal    ${run}[error]    ${None}
+    ${snapshots}=    Events Of Type    ${run}    STATE_SNAPSHOT
+    Length Should Be    ${snapshots}    1
+    ${deltas}=    Events Of Type    ${run}    STATE_DELTA
+    Should Be True    len($deltas) >= 3    only ${{len($deltas)}} deltas
+    ${types}=    Evaluate    [event["type"] for event in $run["events"]]
+    Should Be True    $types.index("STATE_SNAPSHOT") < $types.index("STATE_DELTA")
+    ${seen}=    Evaluate    [state["output"] for state in $run["states"]]
+    Each Object Should Extend The One Before    ${seen}    minimum=4
+    ${blocking}=    Blocking Output    typed forecast    ${QUESTION}
+    Should Be Equal    ${run}[state][output]    ${blocking}
+    Should Be Equal    ${seen}[-1]    ${blocking}
+
 
 *** Keywords ***
+Serve The Typed Script
+    [Documentation]    `cleveractors serve` of a typed actor (the forecast's `output_schema`)
+    ...    whose model looks the weather up, then answers with the forecast as JSON.
+    ${provider}=    Start Scripted Provider    typed forecast
+    ${actor}=    Write Frontend Actor    frontends-${{time.time_ns()}}    ${provider}    typed=True
+    ${server}=    Start Actor Server    ${actor}
+    RETURN    ${server}
+
 Serve The Script With cleveractors serve
     [Documentation]    A scripted provider playing SCRIPT, and `cleveractors serve` of an actor
     ...    using it; the server's base URL.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonpatch
 from behave import given, then, when
 from behave.runner import Context
 from langchain_core.messages import AIMessage, HumanMessage
@@ -34,6 +35,20 @@ _LOOKUP = {
 }
 _ANSWER = {"text": "Rain in Paris today.", "prompt_tokens": 55, "completion_tokens": 6}
 _FAILURE = {"error": "the model provider is overloaded"}
+_FORECAST = {
+    "city": "Paris",
+    "summary": "Light rain in the morning, clearing by the afternoon; take an umbrella.",
+    "hours": [{"hour": hour, "note": f"{hour % 4} mm of rain"} for hour in range(8, 20)],
+}
+_FORECAST_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "summary": {"type": "string"},
+        "hours": {"type": "array", "items": {"type": "object", "required": ["hour", "note"]}},
+    },
+    "required": ["city", "summary", "hours"],
+}
 
 
 @dataclass
@@ -41,6 +56,7 @@ class _FrontendWorld:
     script: list[dict[str, Any]] = field(default_factory=lambda: [_LOOKUP, _ANSWER])
     store_url: str | None = None
     keys: list[str] | None = None
+    output_schema: dict[str, Any] | None = None
     without_ag_ui: bool = False
     executor: ActorExecutor | None = None
     usage: list[ExecutionResult] = field(default_factory=list)
@@ -66,6 +82,8 @@ class _FrontendWorld:
                     "script": self.script,
                 },
             }
+            if self.output_schema is not None:
+                actor["agent"] |= {"output_schema": self.output_schema, "output_mode": "native"}
             if self.store_url is not None:
                 actor["store"] = {"url": self.store_url}
             self.executor = ActorExecutor.from_config(actor)
@@ -168,6 +186,14 @@ def _data(response: httpx.Response) -> list[Any]:
 @given("the frontend actor looks the weather up, then answers")
 def actor_looks_up(context: Context) -> None:
     context.frontend = _FrontendWorld()
+
+
+@given("the frontend actor answers with a forecast, its first one without the city")
+def actor_answers_typed(context: Context) -> None:
+    world = _world(context)
+    invalid = {key: value for key, value in _FORECAST.items() if key != "city"}
+    world.script = [{"text": json.dumps(invalid)}, {"text": json.dumps(_FORECAST)}]
+    world.output_schema = _FORECAST_SCHEMA
 
 
 @given("the frontend actor's model fails after the lookup")
@@ -420,6 +446,35 @@ def stream_tells(context: Context, told: str, hidden: str) -> None:
         finish = frames[-1]
         assert finish["finishReason"] == "error", finish
         assert finish["messageMetadata"]["usage"]["prompt_tokens"] == spent.prompt_tokens
+
+
+@then("the UI message stream sent the forecast as data-output parts under the id {run}-output")
+def ui_stream_data_output(context: Context, run: str) -> None:
+    chunks = [chunk for chunk in _data(_last(context)) if isinstance(chunk, dict)]
+    parts = [chunk for chunk in chunks if chunk["type"] == "data-output"]
+    run_id = chunks[0]["messageMetadata"]["run_id"]
+    assert run == "<run id>", run
+    assert len(parts) >= 4, parts
+    assert {part["id"] for part in parts} == {f"{run_id}-output"}, parts
+    assert parts[-1]["data"] == _FORECAST, parts[-1]
+    assert any("city" not in part["data"] for part in parts), "the invalid attempt was not sent"
+
+
+@then("the AG-UI state, a snapshot per attempt and the patches between applied, is the forecast")
+def ag_ui_state_patched(context: Context) -> None:
+    events = _data(_last(context))
+    states: list[list[Any]] = []  # per attempt, the state after each event
+    for event in events:
+        if event["type"] == "STATE_SNAPSHOT":
+            states.append([event["snapshot"]])
+        elif event["type"] == "STATE_DELTA":
+            states[-1].append(jsonpatch.apply_patch(states[-1][-1], event["delta"]))
+    assert len(states) == 2, states
+    assert "city" not in states[0][-1]["output"], states[0]
+    assert states[-1][-1] == {"output": _FORECAST}, states[-1][-1]
+    assert len(states[-1]) >= 3, states[-1]
+    types = [event["type"] for event in events]
+    assert types.index("STATE_SNAPSHOT") < types.index("STATE_DELTA") < types.index("RUN_FINISHED")
 
 
 @then("on_usage heard of each of those runs exactly once")

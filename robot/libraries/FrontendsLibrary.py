@@ -9,11 +9,14 @@ server's billing record (its usage), never copied from an earlier response.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from robot.api import logger
 from robot.api.deco import keyword, library
 from WebLibrary import WebLibrary
 
+from cleveractors.executor import ActorExecutor
 from cleveractors.testing import ScriptedOpenAIServer, ScriptedReply
 
 _NODE_FOLDER = Path(__file__).resolve().parents[1] / "node"
@@ -33,6 +37,33 @@ _LOOKUP = {
     "tool_calls": [{"name": "get_weather", "args": {"city": "Paris"}, "id": "call_paris"}],
     "prompt_tokens": 52,
     "completion_tokens": 17,
+}
+_FORECAST = {
+    "city": "Paris",
+    "summary": "Light rain in the morning, clearing by the afternoon; take an umbrella.",
+    "temp_c": 18,
+    "rain": True,
+    "hours": [{"hour": hour, "note": f"hour {hour}: {hour % 5} mm of rain"} for hour in range(12)],
+}
+_FORECAST_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "summary": {"type": "string"},
+        "temp_c": {"type": "integer"},
+        "rain": {"type": "boolean"},
+        "hours": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"hour": {"type": "integer"}, "note": {"type": "string"}},
+                "required": ["hour", "note"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["city", "summary", "temp_c", "rain", "hours"],
+    "additionalProperties": False,
 }
 _SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "two rounds": [
@@ -65,6 +96,10 @@ _SCRIPTS: dict[str, list[dict[str, Any]]] = {
             "prompt_tokens": 88,
             "completion_tokens": 72,
         },
+    ],
+    "typed forecast": [
+        _LOOKUP,
+        {"text": json.dumps(_FORECAST), "prompt_tokens": 90, "completion_tokens": 160},
     ],
     "booking": [
         {
@@ -129,9 +164,10 @@ class FrontendsLibrary(WebLibrary):
         return self._provider.base_url
 
     @keyword
-    def write_frontend_actor(self, name: str, base_url: str) -> str:
+    def write_frontend_actor(self, name: str, base_url: str, typed: bool = False) -> str:
         """An `openai` actor talking to BASE_URL, with the tools the scripts call (`book_table`
-        needs a person's approval); returns its path."""
+        needs a person's approval), and when TYPED the forecast's `output_schema` (in `native`
+        mode: the answer's text is the object); returns its path."""
         os.environ[_PROVIDER_KEY_ENV] = "sk-frontends-suite"  # inherited by the servers
         actor = {
             "name": name,
@@ -144,6 +180,8 @@ class FrontendsLibrary(WebLibrary):
                 "tools": _TOOLS,
             },
         }
+        if typed:
+            actor["agent"] |= {"output_schema": _FORECAST_SCHEMA, "output_mode": "native"}
         path = self._folder / f"{name}.yaml"
         path.write_text(json.dumps(actor), encoding="utf-8")  # JSON is YAML
         return str(path)
@@ -163,6 +201,16 @@ class FrontendsLibrary(WebLibrary):
             "calls": len(billed),
             "completed": sum(1 for call in billed if call.completed),
         }
+
+    @keyword
+    def blocking_output(self, script: str, message: str) -> Any:
+        """`result.output` of the typed actor asked MESSAGE in a blocking run (`execute`), its
+        model a new scripted server playing SCRIPT: what a streamed run's last object must be."""
+        replies = [ScriptedReply.model_validate(reply) for reply in _SCRIPTS[script]]
+        with ScriptedOpenAIServer(replies) as provider:
+            actor = self.write_frontend_actor(f"blocking-{time.time_ns()}", provider.base_url, True)
+            result = asyncio.run(ActorExecutor.from_config(actor).execute(message))
+        return result.output
 
     @keyword
     def scripted_texts(self, script: str) -> list[str]:
@@ -237,8 +285,34 @@ class FrontendsLibrary(WebLibrary):
                 raise AssertionError(f"usage {name} is {value}, the server billed {billed[name]}")
 
     @keyword
+    def each_object_should_extend_the_one_before(self, seen: list[Any], minimum: int = 2) -> None:
+        """SEEN, the versions of a typed answer a client held, are at least MINIMUM and each
+        extends the one before: its keys and items kept, a string only longer."""
+        if len(seen) < int(minimum):
+            raise AssertionError(f"{len(seen)} versions of the object, fewer than {minimum}")
+        for before, after in itertools.pairwise(seen):
+            if not _extends(before, after):
+                raise AssertionError(f"{after!r} does not extend {before!r}")
+
+    @keyword
     def events_of_type(self, run: dict[str, Any], event_type: str) -> list[dict[str, Any]]:
         return [event for event in run["events"] if event["type"] == event_type]
+
+
+def _extends(before: Any, after: Any) -> bool:
+    if isinstance(before, dict):
+        return isinstance(after, dict) and all(
+            key in after and _extends(value, after[key]) for key, value in before.items()
+        )
+    if isinstance(before, list):
+        return (
+            isinstance(after, list)
+            and len(after) >= len(before)
+            and all(_extends(item, after[n]) for n, item in enumerate(before))
+        )
+    if isinstance(before, str):
+        return isinstance(after, str) and after.startswith(before)
+    return bool(before == after)
 
 
 def _run_client(command: str, base_url: str, message: str, options: tuple[str, ...]) -> dict:

@@ -1,7 +1,8 @@
 // The frontend protocols' own clients, driven as a frontend drives them, against a cleveractors
 // server: the `ai` package's framework-free chat (AbstractChat, the class useChat wraps) with its
 // DefaultChatTransport, and @ag-ui/client's HttpAgent. Each command prints one JSON document:
-// what the client ends up holding (its messages, status, errors and the events it saw).
+// what the client ends up holding (its messages, status, errors and the events it saw), and,
+// for a typed actor, every version of the object it held as it streamed (`outputs`).
 //
 //   node clients.mjs ai-sdk  BASE_URL MESSAGE [--stop-after-words N] [--approve yes|no]
 //   node clients.mjs ag-ui   BASE_URL MESSAGE [--stop-after-words N] [--approve yes|no|edit:JSON]
@@ -69,12 +70,17 @@ function answerWordsAfterTools(chatMessages) {
 async function aiSdk() {
   const finishes = [];
   const errors = [];
+  const outputs = [];
   const chat = new Chat({
     id: options.chat ?? "robot-chat",
     transport: new DefaultChatTransport({ api: `${baseUrl}/ai-sdk`, headers }),
     onFinish: ({ message: finished, isAbort }) =>
       finishes.push({ metadata: finished.metadata ?? null, isAbort: Boolean(isAbort) }),
     onError: (error) => errors.push(error.message),
+    // Each data part as it arrives; the message then holds one part per id, replaced in place.
+    onData: (part) => {
+      if (part.type === "data-output") outputs.push(structuredClone(part));
+    },
   });
   let watcher = null;
   if (stopAfterWords !== null) {
@@ -87,7 +93,7 @@ async function aiSdk() {
   }
   await chat.sendMessage({ text: message });
   if (watcher) clearInterval(watcher);
-  const rounds = [snapshotOf(chat, finishes, errors)];
+  const rounds = [snapshotOf(chat, finishes, errors, outputs)];
   if (options.approve) {
     const pending = chat.messages
       .flatMap((each) => each.parts)
@@ -100,13 +106,14 @@ async function aiSdk() {
       });
     }
     await chat.sendMessage();
-    rounds.push(snapshotOf(chat, finishes, errors));
+    rounds.push(snapshotOf(chat, finishes, errors, outputs));
   }
   return { rounds };
 }
 
-function snapshotOf(chat, finishes, errors) {
+function snapshotOf(chat, finishes, errors, outputs) {
   return {
+    outputs: structuredClone(outputs),
     status: chat.status,
     error: chat.error ? chat.error.message : null,
     errors: [...errors],
@@ -137,6 +144,7 @@ function answerTo(approve) {
 
 async function runOnce(agent, parameters) {
   const events = [];
+  const states = [];
   let toolResults = 0;
   let answerWords = 0;
   const subscriber = {
@@ -148,6 +156,8 @@ async function runOnce(agent, parameters) {
         if (answerWords >= stopAfterWords) agent.abortRun();
       }
     },
+    // The agent's state after each STATE_SNAPSHOT or STATE_DELTA it applied.
+    onStateChanged: ({ state }) => states.push(structuredClone(state)),
   };
   let error = null;
   try {
@@ -158,6 +168,8 @@ async function runOnce(agent, parameters) {
   return {
     error,
     events: structuredClone(events),
+    states,
+    state: structuredClone(agent.state),
     messages: structuredClone(agent.messages),
     pendingInterrupts: structuredClone(agent.pendingInterrupts ?? []),
   };

@@ -382,6 +382,8 @@ class PartialOutputs:
             value = from_json(_unfenced_start(text), allow_partial="trailing-strings")
         except ValueError:
             return  # not (yet) JSON: the text of a round with tool calls, say
+        if _may_end_in_a_cut_number(text, value):
+            return  # `12` of `123`: the object would shrink when the number goes on
         if self._is_wrapped:
             if not isinstance(value, dict) or _WRAPPED not in value:
                 return
@@ -406,6 +408,29 @@ class PartialOutputs:
         self._sink(
             OutputDelta(round=self._round, attempt=self._attempt, output=output, is_final=True)
         )
+
+
+def _may_end_in_a_cut_number(text: str, value: object) -> bool:
+    """Whether TEXT, parsed as VALUE, may end in a number cut short: it ends in a digit, and one
+    more digit changes the value, not in a string (which only grows) but a number."""
+    if not text[-1:].isdigit():
+        return False
+    try:
+        probe = from_json(_unfenced_start(text + "1"), allow_partial="trailing-strings")
+    except ValueError:
+        return True
+    return bool(probe != value) and not isinstance(_last_leaf(probe), str)
+
+
+def _last_leaf(value: object) -> object:
+    """The value a JSON value ends with: its last item's or last key's, all the way down."""
+    while True:
+        if isinstance(value, list) and value:
+            value = value[-1]
+        elif isinstance(value, dict) and value:
+            value = value[next(reversed(value))]
+        else:
+            return value
 
 
 def _unfenced_start(text: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import partial
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -382,6 +382,15 @@ class LLMAgent(Agent):
                 seen.add(agent.name)
                 yield agent
                 waiting.extend(agent.handoffs.agents)
+
+    @property
+    def answer_shape(self) -> Literal["text", "object", "wrapped"]:
+        """How the agent answers: in text; with a typed object, as its JSON (`object`); or with
+        a typed value that is no JSON object (a scalar, a list), which the model sends as
+        `{"response": <value>}` (`wrapped`)."""
+        if self._typed is None:
+            return "text"
+        return "wrapped" if self._typed.is_wrapped else "object"
 
     @property
     def tools(self) -> dict[str, Tool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,13 +19,15 @@ from cleveractors.tools import Tool
 
 @app.command(cls=Command, short_help="Check an actor's config; list every problem.")
 def validate(actor: Annotated[Path, ACTOR_ARGUMENT]) -> None:
-    """Check ACTOR's config: fields, tool handlers and schemas, provider settings, a stub
-    script's tool arguments against their tools' schemas; connect its MCP servers. Lists every
-    tool: name, where it comes from, description."""
+    """Check ACTOR's config: fields, tool handlers and schemas, its output schema, provider
+    settings, a stub script's tool arguments against their tools' schemas; connect its MCP
+    servers. Lists every tool: name, where it comes from, description; and a typed actor's
+    answer: the checked output schema and its mode."""
     try:
         executor = ActorExecutor.from_config(actor)
         tools = asyncio.run(opened(executor, lambda: _current_tools(executor)))
         _check_script(actor, tools)
+        agent = load_actor_config(actor).agent
     except (ConfigurationError, McpServerError) as exc:
         err.print(f"INVALID: {exc}", markup=False, highlight=False)
         raise typer.Exit(1) from None
@@ -36,6 +38,22 @@ def validate(actor: Annotated[Path, ACTOR_ARGUMENT]) -> None:
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
         out.print(f"  {tool.name:<{width}}  [{tool.source}]  {summary}".rstrip())
+    if agent.output_schema is not None:
+        out.print(
+            f"  output: {_schema_summary(agent.output_schema)}: a valid JSON Schema, answered "
+            f"in {agent.output_mode} mode",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _schema_summary(schema: dict[str, Any]) -> str:
+    """An output schema in a few words: `object (city, rain)`, `array`, `string`."""
+    kind = str(schema.get("type", "any value"))
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and properties:
+        return f"{kind} ({', '.join(map(str, properties))})"
+    return kind
 
 
 async def _current_tools(executor: ActorExecutor) -> tuple[Tool, ...]:

@@ -24,6 +24,12 @@ metadata `{"cleveractors": {"run_id", "cost_usd"}}` (a decimal string, absent wh
 or `RUN_ERROR` with the error type as `code`, the generic message the other routes give, and
 the usage spent.
 
+A typed actor's object (`output_schema`, `output_type`) is the run's state, `{"output": <the object
+so far>}`: first a `STATE_SNAPSHOT`, then, as the object grows, `STATE_DELTA`s (JSON Patch, RFC
+6902, made by `jsonpatch`: the keys and items added, the last value replaced), so a client's
+`state` holds the object so far and, at the end, the validated one (`ExecutionResult.output`). A
+retry of an invalid answer starts again with a new snapshot.
+
 A run that waits for a person ends with `RUN_FINISHED` whose outcome is an interrupt, one per
 gated call: `toolCallId` names the call, `metadata` holds its name and arguments, and
 `responseSchema` describes the answer, `{"approved": bool, "editedArgs": {...}, "reason":
@@ -37,6 +43,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonpatch
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -48,6 +55,8 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -67,6 +76,7 @@ from sse_starlette import ServerSentEvent
 
 from cleveractors.events import (
     Event,
+    OutputDelta,
     RoundStarted,
     RunFailed,
     RunFinished,
@@ -118,6 +128,8 @@ APPROVAL_RESPONSE_SCHEMA: dict[str, Any] = {
 }
 """The `responseSchema` of an approval interrupt: what a `resume` entry's payload holds."""
 _DENIED = frozenset({"reject", "expired"})
+_STATE_KEY = "output"
+"""The key of the run's state that holds a typed actor's object."""
 
 
 class ApprovalAnswer(BaseModel):
@@ -243,6 +255,8 @@ class AgUiEvents:
         self._text = OpenText(run_id)
         self._round_text_id: str | None = None
         self._interrupts: list[Interrupt] = []
+        self._output: tuple[int, object] | None = None
+        """The attempt and object the client's state holds, once a typed answer streams."""
 
     def of(self, event: Event, request_id: str) -> list[BaseEvent]:
         """The AG-UI events EVENT becomes (often none)."""
@@ -257,6 +271,8 @@ class AgUiEvents:
                     *self._open_text(),
                     TextMessageContentEvent(message_id=self._text.id, delta=text),
                 ]
+            case OutputDelta(attempt=attempt, output=output):
+                return self._state(attempt, output)
             case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
                 return [*self._end_text(), *self._tool_call(call_id, name, arguments)]
             case ToolApprovalRequested():
@@ -288,6 +304,14 @@ class AgUiEvents:
                 return [*self._end_text(), failed]
             case _:
                 return []
+
+    def _state(self, attempt: int, output: object) -> list[BaseEvent]:
+        """A snapshot of the object's first version in an attempt; a patch for each next one."""
+        held, self._output = self._output, (attempt, output)
+        if held is None or held[0] != attempt:
+            return [StateSnapshotEvent(snapshot={_STATE_KEY: output})]
+        patch = jsonpatch.make_patch({_STATE_KEY: held[1]}, {_STATE_KEY: output}).patch
+        return [StateDeltaEvent(delta=patch)] if patch else []
 
     def _open_text(self) -> list[BaseEvent]:
         opened = self._text.open()

@@ -22,10 +22,13 @@ The answer is the protocol's SSE (header `x-vercel-ai-ui-message-stream: v1`): `
 metadata `{"run_id"}`), per model call a step (`start-step` / `finish-step`) with its text
 (`text-start` / `text-delta` / `text-end`) and tool calls (`tool-input-available`, then
 `tool-output-available` or `tool-output-error` with the tool's own error text); a gated call's
-`tool-approval-request`; an `error` part for a failed run (the same generic wording as the
-other routes); last `finish` with the message metadata `{"run_id", "usage": {"prompt_tokens",
-"completion_tokens", "total_tokens", "details": {...}}, "cost_usd"}` (`cost_usd` a decimal
-string, absent when unpriced) and `[DONE]`.
+`tool-approval-request`; a typed actor's object (`output_schema`, `output_type`) as a `data-output`
+part, `{"type": "data-output", "id": "{run_id}-output", "data": <the object so far>}`, sent again
+as it grows under the same id, so the client replaces the part in place (the last is the validated
+object, `ExecutionResult.output`); an `error` part for a failed run (the same generic wording as
+the other routes); last `finish` with the message metadata `{"run_id", "usage": {"prompt_tokens",
+"completion_tokens", "total_tokens", "details": {...}}, "cost_usd"}` (`cost_usd` a decimal string,
+absent when unpriced) and `[DONE]`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from sse_starlette import ServerSentEvent
 from cleveractors.events import (
     AgentEvent,
     Event,
+    OutputDelta,
     RoundStarted,
     RunFailed,
     RunFinished,
@@ -241,6 +245,8 @@ class UIMessageChunks:
                     *self._open_text(),
                     {"type": "text-delta", "id": self._text.id, "delta": text},
                 ]
+            case OutputDelta(output=output):
+                return [{"type": "data-output", "id": f"{self._run_id}-output", "data": output}]
             case ToolCallRequested(call_id=call_id, name=name, arguments=arguments):
                 available = {"toolCallId": call_id, "toolName": name, "input": arguments}
                 return [*self._end_text(), {"type": "tool-input-available", **available}]

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from cleveractors.agents import LLMAgent
 from cleveractors.executor import ActorExecutor
 from cleveractors.result import ResultCallback
 from cleveractors.spend_limits import SpendLimits, SpendLimitsHook
@@ -36,6 +37,7 @@ __all__ = ["create_app"]
 
 _ACTOR_NAME_SLOT = "__ACTOR_NAME__"
 _SESSIONS_SLOT = "__SESSIONS__"
+_ANSWER_SLOT = "__ANSWER_SHAPE__"
 _OPENAPI_URL = "/openapi.json"
 _OPENAI_PREFIX = "/v1/"
 # The chat page's files: the icon, and the Markdown renderer and HTML sanitizer it vendors
@@ -120,7 +122,8 @@ def create_app(
         )
     )
     app.add_exception_handler(HTTPException, _http_error)
-    page = _chat_page(executor.name, keeps_sessions=executor.store is not None)
+    answer = executor.agent.answer_shape if isinstance(executor.agent, LLMAgent) else "text"
+    page = _chat_page(executor.name, keeps_sessions=executor.store is not None, answer=answer)
     static = {name: (_static_file(name), media_type) for name, media_type in _STATIC.items()}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -176,11 +179,13 @@ def _static_file(name: str) -> bytes:
     return resources.files("cleveractors.web").joinpath(f"static/{name}").read_bytes()
 
 
-def _chat_page(actor_name: str, *, keeps_sessions: bool) -> str:
+def _chat_page(actor_name: str, *, keeps_sessions: bool, answer: str) -> str:
     template = resources.files("cleveractors.web").joinpath("static/index.html")
     page = template.read_text(encoding="utf-8").replace(_ACTOR_NAME_SLOT, html.escape(actor_name))
     # With a store, the page keeps a session id and lets the server hold the conversation.
-    return page.replace(_SESSIONS_SLOT, "on" if keeps_sessions else "off")
+    page = page.replace(_SESSIONS_SLOT, "on" if keeps_sessions else "off")
+    # A typed actor's page shows its object as a card, a stored turn's too.
+    return page.replace(_ANSWER_SLOT, answer)
 
 
 def _docs_page(app: FastAPI) -> str:
