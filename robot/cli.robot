@@ -175,7 +175,7 @@ Validate Connects The MCP Servers And Lists Their Tools
     Set Environment Variable    MCP_TEST_LOG    ${TEMPDIR}${/}cleveractors-cli-mcp.log
     Run Cleveractors    validate    ${CURDIR}${/}actors${/}wire_mcp.yaml
     Command Should Succeed
-    Output Should List Tools    OK: wire-mcp (13 tools)
+    Output Should List Tools    OK: wire-mcp (14 tools)
     ...    get_weather [python]    echo [mcp server 'files']    add [mcp server 'files']
     ...    structured_only [mcp server 'files']    picture [mcp server 'files']
     ...    fail [mcp server 'files']    slow [mcp server 'files']    crash [mcp server 'files']
