@@ -31,6 +31,16 @@ Feature: Long conversations fit the model's context window
     And the compaction and the retried call each cost something
     And the context run emitted context_compacted for a context_length_error
 
+  Scenario: The summarising call is a chat span of its own, a child of the run's span
+    Given a scripted OpenAI server with a 1500-token window that answers "Earlier: the user talked at length." then "Here is the answer."
+    When an openai actor on that server, its spans kept, is asked "What now?" after 4 turns of 200 words each
+    Then the context run answered "Here is the answer."
+    And the context run's chat spans were:
+      | purpose    | status |
+      | round      | error  |
+      | compaction | ok     |
+      | round      | ok     |
+
   Scenario: A prompt refused again after its compaction fails the run with ContextWindowExceededError
     Given a scripted OpenAI server with a 1500-token window that answers "Earlier: the user talked at length." then "Here is the answer."
     When an openai actor on that server is asked a 2500-word message after 2 turns of 200 words each

@@ -17,6 +17,9 @@ from typing import Any
 import openai
 from behave import given, then, when
 from behave.runner import Context
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.context_server import LongSessionServer, is_summary_request
 
 from cleveractors import ActorExecutor
@@ -182,7 +185,12 @@ def windowed_server(context: Context, window: int, first: str, second: str) -> N
 
 
 def _ask_with_history(
-    context: Context, message: str, turns: int, words: int, actor: dict[str, Any] | None = None
+    context: Context,
+    message: str,
+    turns: int,
+    words: int,
+    actor: dict[str, Any] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> None:
     long_text = " ".join(f"word{n}" for n in range(words))
     history: list[dict[str, str]] = []
@@ -197,7 +205,8 @@ def _ask_with_history(
 
     async def run() -> None:
         context.context_events = events = []
-        async with ActorExecutor.from_config(actor) as executor:
+        executor = ActorExecutor.from_config(actor, tracer_provider=tracer_provider)
+        async with executor:
             try:
                 async for event in executor.execute_events(message, history=history):
                     events.append(event)
@@ -217,6 +226,40 @@ def _ask_with_history(
 )
 def asked_after_history(context: Context, message: str, turns: int, words: int) -> None:
     _ask_with_history(context, message, turns, words)
+
+
+@when(
+    'an openai actor on that server, its spans kept, is asked "{message}" after {turns:d} turns '
+    "of {words:d} words each"
+)
+def asked_after_history_traced(context: Context, message: str, turns: int, words: int) -> None:
+    context.context_spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(context.context_spans))
+    _ask_with_history(context, message, turns, words, tracer_provider=provider)
+
+
+@then("the context run's chat spans were:")
+def context_chat_spans(context: Context) -> None:
+    spans = sorted(context.context_spans.get_finished_spans(), key=lambda s: s.start_time or 0)
+    runs = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert len(runs) == 1, [s.name for s in spans]
+    chats = [
+        (str(attributes["cleveractors.call.purpose"]), span)
+        for span in spans
+        if (attributes := dict(span.attributes or {})).get("gen_ai.operation.name") == "chat"
+    ]
+    expected = [(row["purpose"], row["status"]) for row in context.table]
+    got = [
+        (purpose, "error" if span.status.status_code.name == "ERROR" else "ok")
+        for purpose, span in chats
+    ]
+    assert got == expected, got
+    for purpose, span in chats:
+        assert span.parent is not None, purpose
+        assert span.parent.span_id == runs[0].context.span_id, f"{purpose}: not a child of the run"
+    summary = dict(chats[1][1].attributes or {})
+    assert summary["gen_ai.usage.input_tokens"] > 0, summary
 
 
 @when(
