@@ -15,6 +15,8 @@ from typing import Any
 from behave import fixture, use_fixture
 from behave.model import Scenario
 from behave.runner import Context
+from langchain_anthropic._client_utils import _get_default_async_httpx_client
+from langchain_openai.chat_models._client_utils import _cached_async_httpx_client
 from support.postgres import TemporaryPostgres
 
 from cleveractors import demo
@@ -86,6 +88,20 @@ def restored_environment(context: Context) -> Iterator[None]:
     os.environ.update(saved)
 
 
+@fixture
+def fresh_provider_clients(context: Context) -> Iterator[None]:
+    """Each scenario's chat models get new HTTP clients.
+
+    langchain-openai and langchain-anthropic share one cached httpx client per base URL and
+    timeout, across event loops. Scenarios each run in a fresh loop against scripted servers on
+    ports the OS hands out again: a scenario whose server got an earlier scenario's port would
+    reuse that scenario's pooled connection, bound to its closed loop ("Event loop is closed").
+    """
+    yield
+    _cached_async_httpx_client.cache_clear()
+    _get_default_async_httpx_client.cache_clear()
+
+
 # ==============================================================================================
 # HOOKS
 # ==============================================================================================
@@ -108,3 +124,4 @@ def before_scenario(context: Context, scenario: Scenario) -> None:
     use_fixture(demo_tool_calls, context)
     use_fixture(stub_actor, context)
     use_fixture(restored_environment, context)
+    use_fixture(fresh_provider_clients, context)

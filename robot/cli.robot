@@ -181,7 +181,7 @@ Validate Connects The MCP Servers And Lists Their Tools
     ...    fail [mcp server 'files']    slow [mcp server 'files']    crash [mcp server 'files']
     ...    secret_seen [mcp server 'files']    grow [mcp server 'files']
     ...    protocol_error [mcp server 'files']    nothing [mcp server 'files']
-    ...    forget [mcp server 'files']
+    ...    forget [mcp server 'files']    whose_call [mcp server 'files']
 
 Run Shows MCP Tool Calls Like Any Other
     Set Environment Variable    MCP_TEST_LOG    ${TEMPDIR}${/}cleveractors-cli-mcp.log
