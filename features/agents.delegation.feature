@@ -307,7 +307,7 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When its tool is called directly with the message "Weather?"
     Then the tool's output is "It rains."
 
-  Scenario: A child's call that needs approval is declined, since nobody can approve it inside a tool call
+  Scenario Outline: A child's call that needs approval pauses the whole tree; a decision by its call id resumes it (<decision>)
     Given in that folder the actor config "careful.yaml":
       """
       name: careful
@@ -317,7 +317,44 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
           - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
         script:
           - tool_calls: [{name: get_weather, args: {city: Paris}}]
-          - text: I was not allowed to look it up.
+          - text: <child answer>
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///tree.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: <answer>
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When that call is decided "<decision>" in streamed mode
+    Then the answer is "<answer>"
+    And the tool careful returned "<child answer>" to the parent's model
+    And the child's get_weather call was <fate>
+    And the store's ledger holds every call of the tree once, the sum of both segments' bills
+
+    Examples:
+      | decision | child answer                     | answer                          | fate     |
+      | approve  | It rains in Paris.               | Careful says it rains in Paris. | run      |
+      | reject   | I was not allowed to look it up. | Careful could not look it up.   | declined |
+
+  Scenario: A grandchild's call pauses the tree two agents deep, and resumes by its call id
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
       """
     And in that folder the actor config "boss.yaml":
       """
@@ -328,8 +365,22 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
           - agent: careful.yaml
         script:
           - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
-          - text: Careful could not look it up.
+          - text: Careful says it rains in Paris.
       """
-    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
-    Then the answer is "Careful could not look it up."
-    And the child's get_weather call was declined, never run
+    And in that folder the actor config "chief.yaml":
+      """
+      name: chief
+      agent:
+        provider: stub
+        tools:
+          - agent: boss.yaml
+        script:
+          - tool_calls: [{name: boss, args: {message: "Weather?"}}]
+          - text: The boss says it rains in Paris.
+      """
+    When the actor of "chief.yaml" is asked "Weather?" in blocking mode
+    Then the run paused waiting on get_weather asked by chief > boss > careful
+    And a decision on a call id the tree does not have is refused, naming it
+    When that call is decided "approve" in blocking mode
+    Then the answer is "The boss says it rains in Paris."
+    And the tool boss returned "Careful says it rains in Paris." to the parent's model

@@ -14,10 +14,20 @@ from features.support.harness import Consumption, run_guarded
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
+from cleveractors.approvals import PendingApproval
 from cleveractors.config import LLMAgentConfig
-from cleveractors.events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from cleveractors.errors import InvalidDecisionError
+from cleveractors.events import (
+    AgentEvent,
+    TextDelta,
+    ToolApprovalRequested,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from cleveractors.result import ExecutionResult
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
+from cleveractors.turns import Resumption
 from cleveractors.usage import TokenUsage
 from cleveractors.web import create_app
 
@@ -40,7 +50,7 @@ def _when_loaded(context: Context, name: str) -> None:
         context.error = exc
 
 
-async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
+async def _ask(executor: ActorExecutor, message: str | Resumption, mode: str) -> Consumption:
     if mode == "blocking":
         return Consumption("blocking", result=await executor.execute(message))
     outcome = Consumption("events")
@@ -369,13 +379,77 @@ def _then_tool_output_is(context: Context, text: str) -> None:
     assert context.tool_output == text, context.tool_output
 
 
-@then("the child's {tool} call was declined, never run")
-def _then_declined(context: Context, tool: str) -> None:
-    (child,) = _result(context).child_runs
-    assert (child.status, child.answer) == ("answered", "I was not allowed to look it up."), child
+def _pending(context: Context) -> PendingApproval:
+    (pending,) = context.paused_result.pending_approvals
+    return pending
+
+
+@then("the run paused waiting on {tool} asked by {path}")
+def _then_paused(context: Context, tool: str, path: str) -> None:
+    result = context.outcome.result
+    assert result.status == "paused", result
+    context.paused_result = result
+    pending = _pending(context)
+    assert (pending.name, pending.agent_path) == (tool, tuple(path.split(" > "))), pending
+    assert [child.status for child in result.child_runs] == ["paused"], result.child_runs
+
+
+@then("the streamed run paused, the child announcing its call {tool} asked by {path}")
+def _then_paused_announced(context: Context, tool: str, path: str) -> None:
+    _then_paused(context, tool, path)
+    call_id = _pending(context).call_id
+    announced = [
+        (event.agent_path, event.event.call_id)
+        for event in context.outcome.events
+        if isinstance(event, AgentEvent) and isinstance(event.event, ToolApprovalRequested)
+    ]
+    assert announced == [(tuple(path.split(" > ")), call_id)], announced
+
+
+@then("a decision on a call id the tree does not have is refused, naming it")
+def _then_unknown_call(context: Context) -> None:
+    resumption = Resumption(
+        context.paused_result.run_id, [{"call_id": "nope", "decision": "approve"}]
+    )
+    refused: InvalidDecisionError | None = None
+    try:
+        asyncio.run(context.executor.execute(resumption))
+    except InvalidDecisionError as exc:
+        refused = exc
+    assert refused is not None, "a decision on an unknown call id was taken"
+    assert refused.call_id == "nope", refused
+    assert "'nope'" in str(refused), refused
+
+
+@when('that call is decided "{decision}" in {mode} mode')
+def _when_decided(context: Context, decision: str, mode: str) -> None:
+    pending = _pending(context)
+    resumption = Resumption(
+        context.paused_result.run_id,
+        [{"call_id": pending.call_id, "decision": decision, "digest": pending.digest}],
+    )
+    context.outcome = run_guarded(_ask(context.executor, resumption, mode))
+
+
+@then("the child's {tool} call was {fate}")
+def _then_child_call(context: Context, tool: str, fate: str) -> None:
     inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
-    assert not any(isinstance(e, ToolCallStarted) and e.name == tool for e in inner), inner
-    assert any(e.kind == "tool_call_requested" for e in inner), [e.kind for e in inner]
+    decided = [e.decision for e in inner if isinstance(e, ToolCallDecided) and e.name == tool]
+    ran = [e for e in inner if isinstance(e, ToolCallFinished) and e.name == tool]
+    expected = {"run": (["approve"], 1), "declined": (["reject"], 0)}[fate]
+    assert (decided, len(ran)) == expected, inner
+
+
+@then("the store's ledger holds every call of the tree once, the sum of both segments' bills")
+def _then_tree_ledger(context: Context) -> None:
+    paused, resumed = context.paused_result, _result(context)
+    report = asyncio.run(context.executor.store.usage())
+    assert len(report.rows) == paused.llm_calls + resumed.llm_calls == 4, report.rows
+    billed = paused.total_tokens + resumed.total_tokens
+    assert report.total_tokens == billed, (report.total_tokens, billed)
+    child_rows = {row.run_id for row in report.rows if row.parent_run_id is not None}
+    (first, second) = (paused.child_runs[0], resumed.child_runs[0])
+    assert child_rows == {first.run_id, second.run_id}, report.rows
 
 
 @then("the events include agent_events with the path {path}")

@@ -23,12 +23,20 @@ model's reply with the batch of calls last), the answers of the batch's calls th
 were decided, and the calls still waiting for a person. It round-trips through JSON for the store.
 `CheckedDecisions` is a resumption's decisions once checked against it: what the agent carries
 out.
+
+A run tree pauses as one: an agent called as a tool whose run pauses leaves its call in the
+calling run's batch unanswered, and the calling run pauses too, keeping the child's `PausedRun`
+under that call's id (`children`). The root's `pending` lists every call that waits, at any
+depth, each naming the agents that ask (`agent_path`), so decisions name calls by id whatever
+their depth; resuming the root resumes each child whose calls were decided, and its answer is
+the call's output.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
@@ -83,6 +91,9 @@ class PendingApproval(BaseModel):
     requested_at: datetime
     expires_at: datetime
     """After this, the call is `expired`: it never runs, and a decision is refused."""
+    agent_path: tuple[str, ...] = ()
+    """The agents from the root run's down to the one whose call this is, by name (one name for
+    the root's own calls; none in a pause kept before run trees could pause)."""
 
 
 class ApprovalDecision(BaseModel):
@@ -185,9 +196,31 @@ class PausedRun:
     max_output_tokens: int | None = None
     agent: str | None = None
     """The actor whose agent paused (after a handoff, the one it went to): it resumes there."""
+    children: Mapping[str, PausedRun] = field(default_factory=dict)
+    """The paused runs of the agents this run called as tools, by the id of the call that runs
+    each: those calls of the batch wait for their child to answer. `pending` lists the
+    children's waiting calls too."""
 
     def pending_call(self, call_id: str) -> PendingApproval | None:
         return next((call for call in self.pending if call.call_id == call_id), None)
+
+    @property
+    def own_pending(self) -> tuple[PendingApproval, ...]:
+        """The calls of this run's own batch that wait for a person (not its children's)."""
+        below = {call.call_id for child in self.children.values() for call in child.pending}
+        return tuple(call for call in self.pending if call.call_id not in below)
+
+    def child_of(self, call_id: str) -> str | None:
+        """The id of the call whose child run `call_id` waits in (at any depth); None for a
+        call of this run's own batch, or no such call."""
+        return next(
+            (
+                running
+                for running, child in self.children.items()
+                if child.pending_call(call_id) is not None
+            ),
+            None,
+        )
 
     def with_answers(self, answers: dict[str, ToolAnswer]) -> tuple[BatchCall, ...]:
         """The batch with `answers` (by call id) filled in."""
@@ -203,28 +236,33 @@ class PausedRun:
         return [*self.messages[self.turn_start :], *(call.tool_message() for call in batch)]
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "run_id": self.run_id,
-                "messages": messages_to_dict(list(self.messages)),
-                "turn_start": self.turn_start,
-                "user_message": self.user_message,
-                "round": self.round,
-                "tool_rounds": self.tool_rounds,
-                "batch": [_batch_call_json(call) for call in self.batch],
-                "pending": [call.model_dump(mode="json") for call in self.pending],
-                "session_id": self.session_id,
-                "caller": self.caller,
-                "spent_tokens": self.spent_tokens,
-                "spent_cost_usd": str(self.spent_cost_usd),
-                "max_output_tokens": self.max_output_tokens,
-                "agent": self.agent,
-            }
-        )
+        return json.dumps(self._to_dict())
 
     @classmethod
     def from_json(cls, text: str) -> PausedRun:
-        data = json.loads(text)
+        return cls._from_dict(json.loads(text))
+
+    def _to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "messages": messages_to_dict(list(self.messages)),
+            "turn_start": self.turn_start,
+            "user_message": self.user_message,
+            "round": self.round,
+            "tool_rounds": self.tool_rounds,
+            "batch": [_batch_call_json(call) for call in self.batch],
+            "pending": [call.model_dump(mode="json") for call in self.pending],
+            "session_id": self.session_id,
+            "caller": self.caller,
+            "spent_tokens": self.spent_tokens,
+            "spent_cost_usd": str(self.spent_cost_usd),
+            "max_output_tokens": self.max_output_tokens,
+            "agent": self.agent,
+            "children": {call_id: child._to_dict() for call_id, child in self.children.items()},
+        }
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> PausedRun:
         return cls(
             run_id=data["run_id"],
             messages=tuple(messages_from_dict(data["messages"])),
@@ -240,6 +278,11 @@ class PausedRun:
             spent_cost_usd=Decimal(data["spent_cost_usd"]),
             max_output_tokens=data["max_output_tokens"],
             agent=data.get("agent"),  # a pause kept before handoffs names none
+            # A pause kept before run trees could pause has no children.
+            children={
+                call_id: cls._from_dict(child)
+                for call_id, child in data.get("children", {}).items()
+            },
         )
 
 
@@ -276,3 +319,21 @@ class CheckedDecisions:
     """The pending calls that waited too long without a decision."""
     waiting: tuple[PendingApproval, ...]
     """The pending calls still undecided (the run pauses again for them)."""
+    children: Mapping[str, CheckedDecisions] = field(default_factory=dict)
+    """The decisions on the calls of the paused children, by the id of the call that runs each
+    child: those children resume. A child none of whose calls was decided (or expired) is not
+    here: it keeps waiting."""
+
+    def all_decided(self) -> dict[str, ApprovalDecision]:
+        """The decisions on the calls of the whole run tree, by call id."""
+        decided = dict(self.decided)
+        for child in self.children.values():
+            decided |= child.all_decided()
+        return decided
+
+    def all_expired(self) -> tuple[PendingApproval, ...]:
+        """The calls of the whole run tree that expired without a decision."""
+        return (
+            *self.expired,
+            *(call for child in self.children.values() for call in child.all_expired()),
+        )
