@@ -384,3 +384,88 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When that call is decided "approve" in blocking mode
     Then the answer is "The boss says it rains in Paris."
     And the tool boss returned "Careful says it rains in Paris." to the parent's model
+
+  Scenario: A call of the parent's batch that ran before the pause does not run again on resuming
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
+          - agent: careful.yaml
+        script:
+          - tool_calls:
+              - {name: get_weather, args: {city: Lyon}}
+              - {name: careful, args: {message: "Weather in Paris?"}}
+          - text: Lyon is sunny; careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When that call is decided "approve" in streamed mode
+    Then the answer is "Lyon is sunny; careful says it rains in Paris."
+    And the parent's own get_weather call ran once over both segments
+
+  Scenario: A new message instead of a decision declines the waiting child's call, and the session keeps a whole turn
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///superseded.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in session "s-tree"
+    And the actor is sent "Forget it." in session "s-tree"
+    Then the session's first turn answers the careful call as declined for the new message
+
+  Scenario: Where nobody can approve a call, a child's call that needs approval is declined and the tree answers
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: I was not allowed to look it up.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful could not look it up.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" where nobody can approve a call
+    Then the answer is "Careful could not look it up."
+    And the tool careful returned "I was not allowed to look it up." to the parent's model

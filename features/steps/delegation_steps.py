@@ -11,6 +11,7 @@ import httpx
 from behave import given, then, when
 from behave.runner import Context
 from features.support.harness import Consumption, run_guarded
+from langchain_core.messages import ToolMessage
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
@@ -388,7 +389,7 @@ def _pending(context: Context) -> PendingApproval:
 def _then_paused(context: Context, tool: str, path: str) -> None:
     result = context.outcome.result
     assert result.status == "paused", result
-    context.paused_result = result
+    context.paused_result, context.paused_outcome = result, context.outcome
     pending = _pending(context)
     assert (pending.name, pending.agent_path) == (tool, tuple(path.split(" > "))), pending
     assert [child.status for child in result.child_runs] == ["paused"], result.child_runs
@@ -498,3 +499,42 @@ def _then_ai_sdk(context: Context, path: str, answer: str) -> None:
     assert all(part["data"]["agent_path"] == path.split(" > ") for part in parts), parts
     outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
     assert outputs == [answer], outputs
+
+
+@then("the parent's own {tool} call ran once over both segments")
+def _then_ran_once(context: Context, tool: str) -> None:
+    events = [*context.paused_outcome.events, *context.outcome.events]
+    ran = [e for e in events if isinstance(e, ToolCallFinished) and e.name == tool]
+    assert len(ran) == 1, ran
+    own = [call.name for call in _result(context).tool_calls]
+    assert tool not in own, own  # the resumed segment did not run it again
+
+
+@when('the actor of "{name}" is asked "{message}" in session "{session}"')
+def _when_asked_in_session(context: Context, name: str, message: str, session: str) -> None:
+    context.executor = _load(context, name)
+    result = asyncio.run(context.executor.execute(message, session_id=session))
+    assert result.status == "paused", result
+
+
+@when('the actor is sent "{message}" in session "{session}"')
+def _when_sent_in_session(context: Context, message: str, session: str) -> None:
+    result = asyncio.run(context.executor.execute(message, session_id=session))
+    context.outcome = Consumption("blocking", result=result)
+
+
+@then("the session's first turn answers the {tool} call as declined for the new message")
+def _then_superseded_turn(context: Context, tool: str) -> None:
+    turns = asyncio.run(context.executor.store.history("s-tree"))
+    first = turns[0].messages
+    answers = [m for m in first if isinstance(m, ToolMessage) and m.name == tool]
+    assert len(answers) == 1, first
+    assert answers[0].status == "error", answers
+    assert "the user sent a new message" in str(answers[0].content), answers
+
+
+@when('the actor of "{name}" is asked "{message}" where nobody can approve a call')
+def _when_nobody_approves(context: Context, name: str, message: str) -> None:
+    context.executor = _load(context, name)
+    result = asyncio.run(context.executor.execute(message, can_pause=False))
+    context.outcome = Consumption("blocking", result=result)
