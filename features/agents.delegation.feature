@@ -469,3 +469,39 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When the actor of "boss.yaml" is asked "Weather?" where nobody can approve a call
     Then the answer is "Careful could not look it up."
     And the tool careful returned "I was not allowed to look it up." to the parent's model
+
+  Scenario: A decision on a child's call is refused once the actor no longer offers the agent that asked
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///changed.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in blocking mode
+    Then the run paused waiting on get_weather asked by boss > careful
+    Given in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///changed.db"}
+      agent:
+        provider: stub
+        script:
+          - text: I ask nobody now.
+      """
+    When the actor of "boss.yaml" is loaded
+    Then a decision on that call is refused: agent tool 'careful' is no longer offered

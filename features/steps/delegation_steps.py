@@ -409,17 +409,26 @@ def _then_paused_announced(context: Context, tool: str, path: str) -> None:
 
 @then("a decision on a call id the tree does not have is refused, naming it")
 def _then_unknown_call(context: Context) -> None:
-    resumption = Resumption(
-        context.paused_result.run_id, [{"call_id": "nope", "decision": "approve"}]
-    )
-    refused: InvalidDecisionError | None = None
+    refused = _refusal(context, "nope")
+    assert refused.call_id == "nope", refused
+    assert "'nope'" in str(refused), refused
+
+
+@then("a decision on that call is refused: {problem}")
+def _then_decision_refused(context: Context, problem: str) -> None:
+    refused = _refusal(context, _pending(context).call_id)
+    assert problem in str(refused), refused
+
+
+def _refusal(context: Context, call_id: str) -> InvalidDecisionError:
+    """The error of approving CALL_ID of the paused run, which must be refused."""
+    decision = {"call_id": call_id, "decision": "approve"}
+    resumption = Resumption(context.paused_result.run_id, [decision])
     try:
         asyncio.run(context.executor.execute(resumption))
     except InvalidDecisionError as exc:
-        refused = exc
-    assert refused is not None, "a decision on an unknown call id was taken"
-    assert refused.call_id == "nope", refused
-    assert "'nope'" in str(refused), refused
+        return exc
+    raise AssertionError(f"the decision on call {call_id!r} was taken")
 
 
 @when('that call is decided "{decision}" in {mode} mode')

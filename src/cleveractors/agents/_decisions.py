@@ -74,7 +74,7 @@ def check_decisions(
     tools: Mapping[str, Tool],
     *,
     now: datetime,
-    check_child: ChildCheck | None = None,
+    check_child: ChildCheck,
 ) -> CheckedDecisions:
     """Check every decision against the paused run; nothing is applied when one is wrong. A
     decision on a call of a paused child run (at any depth) is checked by `check_child`, against
@@ -144,7 +144,7 @@ def _checked_children(
     below: Mapping[str, Sequence[ApprovalDecision]],
     *,
     now: datetime,
-    check_child: ChildCheck | None,
+    check_child: ChildCheck,
 ) -> dict[str, CheckedDecisions]:
     """The decisions on each child that resumes: one with a decision or an expired call."""
     children: dict[str, CheckedDecisions] = {}
@@ -152,13 +152,6 @@ def _checked_children(
         decisions = below.get(running, ())
         if not decisions and all(call.expires_at > now for call in child.pending):
             continue  # nothing to carry out: the child keeps waiting
-        if check_child is None:  # an agent that cannot have called agents
-            raise InvalidDecisionError(
-                f"run {paused.run_id!r}: call {running!r} waits on a child run that no agent "
-                "here can resume",
-                run_id=paused.run_id,
-                call_id=running,
-            )
         children[running] = check_child(running, child, decisions)
     return children
 
