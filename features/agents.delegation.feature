@@ -505,3 +505,30 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
       """
     When the actor of "boss.yaml" is loaded
     Then a decision on that call is refused: agent tool 'careful' is no longer offered
+
+  Scenario: /ai-sdk asks the client to approve a child's call, and its approval resumes the tree
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /ai-sdk and the client approves what it is asked
+    Then the first /ai-sdk stream asked to approve the get_weather call, the call shown as a tool part
+    And the second /ai-sdk stream ends the get_weather call and then the careful call with "It rains in Paris."

@@ -82,7 +82,8 @@ A Grandchild's Approval Pauses The Run Tree On One Server, And It Resumes On Ano
     Should Be Equal    ${paused.last}[kind]    run_paused
     ${pending}=    Set Variable    ${paused.last}[result][pending_approvals]
     Length Should Be    ${pending}    1
-    Should Be Equal    ${pending}[0][call_id]    call_weather
+    Should Be Equal    ${pending}[0][call_id]    call_boss/call_careful/call_weather
+    ...    the grandchild's call, by an id unique in the tree
     Should Be Equal    ${pending}[0][agent_path]    ${{ ["chief", "boss", "careful"] }}
     Should Be Equal As Integers    ${paused.last}[result][prompt_tokens]    ${{ 40 + 30 + 20 }}
     ...    the paused segment bills the first call of each agent
@@ -91,7 +92,7 @@ A Grandchild's Approval Pauses The Run Tree On One Server, And It Resumes On Ano
     ${second}=    Start Stored Server    ${actor}    ${database}
     ${waiting}=    Read Run    ${second}    ${run_id}
     Should Be Equal    ${waiting.json()}[pending_approvals][0][agent_path]    ${{ ["chief", "boss", "careful"] }}
-    ${decision}=    Create Dictionary    call_id=call_weather    decision=approve
+    ${decision}=    Create Dictionary    call_id=${pending}[0][call_id]    decision=approve
     ...    digest=${pending}[0][digest]
     ${resumed}=    Post Decisions    ${second}    ${run_id}    ${{ [$decision] }}
     Should Be Equal As Integers    ${resumed.status_code}    200    ${resumed.body}

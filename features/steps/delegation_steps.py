@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import httpx
 from behave import given, then, when
@@ -15,7 +16,7 @@ from langchain_core.messages import ToolMessage
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
-from cleveractors.approvals import PendingApproval
+from cleveractors.approvals import PendingApproval, child_call_id
 from cleveractors.config import LLMAgentConfig
 from cleveractors.errors import InvalidDecisionError
 from cleveractors.events import (
@@ -400,7 +401,7 @@ def _then_paused_announced(context: Context, tool: str, path: str) -> None:
     _then_paused(context, tool, path)
     call_id = _pending(context).call_id
     announced = [
-        (event.agent_path, event.event.call_id)
+        (event.agent_path, child_call_id(str(event.call_id), event.event.call_id))
         for event in context.outcome.events
         if isinstance(event, AgentEvent) and isinstance(event.event, ToolApprovalRequested)
     ]
@@ -508,6 +509,70 @@ def _then_ai_sdk(context: Context, path: str, answer: str) -> None:
     assert all(part["data"]["agent_path"] == path.split(" > ") for part in parts), parts
     outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
     assert outputs == [answer], outputs
+
+
+def _chunks(response: httpx.Response) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    return [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line.strip() != "data: [DONE]"
+    ]
+
+
+@when(
+    'the actor of "{name}" is sent "{message}" on /ai-sdk and the client approves what it is asked'
+)
+def _when_ai_sdk_approved(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    user = {"id": "m0", "role": "user", "parts": [{"type": "text", "text": message}]}
+
+    async def exchange() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            body = {"id": "chat-1", "messages": [user], "trigger": "submit-message"}
+            first = await client.post("/ai-sdk", json=body)
+            chunks = _chunks(first)
+            (asked,) = [chunk for chunk in chunks if chunk["type"] == "tool-approval-request"]
+            (shown,) = [
+                chunk
+                for chunk in chunks
+                if chunk["type"] == "tool-input-available"
+                and chunk["toolCallId"] == asked["toolCallId"]
+            ]
+            part = {
+                "type": f"tool-{shown['toolName']}",
+                "toolCallId": shown["toolCallId"],
+                "state": "approval-responded",
+                "input": shown["input"],
+                "approval": {"id": asked["approvalId"], "approved": True},
+            }
+            answered = {"id": "m1", "role": "assistant", "parts": [part]}
+            body = {"id": "chat-1", "messages": [user, answered], "trigger": "submit-message"}
+            return first, await client.post("/ai-sdk", json=body)
+
+    context.ai_sdk_first, context.ai_sdk_second = run_guarded(exchange())
+
+
+@then("the first /ai-sdk stream asked to approve the {tool} call, the call shown as a tool part")
+def _then_ai_sdk_asked(context: Context, tool: str) -> None:
+    chunks = _chunks(context.ai_sdk_first)
+    shown = [c for c in chunks if c["type"] == "tool-input-available" and c["toolName"] == tool]
+    asked = [c for c in chunks if c["type"] == "tool-approval-request"]
+    assert [c["toolCallId"] for c in asked] == [c["toolCallId"] for c in shown], chunks
+    (pending,) = [c["toolCallId"] for c in asked]
+    assert "/" in pending, pending  # the child's call, by the id unique in the tree
+    assert chunks[-1]["type"] == "finish", chunks[-1]
+
+
+@then('the second /ai-sdk stream ends the {agent} call with "{answer}"')
+def _then_ai_sdk_resumed(context: Context, agent: str, answer: str) -> None:
+    chunks = _chunks(context.ai_sdk_second)
+    outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
+    assert outputs == [answer], outputs
+    assert chunks[-1]["type"] == "finish", chunks[-1]
 
 
 @then("the parent's own {tool} call ran once over both segments")

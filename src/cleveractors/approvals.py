@@ -27,9 +27,10 @@ out.
 A run tree pauses as one: an agent called as a tool whose run pauses leaves its call in the
 calling run's batch unanswered, and the calling run pauses too, keeping the child's `PausedRun`
 under that call's id (`children`). The root's `pending` lists every call that waits, at any
-depth, each naming the agents that ask (`agent_path`), so decisions name calls by id whatever
-their depth; resuming the root resumes each child whose calls were decided, and its answer is
-the call's output.
+depth, each naming the agents that ask (`agent_path`) and by an id unique in the tree
+(`child_call_id`: `call_boss/call_weather`), so decisions name calls by id whatever their
+depth; resuming the root resumes each child whose calls were decided, and its answer is the
+call's output.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "RecordedDecision",
     "ToolAnswer",
     "call_digest",
+    "child_call_id",
 ]
 
 DEFAULT_APPROVAL_TIMEOUT_S = 24 * 60 * 60.0
@@ -68,6 +70,17 @@ DecisionKind = Literal["approve", "edit", "reject", "respond"]
 RecordedDecision = Literal["approve", "edit", "reject", "respond", "expired", "superseded"]
 """What became of a pending call, as the audit keeps it: a person's decision, or `expired`
 (nobody decided in time) or `superseded` (the user sent a new message instead)."""
+
+
+_CHILD_CALL_SEPARATOR = "/"
+
+
+def child_call_id(running: str, call_id: str) -> str:
+    """The id by which a run tree's root lists a call that waits in a child run: the id of the
+    call that runs the child, then the call's own (`call_boss/call_weather`). Each model names
+    its calls on its own, so two agents of a tree may use the same id: this one is unique in
+    the tree, at any depth."""
+    return f"{running}{_CHILD_CALL_SEPARATOR}{call_id}"
 
 
 def call_digest(name: str, arguments: dict[str, Any] | str) -> str:
@@ -207,20 +220,16 @@ class PausedRun:
     @property
     def own_pending(self) -> tuple[PendingApproval, ...]:
         """The calls of this run's own batch that wait for a person (not its children's)."""
-        below = {call.call_id for child in self.children.values() for call in child.pending}
-        return tuple(call for call in self.pending if call.call_id not in below)
+        return tuple(call for call in self.pending if self.child_of(call.call_id) is None)
 
-    def child_of(self, call_id: str) -> str | None:
-        """The id of the call whose child run `call_id` waits in (at any depth); None for a
-        call of this run's own batch, or no such call."""
-        return next(
-            (
-                running
-                for running, child in self.children.items()
-                if child.pending_call(call_id) is not None
-            ),
-            None,
-        )
+    def child_of(self, call_id: str) -> tuple[str, str] | None:
+        """For the id of a call that waits in a child run (`child_call_id`): the id of the call
+        that runs the child, and the call's id in the child's own pause; None for a call of this
+        run's own batch, or no such call."""
+        running, separator, inner = call_id.partition(_CHILD_CALL_SEPARATOR)
+        if not separator or running not in self.children:
+            return None
+        return running, inner
 
     def with_answers(self, answers: dict[str, ToolAnswer]) -> tuple[BatchCall, ...]:
         """The batch with `answers` (by call id) filled in."""
@@ -325,15 +334,19 @@ class CheckedDecisions:
     here: it keeps waiting."""
 
     def all_decided(self) -> dict[str, ApprovalDecision]:
-        """The decisions on the calls of the whole run tree, by call id."""
+        """The decisions on the calls of the whole run tree, by the call ids the root lists."""
         decided = dict(self.decided)
-        for child in self.children.values():
-            decided |= child.all_decided()
+        for running, child in self.children.items():
+            for call_id, decision in child.all_decided().items():
+                decided[child_call_id(running, call_id)] = decision
         return decided
 
     def all_expired(self) -> tuple[PendingApproval, ...]:
-        """The calls of the whole run tree that expired without a decision."""
-        return (
-            *self.expired,
-            *(call for child in self.children.values() for call in child.all_expired()),
+        """The calls of the whole run tree that expired without a decision, as the root lists
+        them."""
+        below = (
+            call.model_copy(update={"call_id": child_call_id(running, call.call_id)})
+            for running, child in self.children.items()
+            for call in child.all_expired()
         )
+        return (*self.expired, *below)

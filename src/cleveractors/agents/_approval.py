@@ -46,6 +46,7 @@ from cleveractors.approvals import (
     RecordedDecision,
     ToolAnswer,
     call_digest,
+    child_call_id,
 )
 from cleveractors.errors import (
     ConfigurationError,
@@ -316,7 +317,7 @@ class ToolBatches:
                 f"{pending.name} (call {pending.call_id})"
                 for pending in (
                     *waiting,
-                    *(p for child in children.values() for p in child.pending),
+                    *_pending_below(children),
                 )
             ),
         )
@@ -332,7 +333,7 @@ class ToolBatches:
                 BatchCall(call.call_id, call.name, call.arguments, answers.get(call.call_id))
                 for call in calls
             ),
-            pending=(*waiting, *(call for child in children.values() for call in child.pending)),
+            pending=(*waiting, *_pending_below(children)),
             children=dict(children),
             spent_tokens=run.spent_tokens,
             spent_cost_usd=run.spent_cost_usd,
@@ -353,3 +354,12 @@ class ToolBatches:
                 reason=reason,
             )
         )
+
+
+def _pending_below(children: Mapping[str, PausedRun]) -> list[PendingApproval]:
+    """The calls that wait in the children, by the ids the calling run lists them under."""
+    return [
+        call.model_copy(update={"call_id": child_call_id(running, call.call_id)})
+        for running, child in children.items()
+        for call in child.pending
+    ]

@@ -91,11 +91,12 @@ def check_decisions(
     own: list[ApprovalDecision] = []
     below: dict[str, list[ApprovalDecision]] = {}
     for decision in decisions:
-        running = paused.child_of(decision.call_id)
-        if running is None:
+        child_call = paused.child_of(decision.call_id)
+        if child_call is None:
             own.append(decision)
-        else:
-            below.setdefault(running, []).append(decision)
+        else:  # the child's own pause names the call by its own id
+            running, inner = child_call
+            below.setdefault(running, []).append(decision.model_copy(update={"call_id": inner}))
     children = _checked_children(paused, below, now=now, check_child=check_child)
     decided: dict[str, ApprovalDecision] = {}
     for decision in own:
