@@ -532,3 +532,35 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When the actor of "boss.yaml" is sent "Weather?" on /ai-sdk and the client approves what it is asked
     Then the first /ai-sdk stream asked to approve the get_weather call, the call shown as a tool part
     And the second /ai-sdk stream ends the get_weather call and then the careful call with "It rains in Paris."
+
+  Scenario: A child's call that waited past its expiry is read as declined when the tree resumes with no decision
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        approval_timeout_s: 0.2
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: I was not allowed to look it up.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///expired.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful could not look it up.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When the tree waits 0.3 seconds and is resumed with no decision
+    Then the answer is "Careful could not look it up."
+    And the child's get_weather call was expired
+    And the store's audit lists that call as expired under the paused run

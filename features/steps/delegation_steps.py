@@ -447,7 +447,9 @@ def _then_child_call(context: Context, tool: str, fate: str) -> None:
     inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
     decided = [e.decision for e in inner if isinstance(e, ToolCallDecided) and e.name == tool]
     ran = [e for e in inner if isinstance(e, ToolCallFinished) and e.name == tool]
-    expected = {"run": (["approve"], 1), "declined": (["reject"], 0)}[fate]
+    expected = {"run": (["approve"], 1), "declined": (["reject"], 0), "expired": (["expired"], 0)}[
+        fate
+    ]
     assert (decided, len(ran)) == expected, inner
 
 
@@ -612,3 +614,20 @@ def _when_nobody_approves(context: Context, name: str, message: str) -> None:
     context.executor = _load(context, name)
     result = asyncio.run(context.executor.execute(message, can_pause=False))
     context.outcome = Consumption("blocking", result=result)
+
+
+@when("the tree waits {seconds:g} seconds and is resumed with no decision")
+def _when_resumed_undecided(context: Context, seconds: float) -> None:
+    async def late() -> Consumption:
+        await asyncio.sleep(seconds)  # the pending call's expiry passes
+        return await _ask(context.executor, Resumption(context.paused_result.run_id, []), "events")
+
+    context.outcome = run_guarded(late())
+
+
+@then("the store's audit lists that call as expired under the paused run")
+def _then_audit_expired(context: Context) -> None:
+    run_id = context.paused_result.run_id
+    records = asyncio.run(context.executor.store.approvals(run_id=run_id))
+    listed = [(record.call_id, record.decision) for record in records]
+    assert listed == [(_pending(context).call_id, "expired")], listed
