@@ -564,3 +564,30 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     Then the answer is "Careful could not look it up."
     And the child's get_weather call was expired
     And the store's audit lists that call as expired under the paused run
+
+  Scenario: /ag-ui interrupts for a child's call, and the answer to the interrupt resumes the tree
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /ag-ui and the client approves the interrupt
+    Then the first /ag-ui run ended with one interrupt, for get_weather asked by boss > careful
+    And the second /ag-ui run gives the careful call the result "It rains in Paris." and finishes

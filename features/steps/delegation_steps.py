@@ -631,3 +631,47 @@ def _then_audit_expired(context: Context) -> None:
     records = asyncio.run(context.executor.store.approvals(run_id=run_id))
     listed = [(record.call_id, record.decision) for record in records]
     assert listed == [(_pending(context).call_id, "expired")], listed
+
+
+@when('the actor of "{name}" is sent "{message}" on /ag-ui and the client approves the interrupt')
+def _when_ag_ui_approved(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    user = {"id": "m0", "role": "user", "content": message}
+
+    async def exchange() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            body: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": [user]}
+            first = await client.post("/ag-ui", json=body)
+            (interrupt,) = _ag_ui_interrupts(first)
+            answer = {"interruptId": interrupt["id"], "status": "resolved"}
+            body = {"threadId": "t1", "runId": "r2", "messages": [user]}
+            body["resume"] = [answer | {"payload": {"approved": True}}]
+            return first, await client.post("/ag-ui", json=body)
+
+    context.ag_ui_first, context.ag_ui_second = run_guarded(exchange())
+
+
+def _ag_ui_interrupts(response: httpx.Response) -> list[dict[str, Any]]:
+    (finished,) = [e for e in _chunks(response) if e["type"] == "RUN_FINISHED"]
+    interrupts: list[dict[str, Any]] = finished["outcome"]["interrupts"]
+    return interrupts
+
+
+@then("the first /ag-ui run ended with one interrupt, for {tool} asked by {path}")
+def _then_ag_ui_interrupt(context: Context, tool: str, path: str) -> None:
+    (interrupt,) = _ag_ui_interrupts(context.ag_ui_first)
+    about = interrupt["metadata"]["cleveractors"]
+    assert (about["tool"], about["agent_path"]) == (tool, path.split(" > ")), interrupt
+    assert "/" in interrupt["toolCallId"], interrupt  # the child's call, unique in the tree
+
+
+@then('the second /ag-ui run gives the {agent} call the result "{answer}" and finishes')
+def _then_ag_ui_resumed(context: Context, agent: str, answer: str) -> None:
+    events = _chunks(context.ag_ui_second)
+    results = [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == [answer], results
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert not events[-1].get("outcome"), events[-1]
