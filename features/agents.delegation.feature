@@ -307,7 +307,143 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
     When its tool is called directly with the message "Weather?"
     Then the tool's output is "It rains."
 
-  Scenario: A child's call that needs approval is declined, since nobody can approve it inside a tool call
+  Scenario Outline: A child's call that needs approval pauses the whole tree; a decision by its call id resumes it (<decision>)
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: <child answer>
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///tree.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: <answer>
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When that call is decided "<decision>" in streamed mode
+    Then the answer is "<answer>"
+    And the tool careful returned "<child answer>" to the parent's model
+    And the child's get_weather call was <fate>
+    And the store's ledger holds every call of the tree once, the sum of both segments' bills
+
+    Examples:
+      | decision | child answer                     | answer                          | fate     |
+      | approve  | It rains in Paris.               | Careful says it rains in Paris. | run      |
+      | reject   | I was not allowed to look it up. | Careful could not look it up.   | declined |
+
+  Scenario: A grandchild's call pauses the tree two agents deep, and resumes by its call id
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful says it rains in Paris.
+      """
+    And in that folder the actor config "chief.yaml":
+      """
+      name: chief
+      agent:
+        provider: stub
+        tools:
+          - agent: boss.yaml
+        script:
+          - tool_calls: [{name: boss, args: {message: "Weather?"}}]
+          - text: The boss says it rains in Paris.
+      """
+    When the actor of "chief.yaml" is asked "Weather?" in blocking mode
+    Then the run paused waiting on get_weather asked by chief > boss > careful
+    And a decision on a call id the tree does not have is refused, naming it
+    When that call is decided "approve" in blocking mode
+    Then the answer is "The boss says it rains in Paris."
+    And the tool boss returned "Careful says it rains in Paris." to the parent's model
+
+  Scenario: A call of the parent's batch that ran before the pause does not run again on resuming
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather"}
+          - agent: careful.yaml
+        script:
+          - tool_calls:
+              - {name: get_weather, args: {city: Lyon}}
+              - {name: careful, args: {message: "Weather in Paris?"}}
+          - text: Lyon is sunny; careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When that call is decided "approve" in streamed mode
+    Then the answer is "Lyon is sunny; careful says it rains in Paris."
+    And the parent's own get_weather call ran once over both segments
+
+  Scenario: A new message instead of a decision declines the waiting child's call, and the session keeps a whole turn
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///superseded.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in session "s-tree"
+    And the actor is sent "Forget it." in session "s-tree"
+    Then the session's first turn answers the careful call as declined for the new message
+
+  Scenario: Where nobody can approve a call, a child's call that needs approval is declined and the tree answers
     Given in that folder the actor config "careful.yaml":
       """
       name: careful
@@ -330,6 +466,128 @@ Feature: An agent calls another agent as a tool, and the run tree has one bill
           - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
           - text: Careful could not look it up.
       """
-    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    When the actor of "boss.yaml" is asked "Weather?" where nobody can approve a call
     Then the answer is "Careful could not look it up."
-    And the child's get_weather call was declined, never run
+    And the tool careful returned "I was not allowed to look it up." to the parent's model
+
+  Scenario: A decision on a child's call is refused once the actor no longer offers the agent that asked
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///changed.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in blocking mode
+    Then the run paused waiting on get_weather asked by boss > careful
+    Given in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///changed.db"}
+      agent:
+        provider: stub
+        script:
+          - text: I ask nobody now.
+      """
+    When the actor of "boss.yaml" is loaded
+    Then a decision on that call is refused: agent tool 'careful' is no longer offered
+
+  Scenario: /ai-sdk asks the client to approve a child's call, and its approval resumes the tree
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /ai-sdk and the client approves what it is asked
+    Then the first /ai-sdk stream asked to approve the get_weather call, the call shown as a tool part
+    And the second /ai-sdk stream ends the get_weather call and then the careful call with "It rains in Paris."
+
+  Scenario: A child's call that waited past its expiry is read as declined when the tree resumes with no decision
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        approval_timeout_s: 0.2
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: I was not allowed to look it up.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      store: {url: "sqlite:///expired.db"}
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful could not look it up.
+      """
+    When the actor of "boss.yaml" is asked "Weather?" in streamed mode
+    Then the streamed run paused, the child announcing its call get_weather asked by boss > careful
+    When the tree waits 0.3 seconds and is resumed with no decision
+    Then the answer is "Careful could not look it up."
+    And the child's get_weather call was expired
+    And the store's audit lists that call as expired under the paused run
+
+  Scenario: /ag-ui interrupts for a child's call, and the answer to the interrupt resumes the tree
+    Given in that folder the actor config "careful.yaml":
+      """
+      name: careful
+      agent:
+        provider: stub
+        tools:
+          - {name: get_weather, handler: "cleveractors.demo:get_weather", approval: required}
+        script:
+          - tool_calls: [{name: get_weather, args: {city: Paris}}]
+          - text: It rains in Paris.
+      """
+    And in that folder the actor config "boss.yaml":
+      """
+      name: boss
+      agent:
+        provider: stub
+        tools:
+          - agent: careful.yaml
+        script:
+          - tool_calls: [{name: careful, args: {message: "Weather in Paris?"}}]
+          - text: Careful says it rains in Paris.
+      """
+    When the actor of "boss.yaml" is sent "Weather?" on /ag-ui and the client approves the interrupt
+    Then the first /ag-ui run ended with one interrupt, for get_weather asked by boss > careful
+    And the second /ag-ui run gives the careful call the result "It rains in Paris." and finishes

@@ -14,6 +14,7 @@ Suite Teardown      Stop Everything
 
 *** Variables ***
 ${ACTOR}            ${CURDIR}/actors/approvals_two_calls.yaml
+${TREE}             ${CURDIR}/actors/tree_chief.yaml
 ${REASON}           not tonight, we are staying in
 
 
@@ -68,6 +69,42 @@ A Run Paused On A Killed Server Is Decided And Resumed On Another, And The Model
     Should Be Equal As Integers    ${turn}[usage][total_tokens]    ${{ 64 + 29 + 121 + 21 }}
     ...    the turn is both segments' calls
     Should Be Equal As Integers    ${turn}[usage][llm_calls]    2
+
+A Grandchild's Approval Pauses The Run Tree On One Server, And It Resumes On Another
+    [Documentation]    chief asks boss, boss asks careful, whose weather call needs a person: the
+    ...    whole tree pauses (one scripted OpenAI server per agent, one PostgreSQL behind two
+    ...    `serve` processes); the call is approved by its id on the second process, careful's
+    ...    answer goes up the tree, and the ledger holds each of the six calls once.
+    ${database}=    New Postgres Database
+    ${actor}=    Actor Tree Over The Wire    ${TREE}
+    ${first}=    Start Stored Server    ${actor}    ${database}
+    ${paused}=    Chat And Read    ${first}    Weather?    session_id=s-tree
+    Should Be Equal    ${paused.last}[kind]    run_paused
+    ${pending}=    Set Variable    ${paused.last}[result][pending_approvals]
+    Length Should Be    ${pending}    1
+    Should Be Equal    ${pending}[0][call_id]    call_boss/call_careful/call_weather
+    ...    the grandchild's call, by an id unique in the tree
+    Should Be Equal    ${pending}[0][agent_path]    ${{ ["chief", "boss", "careful"] }}
+    Should Be Equal As Integers    ${paused.last}[result][prompt_tokens]    ${{ 40 + 30 + 20 }}
+    ...    the paused segment bills the first call of each agent
+    ${run_id}=    Set Variable    ${paused.last}[result][run_id]
+    Kill Server    ${first}
+    ${second}=    Start Stored Server    ${actor}    ${database}
+    ${waiting}=    Read Run    ${second}    ${run_id}
+    Should Be Equal    ${waiting.json()}[pending_approvals][0][agent_path]    ${{ ["chief", "boss", "careful"] }}
+    ${decision}=    Create Dictionary    call_id=${pending}[0][call_id]    decision=approve
+    ...    digest=${pending}[0][digest]
+    ${resumed}=    Post Decisions    ${second}    ${run_id}    ${{ [$decision] }}
+    Should Be Equal As Integers    ${resumed.status_code}    200    ${resumed.body}
+    Should Be Equal    ${resumed.stream.last}[kind]    run_finished
+    Should Be Equal    ${resumed.stream.last}[result][answer]
+    ...    The boss says it is 18 C with light rain in Paris.
+    Should Be Equal As Integers    ${resumed.stream.last}[result][prompt_tokens]    ${{ 50 + 60 + 70 }}
+    ...    the resumed segment bills the second call of each agent
+    ${ledger}=    Stored Ledger    ${database}
+    Length Should Be    ${ledger}[rows]    6
+    ${billed}=    Evaluate    sum(row["prompt_tokens"] + row["completion_tokens"] for row in $ledger["rows"])
+    Should Be Equal As Integers    ${billed}    ${{ 40 + 10 + 70 + 15 + 30 + 8 + 60 + 12 + 20 + 5 + 50 + 9 }}
 
 Two Servers Posting Decisions On The Same Call At Once: One Streams The Resumed Run, The Other Is 409
     [Documentation]    With a session the loser finds it held by the winner's resumption; without

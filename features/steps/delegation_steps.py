@@ -6,18 +6,30 @@ import asyncio
 import json
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import httpx
 from behave import given, then, when
 from behave.runner import Context
 from features.support.harness import Consumption, run_guarded
+from langchain_core.messages import ToolMessage
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cleveractors import ActorExecutor, ConfigurationError, LLMAgent
+from cleveractors.approvals import PendingApproval, child_call_id
 from cleveractors.config import LLMAgentConfig
-from cleveractors.events import AgentEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from cleveractors.errors import InvalidDecisionError
+from cleveractors.events import (
+    AgentEvent,
+    TextDelta,
+    ToolApprovalRequested,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from cleveractors.result import ExecutionResult
 from cleveractors.testing import ScriptedChatModel, ScriptedReply
+from cleveractors.turns import Resumption
 from cleveractors.usage import TokenUsage
 from cleveractors.web import create_app
 
@@ -40,7 +52,7 @@ def _when_loaded(context: Context, name: str) -> None:
         context.error = exc
 
 
-async def _ask(executor: ActorExecutor, message: str, mode: str) -> Consumption:
+async def _ask(executor: ActorExecutor, message: str | Resumption, mode: str) -> Consumption:
     if mode == "blocking":
         return Consumption("blocking", result=await executor.execute(message))
     outcome = Consumption("events")
@@ -369,13 +381,88 @@ def _then_tool_output_is(context: Context, text: str) -> None:
     assert context.tool_output == text, context.tool_output
 
 
-@then("the child's {tool} call was declined, never run")
-def _then_declined(context: Context, tool: str) -> None:
-    (child,) = _result(context).child_runs
-    assert (child.status, child.answer) == ("answered", "I was not allowed to look it up."), child
+def _pending(context: Context) -> PendingApproval:
+    (pending,) = context.paused_result.pending_approvals
+    return pending
+
+
+@then("the run paused waiting on {tool} asked by {path}")
+def _then_paused(context: Context, tool: str, path: str) -> None:
+    result = context.outcome.result
+    assert result.status == "paused", result
+    context.paused_result, context.paused_outcome = result, context.outcome
+    pending = _pending(context)
+    assert (pending.name, pending.agent_path) == (tool, tuple(path.split(" > "))), pending
+    assert [child.status for child in result.child_runs] == ["paused"], result.child_runs
+
+
+@then("the streamed run paused, the child announcing its call {tool} asked by {path}")
+def _then_paused_announced(context: Context, tool: str, path: str) -> None:
+    _then_paused(context, tool, path)
+    call_id = _pending(context).call_id
+    announced = [
+        (event.agent_path, child_call_id(str(event.call_id), event.event.call_id))
+        for event in context.outcome.events
+        if isinstance(event, AgentEvent) and isinstance(event.event, ToolApprovalRequested)
+    ]
+    assert announced == [(tuple(path.split(" > ")), call_id)], announced
+
+
+@then("a decision on a call id the tree does not have is refused, naming it")
+def _then_unknown_call(context: Context) -> None:
+    refused = _refusal(context, "nope")
+    assert refused.call_id == "nope", refused
+    assert "'nope'" in str(refused), refused
+
+
+@then("a decision on that call is refused: {problem}")
+def _then_decision_refused(context: Context, problem: str) -> None:
+    refused = _refusal(context, _pending(context).call_id)
+    assert problem in str(refused), refused
+
+
+def _refusal(context: Context, call_id: str) -> InvalidDecisionError:
+    """The error of approving CALL_ID of the paused run, which must be refused."""
+    decision = {"call_id": call_id, "decision": "approve"}
+    resumption = Resumption(context.paused_result.run_id, [decision])
+    try:
+        asyncio.run(context.executor.execute(resumption))
+    except InvalidDecisionError as exc:
+        return exc
+    raise AssertionError(f"the decision on call {call_id!r} was taken")
+
+
+@when('that call is decided "{decision}" in {mode} mode')
+def _when_decided(context: Context, decision: str, mode: str) -> None:
+    pending = _pending(context)
+    resumption = Resumption(
+        context.paused_result.run_id,
+        [{"call_id": pending.call_id, "decision": decision, "digest": pending.digest}],
+    )
+    context.outcome = run_guarded(_ask(context.executor, resumption, mode))
+
+
+@then("the child's {tool} call was {fate}")
+def _then_child_call(context: Context, tool: str, fate: str) -> None:
     inner = [e.event for e in context.outcome.events if isinstance(e, AgentEvent)]
-    assert not any(isinstance(e, ToolCallStarted) and e.name == tool for e in inner), inner
-    assert any(e.kind == "tool_call_requested" for e in inner), [e.kind for e in inner]
+    decided = [e.decision for e in inner if isinstance(e, ToolCallDecided) and e.name == tool]
+    ran = [e for e in inner if isinstance(e, ToolCallFinished) and e.name == tool]
+    expected = {"run": (["approve"], 1), "declined": (["reject"], 0), "expired": (["expired"], 0)}[
+        fate
+    ]
+    assert (decided, len(ran)) == expected, inner
+
+
+@then("the store's ledger holds every call of the tree once, the sum of both segments' bills")
+def _then_tree_ledger(context: Context) -> None:
+    paused, resumed = context.paused_result, _result(context)
+    report = asyncio.run(context.executor.store.usage())
+    assert len(report.rows) == paused.llm_calls + resumed.llm_calls == 4, report.rows
+    billed = paused.total_tokens + resumed.total_tokens
+    assert report.total_tokens == billed, (report.total_tokens, billed)
+    child_rows = {row.run_id for row in report.rows if row.parent_run_id is not None}
+    (first, second) = (paused.child_runs[0], resumed.child_runs[0])
+    assert child_rows == {first.run_id, second.run_id}, report.rows
 
 
 @then("the events include agent_events with the path {path}")
@@ -424,3 +511,167 @@ def _then_ai_sdk(context: Context, path: str, answer: str) -> None:
     assert all(part["data"]["agent_path"] == path.split(" > ") for part in parts), parts
     outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
     assert outputs == [answer], outputs
+
+
+def _chunks(response: httpx.Response) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    return [
+        json.loads(line[len("data:") :])
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line.strip() != "data: [DONE]"
+    ]
+
+
+@when(
+    'the actor of "{name}" is sent "{message}" on /ai-sdk and the client approves what it is asked'
+)
+def _when_ai_sdk_approved(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    user = {"id": "m0", "role": "user", "parts": [{"type": "text", "text": message}]}
+
+    async def exchange() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            body = {"id": "chat-1", "messages": [user], "trigger": "submit-message"}
+            first = await client.post("/ai-sdk", json=body)
+            chunks = _chunks(first)
+            (asked,) = [chunk for chunk in chunks if chunk["type"] == "tool-approval-request"]
+            (shown,) = [
+                chunk
+                for chunk in chunks
+                if chunk["type"] == "tool-input-available"
+                and chunk["toolCallId"] == asked["toolCallId"]
+            ]
+            part = {
+                "type": f"tool-{shown['toolName']}",
+                "toolCallId": shown["toolCallId"],
+                "state": "approval-responded",
+                "input": shown["input"],
+                "approval": {"id": asked["approvalId"], "approved": True},
+            }
+            answered = {"id": "m1", "role": "assistant", "parts": [part]}
+            body = {"id": "chat-1", "messages": [user, answered], "trigger": "submit-message"}
+            return first, await client.post("/ai-sdk", json=body)
+
+    context.ai_sdk_first, context.ai_sdk_second = run_guarded(exchange())
+
+
+@then("the first /ai-sdk stream asked to approve the {tool} call, the call shown as a tool part")
+def _then_ai_sdk_asked(context: Context, tool: str) -> None:
+    chunks = _chunks(context.ai_sdk_first)
+    shown = [c for c in chunks if c["type"] == "tool-input-available" and c["toolName"] == tool]
+    asked = [c for c in chunks if c["type"] == "tool-approval-request"]
+    assert [c["toolCallId"] for c in asked] == [c["toolCallId"] for c in shown], chunks
+    (pending,) = [c["toolCallId"] for c in asked]
+    assert "/" in pending, pending  # the child's call, by the id unique in the tree
+    assert chunks[-1]["type"] == "finish", chunks[-1]
+
+
+@then('the second /ai-sdk stream ends the {agent} call with "{answer}"')
+def _then_ai_sdk_resumed(context: Context, agent: str, answer: str) -> None:
+    chunks = _chunks(context.ai_sdk_second)
+    outputs = [chunk["output"] for chunk in chunks if chunk["type"] == "tool-output-available"]
+    assert outputs == [answer], outputs
+    assert chunks[-1]["type"] == "finish", chunks[-1]
+
+
+@then("the parent's own {tool} call ran once over both segments")
+def _then_ran_once(context: Context, tool: str) -> None:
+    events = [*context.paused_outcome.events, *context.outcome.events]
+    ran = [e for e in events if isinstance(e, ToolCallFinished) and e.name == tool]
+    assert len(ran) == 1, ran
+    own = [call.name for call in _result(context).tool_calls]
+    assert tool not in own, own  # the resumed segment did not run it again
+
+
+@when('the actor of "{name}" is asked "{message}" in session "{session}"')
+def _when_asked_in_session(context: Context, name: str, message: str, session: str) -> None:
+    context.executor = _load(context, name)
+    result = asyncio.run(context.executor.execute(message, session_id=session))
+    assert result.status == "paused", result
+
+
+@when('the actor is sent "{message}" in session "{session}"')
+def _when_sent_in_session(context: Context, message: str, session: str) -> None:
+    result = asyncio.run(context.executor.execute(message, session_id=session))
+    context.outcome = Consumption("blocking", result=result)
+
+
+@then("the session's first turn answers the {tool} call as declined for the new message")
+def _then_superseded_turn(context: Context, tool: str) -> None:
+    turns = asyncio.run(context.executor.store.history("s-tree"))
+    first = turns[0].messages
+    answers = [m for m in first if isinstance(m, ToolMessage) and m.name == tool]
+    assert len(answers) == 1, first
+    assert answers[0].status == "error", answers
+    assert "the user sent a new message" in str(answers[0].content), answers
+
+
+@when('the actor of "{name}" is asked "{message}" where nobody can approve a call')
+def _when_nobody_approves(context: Context, name: str, message: str) -> None:
+    context.executor = _load(context, name)
+    result = asyncio.run(context.executor.execute(message, can_pause=False))
+    context.outcome = Consumption("blocking", result=result)
+
+
+@when("the tree waits {seconds:g} seconds and is resumed with no decision")
+def _when_resumed_undecided(context: Context, seconds: float) -> None:
+    async def late() -> Consumption:
+        await asyncio.sleep(seconds)  # the pending call's expiry passes
+        return await _ask(context.executor, Resumption(context.paused_result.run_id, []), "events")
+
+    context.outcome = run_guarded(late())
+
+
+@then("the store's audit lists that call as expired under the paused run")
+def _then_audit_expired(context: Context) -> None:
+    run_id = context.paused_result.run_id
+    records = asyncio.run(context.executor.store.approvals(run_id=run_id))
+    listed = [(record.call_id, record.decision) for record in records]
+    assert listed == [(_pending(context).call_id, "expired")], listed
+
+
+@when('the actor of "{name}" is sent "{message}" on /ag-ui and the client approves the interrupt')
+def _when_ag_ui_approved(context: Context, name: str, message: str) -> None:
+    app = create_app(_load(context, name))
+    user = {"id": "m0", "role": "user", "content": message}
+
+    async def exchange() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000"
+        ) as client:
+            body: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": [user]}
+            first = await client.post("/ag-ui", json=body)
+            (interrupt,) = _ag_ui_interrupts(first)
+            answer = {"interruptId": interrupt["id"], "status": "resolved"}
+            body = {"threadId": "t1", "runId": "r2", "messages": [user]}
+            body["resume"] = [answer | {"payload": {"approved": True}}]
+            return first, await client.post("/ag-ui", json=body)
+
+    context.ag_ui_first, context.ag_ui_second = run_guarded(exchange())
+
+
+def _ag_ui_interrupts(response: httpx.Response) -> list[dict[str, Any]]:
+    (finished,) = [e for e in _chunks(response) if e["type"] == "RUN_FINISHED"]
+    interrupts: list[dict[str, Any]] = finished["outcome"]["interrupts"]
+    return interrupts
+
+
+@then("the first /ag-ui run ended with one interrupt, for {tool} asked by {path}")
+def _then_ag_ui_interrupt(context: Context, tool: str, path: str) -> None:
+    (interrupt,) = _ag_ui_interrupts(context.ag_ui_first)
+    about = interrupt["metadata"]["cleveractors"]
+    assert (about["tool"], about["agent_path"]) == (tool, path.split(" > ")), interrupt
+    assert "/" in interrupt["toolCallId"], interrupt  # the child's call, unique in the tree
+
+
+@then('the second /ag-ui run gives the {agent} call the result "{answer}" and finishes')
+def _then_ag_ui_resumed(context: Context, agent: str, answer: str) -> None:
+    events = _chunks(context.ag_ui_second)
+    results = [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == [answer], results
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert not events[-1].get("outcome"), events[-1]

@@ -65,6 +65,20 @@ class ApprovalsLibrary(StoreLibrary):
         return str(path)
 
     @keyword
+    def actor_tree_over_the_wire(self, actor: str) -> str:
+        """`Actor Over The Wire` for ACTOR and every actor file it calls as a tool (at any
+        depth), each on its own scripted server, the calls rewritten to the new files; the root's
+        new path."""
+        config = yaml.safe_load(Path(actor).read_text(encoding="utf-8"))
+        for tool in config["agent"].get("tools", []):
+            if "agent" in tool:
+                child = Path(actor).with_name(tool["agent"])
+                tool["agent"] = Path(self.actor_tree_over_the_wire(str(child))).name
+        written = self._folder / f"{Path(actor).stem}-with-tools.yaml"
+        written.write_text(yaml.safe_dump(config), encoding="utf-8")
+        return self.actor_over_the_wire(str(written))
+
+    @keyword
     def stop_model_servers(self) -> None:
         while self._model_servers:
             self._model_servers.pop().stop()

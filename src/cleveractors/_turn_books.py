@@ -373,7 +373,11 @@ async def _with_spend_left(outcome: RunOutcome, account: SpendAccount) -> RunOut
 
 def _declined_for_new_message(paused: PausedRun) -> dict[str, ToolAnswer]:
     """What the model reads for the calls of a pause that a new message answered."""
-    return {pending.call_id: not_run(pending.name, SUPERSEDED) for pending in paused.pending}
+    answers = {pending.call_id: not_run(pending.name, SUPERSEDED) for pending in paused.pending}
+    for call in paused.batch:  # an agent called as a tool, waiting on its paused run
+        if call.call_id in paused.children:
+            answers[call.call_id] = not_run(call.name, SUPERSEDED)
+    return answers
 
 
 def _being_ended(paused: PausedRun, busy: SessionBusyError) -> ApprovalConflictError:

@@ -23,12 +23,21 @@ model's reply with the batch of calls last), the answers of the batch's calls th
 were decided, and the calls still waiting for a person. It round-trips through JSON for the store.
 `CheckedDecisions` is a resumption's decisions once checked against it: what the agent carries
 out.
+
+A run tree pauses as one: an agent called as a tool whose run pauses leaves its call in the
+calling run's batch unanswered, and the calling run pauses too, keeping the child's `PausedRun`
+under that call's id (`children`). The root's `pending` lists every call that waits, at any
+depth, each naming the agents that ask (`agent_path`) and by an id unique in the tree
+(`child_call_id`: `call_boss/call_weather`), so decisions name calls by id whatever their
+depth; resuming the root resumes each child whose calls were decided, and its answer is the
+call's output.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
@@ -49,6 +58,7 @@ __all__ = [
     "RecordedDecision",
     "ToolAnswer",
     "call_digest",
+    "child_call_id",
 ]
 
 DEFAULT_APPROVAL_TIMEOUT_S = 24 * 60 * 60.0
@@ -60,6 +70,17 @@ DecisionKind = Literal["approve", "edit", "reject", "respond"]
 RecordedDecision = Literal["approve", "edit", "reject", "respond", "expired", "superseded"]
 """What became of a pending call, as the audit keeps it: a person's decision, or `expired`
 (nobody decided in time) or `superseded` (the user sent a new message instead)."""
+
+
+_CHILD_CALL_SEPARATOR = "/"
+
+
+def child_call_id(running: str, call_id: str) -> str:
+    """The id by which a run tree's root lists a call that waits in a child run: the id of the
+    call that runs the child, then the call's own (`call_boss/call_weather`). Each model names
+    its calls on its own, so two agents of a tree may use the same id: this one is unique in
+    the tree, at any depth."""
+    return f"{running}{_CHILD_CALL_SEPARATOR}{call_id}"
 
 
 def call_digest(name: str, arguments: dict[str, Any] | str) -> str:
@@ -83,6 +104,9 @@ class PendingApproval(BaseModel):
     requested_at: datetime
     expires_at: datetime
     """After this, the call is `expired`: it never runs, and a decision is refused."""
+    agent_path: tuple[str, ...] = ()
+    """The agents from the root run's down to the one whose call this is, by name (one name for
+    the root's own calls; none in a pause kept before run trees could pause)."""
 
 
 class ApprovalDecision(BaseModel):
@@ -185,9 +209,27 @@ class PausedRun:
     max_output_tokens: int | None = None
     agent: str | None = None
     """The actor whose agent paused (after a handoff, the one it went to): it resumes there."""
+    children: Mapping[str, PausedRun] = field(default_factory=dict)
+    """The paused runs of the agents this run called as tools, by the id of the call that runs
+    each: those calls of the batch wait for their child to answer. `pending` lists the
+    children's waiting calls too."""
 
     def pending_call(self, call_id: str) -> PendingApproval | None:
         return next((call for call in self.pending if call.call_id == call_id), None)
+
+    @property
+    def own_pending(self) -> tuple[PendingApproval, ...]:
+        """The calls of this run's own batch that wait for a person (not its children's)."""
+        return tuple(call for call in self.pending if self.child_of(call.call_id) is None)
+
+    def child_of(self, call_id: str) -> tuple[str, str] | None:
+        """For the id of a call that waits in a child run (`child_call_id`): the id of the call
+        that runs the child, and the call's id in the child's own pause; None for a call of this
+        run's own batch, or no such call."""
+        running, separator, inner = call_id.partition(_CHILD_CALL_SEPARATOR)
+        if not separator or running not in self.children:
+            return None
+        return running, inner
 
     def with_answers(self, answers: dict[str, ToolAnswer]) -> tuple[BatchCall, ...]:
         """The batch with `answers` (by call id) filled in."""
@@ -203,28 +245,33 @@ class PausedRun:
         return [*self.messages[self.turn_start :], *(call.tool_message() for call in batch)]
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "run_id": self.run_id,
-                "messages": messages_to_dict(list(self.messages)),
-                "turn_start": self.turn_start,
-                "user_message": self.user_message,
-                "round": self.round,
-                "tool_rounds": self.tool_rounds,
-                "batch": [_batch_call_json(call) for call in self.batch],
-                "pending": [call.model_dump(mode="json") for call in self.pending],
-                "session_id": self.session_id,
-                "caller": self.caller,
-                "spent_tokens": self.spent_tokens,
-                "spent_cost_usd": str(self.spent_cost_usd),
-                "max_output_tokens": self.max_output_tokens,
-                "agent": self.agent,
-            }
-        )
+        return json.dumps(self._to_dict())
 
     @classmethod
     def from_json(cls, text: str) -> PausedRun:
-        data = json.loads(text)
+        return cls._from_dict(json.loads(text))
+
+    def _to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "messages": messages_to_dict(list(self.messages)),
+            "turn_start": self.turn_start,
+            "user_message": self.user_message,
+            "round": self.round,
+            "tool_rounds": self.tool_rounds,
+            "batch": [_batch_call_json(call) for call in self.batch],
+            "pending": [call.model_dump(mode="json") for call in self.pending],
+            "session_id": self.session_id,
+            "caller": self.caller,
+            "spent_tokens": self.spent_tokens,
+            "spent_cost_usd": str(self.spent_cost_usd),
+            "max_output_tokens": self.max_output_tokens,
+            "agent": self.agent,
+            "children": {call_id: child._to_dict() for call_id, child in self.children.items()},
+        }
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> PausedRun:
         return cls(
             run_id=data["run_id"],
             messages=tuple(messages_from_dict(data["messages"])),
@@ -240,6 +287,11 @@ class PausedRun:
             spent_cost_usd=Decimal(data["spent_cost_usd"]),
             max_output_tokens=data["max_output_tokens"],
             agent=data.get("agent"),  # a pause kept before handoffs names none
+            # A pause kept before run trees could pause has no children.
+            children={
+                call_id: cls._from_dict(child)
+                for call_id, child in data.get("children", {}).items()
+            },
         )
 
 
@@ -276,3 +328,25 @@ class CheckedDecisions:
     """The pending calls that waited too long without a decision."""
     waiting: tuple[PendingApproval, ...]
     """The pending calls still undecided (the run pauses again for them)."""
+    children: Mapping[str, CheckedDecisions] = field(default_factory=dict)
+    """The decisions on the calls of the paused children, by the id of the call that runs each
+    child: those children resume. A child none of whose calls was decided (or expired) is not
+    here: it keeps waiting."""
+
+    def all_decided(self) -> dict[str, ApprovalDecision]:
+        """The decisions on the calls of the whole run tree, by the call ids the root lists."""
+        decided = dict(self.decided)
+        for running, child in self.children.items():
+            for call_id, decision in child.all_decided().items():
+                decided[child_call_id(running, call_id)] = decision
+        return decided
+
+    def all_expired(self) -> tuple[PendingApproval, ...]:
+        """The calls of the whole run tree that expired without a decision, as the root lists
+        them."""
+        below = (
+            call.model_copy(update={"call_id": child_call_id(running, call.call_id)})
+            for running, child in self.children.items()
+            for call in child.all_expired()
+        )
+        return (*self.expired, *below)

@@ -46,6 +46,7 @@ from cleveractors.approvals import (
     RecordedDecision,
     ToolAnswer,
     call_digest,
+    child_call_id,
 )
 from cleveractors.errors import (
     ConfigurationError,
@@ -179,7 +180,7 @@ class ToolBatches:
         waiting: list[PendingApproval] = []
         for call in gated:
             if run.can_pause:
-                waiting.append(self._pending(call))
+                waiting.append(self._pending(run, call))
             else:
                 answers[call.call_id] = answer_for_person(
                     run, call, not_run(call.name, UNAVAILABLE)
@@ -195,10 +196,15 @@ class ToolBatches:
         await self._toolset.sync()  # another worker's first run: its MCP tools are not bound yet
         paused = checked.paused
         answers = {call.call_id: call.answer for call in paused.batch if call.answer is not None}
-        ready: list[ToolCallRequest] = []
+        ready: list[ToolCallRequest] = [
+            ToolCallRequest(call.call_id, call.name, call.arguments)
+            for call in paused.batch
+            if call.call_id in checked.children
+        ]
+        run.resuming = dict(checked.children)  # what the agents called as tools resume from
         edits: dict[str, Mapping[str, object]] = {}
         expired = {call.call_id for call in checked.expired}
-        for pending in paused.pending:
+        for pending in paused.own_pending:
             call = ToolCallRequest(pending.call_id, pending.name, pending.arguments)
             decision = checked.decided.get(pending.call_id)
             if decision is None:
@@ -225,8 +231,15 @@ class ToolBatches:
                         run, call, ToolAnswer(decision.output or "")
                     )
         calls = [ToolCallRequest(call.call_id, call.name, call.arguments) for call in paused.batch]
+        order = [call.call_id for call in calls]
+        ready.sort(key=lambda call: order.index(call.call_id))  # the model's order
+        still = {
+            running: child
+            for running, child in paused.children.items()
+            if running not in checked.children
+        }
         return await self._answer_batch(
-            run, calls, ready, answers, waiting=list(checked.waiting), edits=edits
+            run, calls, ready, answers, waiting=list(checked.waiting), edits=edits, children=still
         )
 
     async def _answer_batch(
@@ -238,9 +251,12 @@ class ToolBatches:
         *,
         waiting: Sequence[PendingApproval],
         edits: Mapping[str, Mapping[str, object]] | None = None,
+        children: Mapping[str, PausedRun] | None = None,
     ) -> BatchOutcome:
         """Run the `ready` calls and answer the batch: in full, in the model's order, when no
-        call waits for a person; otherwise the run pauses with what it has."""
+        call waits for a person (here or in a child run); otherwise the run pauses with what
+        it has."""
+        paused_children = dict(children or {})
         ended = await answer_calls(
             run,
             calls,
@@ -250,15 +266,16 @@ class ToolBatches:
             prune=self._prune,
             agent_name=self._agent_name,
             edits=edits,
+            children=paused_children,
         )
         if ended is not None:
             return BatchOutcome(answer=ended)
-        if waiting:
-            return BatchOutcome(paused=self._pause(run, calls, answers, waiting))
+        if waiting or paused_children:
+            return BatchOutcome(paused=self._pause(run, calls, answers, waiting, paused_children))
         append_answers(run, calls, answers)
         return BatchOutcome()
 
-    def _pending(self, call: ToolCallRequest) -> PendingApproval:
+    def _pending(self, run: _Run, call: ToolCallRequest) -> PendingApproval:
         now = datetime.now(UTC)
         return PendingApproval(
             call_id=call.call_id,
@@ -267,6 +284,7 @@ class ToolBatches:
             digest=call_digest(call.name, call.arguments),
             requested_at=now,
             expires_at=now + timedelta(seconds=self._gate.timeout_s),
+            agent_path=run.lineage.path,
         )
 
     def _pause(
@@ -275,9 +293,11 @@ class ToolBatches:
         calls: Sequence[ToolCallRequest],
         answers: Mapping[str, ToolAnswer],
         waiting: Sequence[PendingApproval],
+        children: Mapping[str, PausedRun],
     ) -> PausedRun:
         """What a later segment needs to go on: the transcript (the batch's reply last), the
-        answers so far, the calls that wait. Each waiting call is announced."""
+        answers so far, the calls that wait (its own, then its children's). Each of its own
+        waiting calls is announced (a child announced its own)."""
         for pending in waiting:
             run.sink(
                 ToolApprovalRequested(
@@ -293,7 +313,13 @@ class ToolBatches:
             "agent %s, run %s: paused for approval of %s",
             self._agent_name,
             current_run_id(),
-            ", ".join(f"{pending.name} (call {pending.call_id})" for pending in waiting),
+            ", ".join(
+                f"{pending.name} (call {pending.call_id})"
+                for pending in (
+                    *waiting,
+                    *_pending_below(children),
+                )
+            ),
         )
         transcript = run.transcript
         return PausedRun(
@@ -307,7 +333,8 @@ class ToolBatches:
                 BatchCall(call.call_id, call.name, call.arguments, answers.get(call.call_id))
                 for call in calls
             ),
-            pending=tuple(waiting),
+            pending=(*waiting, *_pending_below(children)),
+            children=dict(children),
             spent_tokens=run.spent_tokens,
             spent_cost_usd=run.spent_cost_usd,
             max_output_tokens=run.max_output_tokens,
@@ -327,3 +354,12 @@ class ToolBatches:
                 reason=reason,
             )
         )
+
+
+def _pending_below(children: Mapping[str, PausedRun]) -> list[PendingApproval]:
+    """The calls that wait in the children, by the ids the calling run lists them under."""
+    return [
+        call.model_copy(update={"call_id": child_call_id(running, call.call_id)})
+        for running, child in children.items()
+        for call in child.pending
+    ]

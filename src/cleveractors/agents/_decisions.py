@@ -9,7 +9,7 @@ are the texts the model reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from cleveractors.approvals import (
@@ -25,6 +25,7 @@ from cleveractors.tools import Tool
 __all__ = [
     "SUPERSEDED",
     "UNAVAILABLE",
+    "ChildCheck",
     "check_decisions",
     "declined",
     "edited",
@@ -35,6 +36,10 @@ __all__ = [
 SUPERSEDED = "the user sent a new message instead of deciding on it"
 UNAVAILABLE = "it needs a person's approval, which is not available on this endpoint"
 _EXPIRED = "nobody approved it within {seconds:g} seconds"
+
+ChildCheck = Callable[[str, PausedRun, Sequence[ApprovalDecision]], CheckedDecisions]
+"""Checks the decisions on a paused child run's calls against the tools of the agent that runs
+it: given the id of the call that runs the child, its pause, and the decisions."""
 
 
 def declined(name: str, reason: str | None) -> ToolAnswer:
@@ -69,8 +74,12 @@ def check_decisions(
     tools: Mapping[str, Tool],
     *,
     now: datetime,
+    check_child: ChildCheck,
 ) -> CheckedDecisions:
-    """Check every decision against the paused run; nothing is applied when one is wrong.
+    """Check every decision against the paused run; nothing is applied when one is wrong. A
+    decision on a call of a paused child run (at any depth) is checked by `check_child`, against
+    the tools of the agent that asked; a child with no decision (and no expired call) keeps
+    waiting.
 
     Raises:
         InvalidDecisionError: an unknown call id, a digest of other arguments, edited arguments
@@ -79,8 +88,18 @@ def check_decisions(
         ApprovalExpiredError: a decision for a call that expired.
     """
     run_id = paused.run_id
-    decided: dict[str, ApprovalDecision] = {}
+    own: list[ApprovalDecision] = []
+    below: dict[str, list[ApprovalDecision]] = {}
     for decision in decisions:
+        child_call = paused.child_of(decision.call_id)
+        if child_call is None:
+            own.append(decision)
+        else:  # the child's own pause names the call by its own id
+            running, inner = child_call
+            below.setdefault(running, []).append(decision.model_copy(update={"call_id": inner}))
+    children = _checked_children(paused, below, now=now, check_child=check_child)
+    decided: dict[str, ApprovalDecision] = {}
+    for decision in own:
         call = paused.pending_call(decision.call_id)
         if call is None:
             raise InvalidDecisionError(
@@ -111,14 +130,31 @@ def check_decisions(
         if decision.decision == "edit":
             _check_edit(run_id, call, decision, tools.get(call.name))
         decided[decision.call_id] = decision
-    undecided = [call for call in paused.pending if call.call_id not in decided]
+    undecided = [call for call in paused.own_pending if call.call_id not in decided]
     expired = tuple(call for call in undecided if call.expires_at <= now)
-    if not decided and not expired:
+    if not decided and not expired and not children:
         raise InvalidDecisionError(
             f"no decision was given for run {run_id!r}, whose calls wait for one", run_id=run_id
         )
     waiting = tuple(call for call in undecided if call.expires_at > now)
-    return CheckedDecisions(paused, decided, expired, waiting)
+    return CheckedDecisions(paused, decided, expired, waiting, children)
+
+
+def _checked_children(
+    paused: PausedRun,
+    below: Mapping[str, Sequence[ApprovalDecision]],
+    *,
+    now: datetime,
+    check_child: ChildCheck,
+) -> dict[str, CheckedDecisions]:
+    """The decisions on each child that resumes: one with a decision or an expired call."""
+    children: dict[str, CheckedDecisions] = {}
+    for running, child in paused.children.items():
+        decisions = below.get(running, ())
+        if not decisions and all(call.expires_at > now for call in child.pending):
+            continue  # nothing to carry out: the child keeps waiting
+        children[running] = check_child(running, child, decisions)
+    return children
 
 
 def _check_edit(

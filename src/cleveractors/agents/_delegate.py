@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
+from cleveractors.agents._decisions import ChildCheck
 from cleveractors.agents._lineage import Lineage
 from cleveractors.agents._loop import EventSink, _Run
 from cleveractors.agents.base import History, discard_event
-from cleveractors.agents.tool import current_call_var
+from cleveractors.agents.tool import ToolPaused, current_call_var
+from cleveractors.approvals import ApprovalDecision, CheckedDecisions, PausedRun
 from cleveractors.context import RunContext
-from cleveractors.errors import ConfigurationError, ExecutionError
+from cleveractors.errors import ConfigurationError, ExecutionError, InvalidDecisionError
 from cleveractors.events import AgentEvent, Event
 from cleveractors.result import ChildRun, RunOutcome
 from cleveractors.runs import new_run_id
@@ -43,8 +46,10 @@ from cleveractors.usage import CallRecorder
 __all__ = [
     "RunsTurns",
     "agent_tool",
+    "check_children",
     "close_called_agents",
     "enter_run",
+    "is_agent_tool",
     "leave_run",
     "lineage_of",
 ]
@@ -65,7 +70,7 @@ class RunsTurns(Protocol):
 
     async def run(
         self,
-        start: str,
+        start: str | CheckedDecisions,
         *,
         history: History | None,
         sink: Callable[[Event], None],
@@ -75,6 +80,10 @@ class RunsTurns(Protocol):
         can_pause: bool = True,
         context: RunContext[Any] | None = None,
     ) -> RunOutcome: ...
+
+    def check_decisions(
+        self, paused: PausedRun, decisions: Sequence[ApprovalDecision], *, now: datetime
+    ) -> CheckedDecisions: ...
 
     async def aclose(self) -> None: ...
 
@@ -193,19 +202,23 @@ async def _run_child(agent: RunsTurns, message: str) -> str:
         )
     running = current_call_var.get()
     call_id = None if running is None else running.call.call_id
+    # A child that paused resumes with its decisions (its message is in its transcript).
+    start: str | CheckedDecisions = message
+    if call_id is not None and call_id in parent.resuming:
+        start = parent.resuming.pop(call_id)
     run_id = new_run_id()
     child_trace = _child_trace(run_id, agent.name, parent.run_id)
     handed = _handed_down.set(_HandedDown(run_id, parent, agent.name))
     traced = None if child_trace is None else current_trace_var.set(child_trace)
     try:
         outcome = await agent.run(
-            message,
+            start,
             history=None,
             sink=_child_sink(parent, (*above.path, agent.name), run_id, call_id),
             streaming=parent.streaming,
             on_call=above.recorder,
             run_id=run_id,
-            can_pause=False,
+            can_pause=parent.can_pause,  # its calls that need a person pause the tree
             # The child serves the same caller: the parent's session, caller and deps.
             context=replace(parent.context, run_id=run_id, actor=agent.name),
         )
@@ -233,7 +246,35 @@ async def _run_child(agent: RunsTurns, message: str) -> str:
             synthesis_reason=result.synthesis_reason,
         )
     )
+    if outcome.pause is not None:
+        raise ToolPaused(outcome.pause)
     return _answer(agent, outcome)
+
+
+def check_children(paused: PausedRun, tools: Mapping[str, Tool], *, now: datetime) -> ChildCheck:
+    """How the decisions on `paused`'s children are checked: each against the agent its call
+    runs (which checks its own children the same way)."""
+
+    def check(
+        running: str, child: PausedRun, decisions: Sequence[ApprovalDecision]
+    ) -> CheckedDecisions:
+        name = next(call.name for call in paused.batch if call.call_id == running)
+        tool = tools.get(name)
+        if tool is None or not isinstance(tool.run, _AgentCall):
+            raise InvalidDecisionError(
+                f"call {running!r} of run {paused.run_id!r}: agent tool {name!r} is no longer "
+                "offered",
+                run_id=paused.run_id,
+                call_id=running,
+            )
+        return tool.run.agent.check_decisions(child, decisions, now=now)
+
+    return check
+
+
+def is_agent_tool(tool: Tool | None) -> bool:
+    """Whether the tool runs an agent (whose run may pause for a person)."""
+    return tool is not None and isinstance(tool.run, _AgentCall)
 
 
 def _answer(agent: RunsTurns, outcome: RunOutcome) -> str:

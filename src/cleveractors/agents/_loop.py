@@ -327,6 +327,9 @@ class _Run:
     """Which model the run asks, and which answered (fallback models)."""
     lineage: Lineage = field(default_factory=lambda: Lineage(path=("assistant",)))
     """Where the run stands in its run tree, and the budgets it has (agents as tools)."""
+    resuming: dict[str, CheckedDecisions] = field(default_factory=dict)
+    """The decisions that the paused runs of agents this run called as tools resume with, by
+    the id of the call that runs each (a resumed batch's)."""
     child_runs: list[ChildRun] = field(default_factory=list)
     """The runs of the agents this run called as tools, in the order they ended."""
     typed: TypedAnswers | None = None

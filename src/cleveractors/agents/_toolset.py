@@ -236,6 +236,8 @@ class ToolDispatcher:
             context=run.context,
         )
         outcome = await agent.run(call)
+        if outcome.paused is not None:
+            return outcome  # no answer yet: the run pauses, and the call ends when it resumes
         # Recorded as soon as it ran: a run cancelled later in the batch still reports it.
         _record(
             run,
@@ -309,12 +311,19 @@ async def answer_calls(
     prune: Prune,
     agent_name: str,
     edits: Mapping[str, Mapping[str, object]] | None = None,
+    children: dict[str, PausedRun] | None = None,
 ) -> str | None:
-    """Run the `ready` calls of a batch and put their answers in `answers`. When an `ends_turn`
-    call ended the batch, the calls left are skipped, the whole batch answered in the
-    transcript, and the call's output (the turn's answer) returned; else None."""
+    """Run the `ready` calls of a batch and put their answers in `answers` (or, for an agent
+    called as a tool whose run paused, its pause in `children`). When an `ends_turn` call ended
+    the batch, the calls left are skipped, the whole batch answered in the transcript, and the
+    call's output (the turn's answer) returned; else None."""
+    if children is None:
+        children = {}
     dispatched = await dispatcher.dispatch(run, ready)
     for call, outcome in dispatched.ran:
+        if outcome.paused is not None:
+            children[call.call_id] = outcome.paused
+            continue
         output = await prune(run, call, outcome)
         if edits and (arguments := edits.get(call.call_id)) is not None:
             output = edited(arguments, output)

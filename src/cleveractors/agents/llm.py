@@ -45,8 +45,10 @@ from cleveractors.agents._context_window import (
 from cleveractors.agents._decisions import check_decisions
 from cleveractors.agents._delegate import (
     agent_tool,
+    check_children,
     close_called_agents,
     enter_run,
+    is_agent_tool,
     leave_run,
     lineage_of,
 )
@@ -563,7 +565,9 @@ class LLMAgent(Agent):
         """
         paused_on = self.handoff_agent(paused.agent) if paused.agent is not None else None
         tools = (paused_on or self).tools  # a run paused after a handoff waits on its target
-        return check_decisions(paused, decisions, tools, now=now)
+        return check_decisions(
+            paused, decisions, tools, now=now, check_child=check_children(paused, tools, now=now)
+        )
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -704,7 +708,8 @@ class LLMAgent(Agent):
         without the approval gate."""
         tools = self._toolset.tools
         return self._gate.has_rules or any(
-            is_declared_gated(tools.get(call.name)) for call in calls
+            is_declared_gated(tools.get(call.name)) or is_agent_tool(tools.get(call.name))
+            for call in calls
         )
 
     def _first_step(

@@ -8,7 +8,7 @@ import logging
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cleveractors.context import RunContext
 from cleveractors.errors import ToolExecutionError
@@ -16,7 +16,17 @@ from cleveractors.runs import current_run_id
 from cleveractors.tools import Tool
 from cleveractors.tracing import ToolSpan, current_trace
 
-__all__ = ["RunningCall", "ToolAgent", "ToolCallRequest", "ToolOutcome", "current_call_var"]
+if TYPE_CHECKING:
+    from cleveractors.approvals import PausedRun
+
+__all__ = [
+    "RunningCall",
+    "ToolAgent",
+    "ToolCallRequest",
+    "ToolOutcome",
+    "ToolPaused",
+    "current_call_var",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +53,24 @@ class ToolCallRequest:
     parse_error: str | None = None
 
 
+class ToolPaused(Exception):
+    """Raised by a tool whose work waits for a person: an agent called as a tool whose run
+    paused. The call gets no answer yet; the calling run pauses with `paused` under it."""
+
+    def __init__(self, paused: PausedRun) -> None:
+        super().__init__(f"run {paused.run_id} paused for approval")
+        self.paused = paused
+
+
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """What a call produced: `output` is what the model reads next, an error text on failure."""
+    """What a call produced: `output` is what the model reads next, an error text on failure;
+    or, for a call whose work waits for a person, nothing yet (`paused`)."""
 
     output: str
     duration_s: float
     error: ToolExecutionError | None = None
+    paused: PausedRun | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +141,10 @@ class ToolAgent:
         started = time.perf_counter()
         try:
             output = await self._invoke(call)
+        except ToolPaused as pause:
+            return ToolOutcome(
+                output="", duration_s=time.perf_counter() - started, paused=pause.paused
+            )
         except ToolExecutionError as error:
             # The error names the tool and the call already.
             logger.warning("agent %s, run %s: %s", self._agent_name, current_run_id(), error)
@@ -138,6 +163,8 @@ class ToolAgent:
             async with deadline:
                 value = await tool.run(arguments)
             return value if isinstance(value, str) else json.dumps(value, default=str)
+        except ToolPaused:
+            raise
         except TimeoutError as exc:
             if deadline.expired():
                 raise self._failure(call, f"timed out after {tool.timeout_s:g}s") from None

@@ -157,7 +157,7 @@ async def claim_pause(
     # The pause is this resumption's now: a call a reader marked expired after the decisions
     # were checked in time is the resumption's to settle, as it was checked.
     settled = or_(approvals.c.decision.is_(None), approvals.c.decision == "expired")
-    for call_id, decision in checked.decided.items():
+    for call_id, decision in checked.all_decided().items():  # the run tree's, at any depth
         await _record_decision(
             connection,
             paused.run_id,
@@ -175,7 +175,7 @@ async def claim_pause(
             },
             still=settled,
         )
-    for pending in checked.expired:
+    for pending in checked.all_expired():
         await _record_decision(
             connection,
             paused.run_id,

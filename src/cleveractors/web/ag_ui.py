@@ -31,7 +31,9 @@ so far>}`: first a `STATE_SNAPSHOT`, then, as the object grows, `STATE_DELTA`s (
 retry of an invalid answer starts again with a new snapshot.
 
 A run that waits for a person ends with `RUN_FINISHED` whose outcome is an interrupt, one per
-gated call: `toolCallId` names the call, `metadata` holds its name and arguments, and
+gated call (an agent's called as a tool too, at any depth, by the id `pending_approvals` lists
+it under, its `metadata` naming the `agent_path`): `toolCallId` names the call, `metadata` holds
+its name and arguments, and
 `responseSchema` describes the answer, `{"approved": bool, "editedArgs": {...}, "reason":
 "..."}` (`editedArgs` approves the call with other arguments). The next input's `resume` entries
 answer them by interrupt id (`status: "cancelled"` rejects the call); the paused run is found,
@@ -74,6 +76,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import ServerSentEvent
 
+from cleveractors.approvals import PendingApproval
 from cleveractors.events import (
     Event,
     OutputDelta,
@@ -291,7 +294,12 @@ class AgUiEvents:
             case RunFinished(result=result):
                 return [*self._end_text(), self._finished(result)]
             case RunPaused(result=result):
-                outcome = RunFinishedInterruptOutcome(interrupts=self._interrupts)
+                # The calls of agents called as tools (at any depth) wait too: each is an
+                # interrupt by the id the paused run lists it under.
+                below = [
+                    self._interrupt(p) for p in result.pending_approvals if len(p.agent_path) > 1
+                ]
+                outcome = RunFinishedInterruptOutcome(interrupts=[*self._interrupts, *below])
                 return [*self._end_text(), self._finished(result, outcome)]
             case RunFailed(error=error, result=result):
                 told = public_error(error, request_id)
@@ -347,15 +355,18 @@ class AgUiEvents:
             role="tool",
         )
 
-    def _interrupt(self, event: ToolApprovalRequested) -> Interrupt:
+    def _interrupt(self, call: ToolApprovalRequested | PendingApproval) -> Interrupt:
+        about: dict[str, Any] = {"tool": call.name, "arguments": call.arguments}
+        if isinstance(call, PendingApproval):  # a call of an agent called as a tool: whose
+            about["agent_path"] = list(call.agent_path)
         return Interrupt(
-            id=approval_id(self._run_id, event.call_id),
+            id=approval_id(self._run_id, call.call_id),
             reason=APPROVAL_INTERRUPT_REASON,
-            message=f"Run the tool {event.name!r}?",
-            tool_call_id=event.call_id,
+            message=f"Run the tool {call.name!r}?",
+            tool_call_id=call.call_id,
             response_schema=APPROVAL_RESPONSE_SCHEMA,
-            expires_at=event.expires_at.isoformat(),
-            metadata={"cleveractors": {"tool": event.name, "arguments": event.arguments}},
+            expires_at=call.expires_at.isoformat(),
+            metadata={"cleveractors": about},
         )
 
     def _finished(

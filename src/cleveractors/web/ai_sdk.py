@@ -22,8 +22,11 @@ The answer is the protocol's SSE (header `x-vercel-ai-ui-message-stream: v1`): `
 metadata `{"run_id"}`), per model call a step (`start-step` / `finish-step`) with its text
 (`text-start` / `text-delta` / `text-end`) and tool calls (`tool-input-available`, then
 `tool-output-available` or `tool-output-error` with the tool's own error text); a gated call's
-`tool-approval-request`; a typed actor's object (`output_schema`, `output_type`) as a `data-output`
-part, `{"type": "data-output", "id": "{run_id}-output", "data": <the object so far>}`, sent again
+`tool-approval-request` (the gated calls of agents called as tools, at any depth, come as tool
+parts asking for approval before `finish`, by the ids `pending_approvals` lists them under: a
+decision resumes the whole run tree); a typed actor's object
+(`output_schema`, `output_type`) as a `data-output` part,
+`{"type": "data-output", "id": "{run_id}-output", "data": <the object so far>}`, sent again
 as it grows under the same id, so the client replaces the part in place (the last is the validated
 object, `ExecutionResult.output`); an `error` part for a failed run (the same generic wording as
 the other routes); last `finish` with the message metadata `{"run_id", "usage": {"prompt_tokens",
@@ -271,7 +274,10 @@ class UIMessageChunks:
                 # is the tool's output).
                 data = event.model_dump(mode="json", exclude={"kind"})
                 return [{"type": "data-agent-event", "data": data, "transient": True}]
-            case RunFinished(result=result) | RunPaused(result=result):
+            case RunPaused(result=result):
+                asked = _asked_below(result, self._run_id)
+                return [*asked, *self._end_step(), self._finish(result)]
+            case RunFinished(result=result):
                 return [*self._end_step(), self._finish(result)]
             case RunFailed(error=error, result=result):
                 told = public_error(error, request_id)
@@ -348,3 +354,21 @@ AI_SDK = FrontendProtocol(
     headers=UI_MESSAGE_STREAM_HEADERS,
 )
 """`POST /ai-sdk`: the run as the Vercel AI SDK's UI message stream."""
+
+
+def _asked_below(result: ExecutionResult, run_id: str) -> list[dict[str, Any]]:
+    """The calls of agents called as tools (at any depth) that wait for a person, each as a
+    tool part asking for approval, by the id the paused run lists it under: the client
+    answers them as the run's own, and a decision resumes the whole run tree."""
+    chunks: list[dict[str, Any]] = []
+    for pending in result.pending_approvals:
+        if len(pending.agent_path) < 2:  # the run's own call: asked for as it was announced
+            continue
+        call_id = pending.call_id
+        available = {"toolCallId": call_id, "toolName": pending.name, "input": pending.arguments}
+        chunks.append({"type": "tool-input-available", **available})
+        approval = approval_id(run_id, call_id)
+        chunks.append(
+            {"type": "tool-approval-request", "approvalId": approval, "toolCallId": call_id}
+        )
+    return chunks
